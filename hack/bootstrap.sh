@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# Installs everything the build, tests, demo and benchmarks need on a fresh Debian machine.
+# Idempotent: every step checks its cache entry first, so a warm run takes seconds.
+#
+#   hack/bootstrap.sh            # all steps
+#   hack/bootstrap.sh apt tools  # only these steps
+#
+# Built artefacts live under $CACHEQOS_CACHE (default $HOME/.cache/cacheqos), one folder per
+# tool and version; ./bin holds symlinks to the entries this checkout uses.
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=hack/versions.env
+source "$repo/hack/versions.env"
+cache=${CACHEQOS_CACHE:-$HOME/.cache/cacheqos}
+bin="$repo/bin"
+mkdir -p "$cache" "$bin"
+
+log() { printf '[bootstrap %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+# Debian packages: cache engines, the twemproxy benchmark peer, Prometheus for integration
+# tests, protoc, and the container runtime pieces the local cluster runs on.
+apt_packages=(
+  redis-server redis-tools memcached libmemcached-tools prometheus nutcracker
+  protobuf-compiler
+  containerd runc containernetworking-plugins iptables conntrack socat iproute2 busybox-static
+  python3-matplotlib
+)
+
+step_apt() {
+  local missing=()
+  for p in "${apt_packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+  if [ ${#missing[@]} -eq 0 ]; then
+    log "apt: all ${#apt_packages[@]} packages present"
+    return
+  fi
+  log "apt: installing ${missing[*]}"
+  as_root apt-get update -qq
+  # The distribution's init scripts would start redis/memcached/prometheus/containerd as
+  # services; tests start their own processes on their own ports, so keep the services off.
+  local policy=/usr/sbin/policy-rc.d created_policy=
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' | as_root tee "$policy" >/dev/null
+    as_root chmod +x "$policy"
+    created_policy=1
+  fi
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  [ -z "$created_policy" ] || as_root rm -f "$policy"
+}
+
+step_gomod() {
+  log "go: downloading modules of $(go list -m)"
+  (cd "$repo" && go mod download)
+}
+
+# hash_of FILE... -> short content hash, so a changed pin gets a new cache folder.
+hash_of() { cat "$@" | sha256sum | cut -c1-12; }
+
+# build_module NAME DIR OUTDIR LDFLAGS PKG... : builds commands of a pinned wrapper module into
+# OUTDIR atomically (a killed build leaves no half-filled cache entry).
+build_module() {
+  local name=$1 dir=$2 out=$3 ldflags=$4
+  shift 4
+  if [ -d "$out" ]; then
+    log "$name: cached at $out"
+    return
+  fi
+  log "$name: building $* (cold: several minutes on 2 cores)"
+  rm -rf "$out.tmp"
+  mkdir -p "$out.tmp"
+  (cd "$dir" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "$ldflags" -o "$out.tmp/" "$@")
+  mv "$out.tmp" "$out"
+}
+
+kube_dir() { echo "$cache/kube-$KUBE_VERSION-$(hash_of "$repo"/hack/modules/kube/go.{mod,sum})"; }
+etcd_dir() { echo "$cache/etcd-$ETCD_VERSION-$(hash_of "$repo"/hack/modules/etcd/go.{mod,sum})"; }
+
+step_kube() {
+  local minor ld=-s\ -w
+  minor=$(echo "$KUBE_VERSION" | cut -d. -f2)
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ld="$ld -X $p.gitVersion=$KUBE_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor"
+    ld="$ld -X $p.gitTreeState=clean -X $p.buildDate=2025-01-01T00:00:00Z"
+  done
+  build_module kube "$repo/hack/modules/kube" "$(kube_dir)" "$ld" \
+    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+    k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubelet \
+    k8s.io/kubernetes/cmd/kube-proxy k8s.io/kubernetes/cmd/kubectl
+  ln -sfn "$(kube_dir)" "$bin/kube"
+}
+
+step_etcd() {
+  build_module etcd "$repo/hack/modules/etcd" "$(etcd_dir)" "-s -w" go.etcd.io/etcd/server/v3
+  # go names the binary after the path without its major version: "server".
+  [ -e "$(etcd_dir)/etcd" ] || mv "$(etcd_dir)/server" "$(etcd_dir)/etcd"
+  ln -sfn "$(etcd_dir)" "$bin/etcd"
+}
+
+# envtest wants kube-apiserver, etcd and kubectl in one folder (KUBEBUILDER_ASSETS).
+step_envtest() {
+  mkdir -p "$bin/envtest"
+  ln -sfn "$(kube_dir)/kube-apiserver" "$bin/envtest/kube-apiserver"
+  ln -sfn "$(kube_dir)/kubectl" "$bin/envtest/kubectl"
+  ln -sfn "$(etcd_dir)/etcd" "$bin/envtest/etcd"
+  log "envtest: assets in $bin/envtest"
+}
+
+# go_tool NAME VERSION PACKAGE [LDFLAGS]
+go_tool() {
+  local name=$1 version=$2 pkg=$3 ldflags=${4:-}
+  local dest="$cache/tools/$name-$version"
+  if [ ! -x "$dest/$name" ]; then
+    log "tools: go install $pkg@$version"
+    rm -rf "$dest.tmp"
+    mkdir -p "$dest.tmp"
+    GOBIN="$dest.tmp" CGO_ENABLED=0 go install -ldflags "$ldflags" "$pkg@$version"
+    rm -rf "$dest"
+    mv "$dest.tmp" "$dest"
+  fi
+  ln -sfn "$dest/$name" "$bin/$name"
+}
+
+step_tools() {
+  go_tool controller-gen "$CONTROLLER_GEN_VERSION" sigs.k8s.io/controller-tools/cmd/controller-gen
+  go_tool kustomize "$KUSTOMIZE_VERSION" sigs.k8s.io/kustomize/kustomize/v5
+  go_tool helm "$HELM_VERSION" helm.sh/helm/v3/cmd/helm \
+    "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+  go_tool golangci-lint "$GOLANGCI_LINT_VERSION" github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+  go_tool protoc-gen-go "$PROTOC_GEN_GO_VERSION" google.golang.org/protobuf/cmd/protoc-gen-go
+  log "tools: controller-gen kustomize helm golangci-lint protoc-gen-go in $bin"
+}
+
+# OR-Tools ships no Go package; its PyPI wheel carries libortools.so.9 with the C API CP-SAT's
+# own Go wrapper uses. Keep the wheel's layout: the library finds its ~100 neighbours through
+# $ORIGIN-relative rpaths into ortools/.libs and ortools.libs/.
+step_ortools() {
+  local dest="$cache/ortools-$ORTOOLS_VERSION"
+  if [ ! -e "$dest/ortools/.libs/libortools.so.9" ]; then
+    log "ortools: fetching the ortools==$ORTOOLS_VERSION wheel"
+    local tmp
+    tmp=$(mktemp -d)
+    python3 -m pip download --quiet --no-deps --only-binary=:all: \
+      --platform manylinux_2_28_x86_64 --python-version 3.11 -d "$tmp" "ortools==$ORTOOLS_VERSION"
+    rm -rf "$dest.tmp"
+    mkdir -p "$dest.tmp"
+    python3 -m zipfile -e "$tmp"/ortools-*.whl "$dest.tmp"
+    rm -rf "$tmp" "$dest"
+    mv "$dest.tmp" "$dest"
+  fi
+  ln -sfn "$dest" "$bin/ortools"
+  log "ortools: $bin/ortools/ortools/.libs/libortools.so.9"
+}
+
+all_steps=(apt gomod kube etcd envtest tools ortools)
+steps=("$@")
+[ ${#steps[@]} -gt 0 ] || steps=("${all_steps[@]}")
+start=$SECONDS
+for s in "${steps[@]}"; do
+  declare -F "step_$s" >/dev/null || { echo "unknown step '$s' (steps: ${all_steps[*]})" >&2; exit 2; }
+  "step_$s"
+done
+log "done in $((SECONDS - start))s"

@@ -1,0 +1,14 @@
+//go:build tools
+
+// Package kube pins the Kubernetes release whose commands hack/bootstrap.sh builds
+// (the module proxy serves no binaries, so we compile them).
+package kube
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-proxy"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+	_ "k8s.io/kubernetes/cmd/kubelet"
+)
