@@ -1,0 +1,108 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+)
+
+// driver is what differs between engines: how to start one, talk to it, resize it and read
+// its numbers.
+type driver interface {
+	kind() Engine
+	// processName is the engine's binary name, also used to recognise its processes.
+	processName() string
+	// binary resolves the engine executable at start time, so installing it later works.
+	binary() (string, error)
+	minMemoryBytes() int64
+	// effectiveMemory is the limit the engine really applies for a requested one.
+	effectiveMemory(requested int64) int64
+	checkPolicy(EvictionPolicy) error
+	// prepareDir makes a partition directory usable by the engine process.
+	prepareDir(dir string) error
+	args(spec PartitionSpec, paths partitionPaths) []string
+	// ping succeeds once the engine answers on its socket.
+	ping(ctx context.Context, socket string) error
+	// configure applies settings that are not command-line arguments, after ping succeeded.
+	configure(ctx context.Context, socket string) error
+	// liveSpec reads the memory limit and eviction policy the engine runs with.
+	liveSpec(ctx context.Context, socket string) (PartitionSpec, error)
+	// apply changes a running engine's memory limit and eviction policy to spec, live; a
+	// shrink returns only once the engine uses no more than the new limit.
+	apply(ctx context.Context, socket string, spec PartitionSpec) error
+	stats(ctx context.Context, socket string) (Stats, error)
+}
+
+// Stats are one partition's engine numbers.
+type Stats struct {
+	Tenant string
+	Engine Engine
+	PID    int
+	// LimitBytes is the memory limit the engine applies (maxmemory / limit_maxbytes).
+	LimitBytes int64
+	// UsedBytes is the memory the engine counts against LimitBytes: redis used_memory minus
+	// what redis excludes from eviction accounting and minus the connection reading the stats
+	// (its buffers were allocated after redis last evicted), memcached total_malloced (slab
+	// pages held).
+	UsedBytes int64
+	// DataBytes is the stored data: redis used_memory_dataset, memcached bytes (item sizes).
+	DataBytes int64
+	// RSSBytes is the process's resident memory; it may stay above UsedBytes after a shrink
+	// because allocators keep freed pages.
+	RSSBytes  int64
+	Items     int64
+	Evictions int64
+	Hits      int64
+	Misses    int64
+}
+
+// partitionPaths are the files of one partition's state directory.
+type partitionPaths struct {
+	dir     string
+	socket  string
+	pidfile string
+	logfile string
+	record  string // the partition's tenant, engine and applied spec, for adoption
+}
+
+func pathsFor(root, tenant string) partitionPaths {
+	dir := filepath.Join(root, partitionDirName(tenant))
+	return partitionPaths{
+		dir:     dir,
+		socket:  filepath.Join(dir, "sock"),
+		pidfile: filepath.Join(dir, "pid"),
+		logfile: filepath.Join(dir, "engine.log"),
+		record:  filepath.Join(dir, "partition.json"),
+	}
+}
+
+// maxSocketPathLength is the longest unix socket path Linux accepts (sun_path minus its NUL).
+const maxSocketPathLength = 107
+
+// maxRootLength is the longest state root whose partition sockets all fit.
+const maxRootLength = maxSocketPathLength - len("/") - maxDirNameLength - len("/sock")
+
+// resolveBinary finds an engine executable: the configured path, or name in PATH.
+func resolveBinary(configured, name string) (string, error) {
+	if configured == "" {
+		path, err := exec.LookPath(name)
+		if err != nil {
+			return "", fmt.Errorf("%w: %s is not in PATH", ErrBinaryNotFound, name)
+		}
+		return path, nil
+	}
+	info, err := os.Stat(configured)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrBinaryNotFound, err)
+	}
+	if info.IsDir() || info.Mode().Perm()&0o111 == 0 {
+		return "", fmt.Errorf("%w: %s is not an executable file", ErrBinaryNotFound, configured)
+	}
+	return configured, nil
+}
+
+// pollEvery is how often readiness and resize progress are checked.
+const pollEvery = 20 * time.Millisecond
