@@ -1,0 +1,494 @@
+/*
+Copyright 2026 The cacheqos Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Defaults the schema applies; exported so Go callers that build objects by hand (tests,
+// simulators) see the same values the API server would store.
+const (
+	DefaultAllocationInterval     = 30 * time.Second
+	DefaultSolverTimeLimit        = 10 * time.Second
+	DefaultMaxChurnPercent        = 25
+	DefaultHeadroomPercent        = 10
+	DefaultMRCSamplingRate        = "0.01"
+	DefaultMRCMaxTrackedKeys      = 8192
+	DefaultMRCCurvePoints         = 16
+	DefaultServiceMonitorInterval = 30 * time.Second
+	// MinAllocationInterval is the shortest allocation interval the schema accepts: metrics
+	// need a few scrapes per interval to say anything, and every interval may move memory.
+	MinAllocationInterval = 5 * time.Second
+)
+
+// AllocationPolicy selects the algorithm that sizes and places tenant partitions.
+// +kubebuilder:validation:Enum=optimal;maxperf;softqos;lacs;equal
+type AllocationPolicy string
+
+const (
+	// PolicyOptimal: CP-SAT over discrete size levels, warm-started from the greedy plan;
+	// meets as many strict SLOs as possible (weighted by priority), then maximizes hits, then
+	// minimizes movement.
+	PolicyOptimal AllocationPolicy = "optimal"
+	// PolicyMaxperf: Maxperf's two stages (size from interpolated latency curves, then split
+	// across servers), with maxDegradation as its delta.
+	PolicyMaxperf AllocationPolicy = "maxperf"
+	// PolicySoftQoS: Soft-QoS minimum sizes from monotone piecewise-linear hit-ratio fits,
+	// spare memory to the tenants that gain the most.
+	PolicySoftQoS AllocationPolicy = "softqos"
+	// PolicyLACS: load-aware sharing with LACS' isolation guarantee (cache and bandwidth).
+	PolicyLACS AllocationPolicy = "lacs"
+	// PolicyEqual: every admitted tenant gets the same share of every node (the baseline).
+	PolicyEqual AllocationPolicy = "equal"
+)
+
+// Solver outcomes written to CacheCluster status.lastPlan.solverStatus.
+const (
+	// SolverStatusOptimal: the solver proved its plan optimal.
+	SolverStatusOptimal = "Optimal"
+	// SolverStatusFeasible: the time limit ended the search with a plan that is not proven optimal.
+	SolverStatusFeasible = "Feasible"
+	// SolverStatusInfeasible: no plan satisfies the hard constraints; nothing was changed.
+	SolverStatusInfeasible = "Infeasible"
+	// SolverStatusFallback: the solver failed or found nothing in time; the greedy plan was used.
+	SolverStatusFallback = "Fallback"
+	// SolverStatusNotUsed: the policy is a heuristic (equal, softqos, maxperf, lacs) without a solver.
+	SolverStatusNotUsed = "NotUsed"
+)
+
+// CacheClusterSpec describes a fleet of cache nodes and how its capacity is shared.
+type CacheClusterSpec struct {
+	// engine is the cache server every partition runs. Immutable: tenants' data and clients
+	// depend on it; create a new CacheCluster to switch engines.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="engine is immutable; create a new CacheCluster to change it"
+	Engine Engine `json:"engine"`
+
+	// images of the node pod. Empty fields take the operator's defaults.
+	// +optional
+	// +kubebuilder:default={}
+	Images CacheClusterImages `json:"images,omitempty"`
+
+	// nodeSelector picks the nodes that run a cache sidecar (every matching node gets one).
+	// Empty selects every schedulable node.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=32
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// tolerations let the sidecar run on tainted (for example dedicated) cache nodes.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// capacity is what each selected node gives to tenant partitions.
+	// +required
+	Capacity NodeCapacity `json:"capacity"`
+
+	// allocation controls how often and how partitions are recomputed.
+	// +optional
+	// +kubebuilder:default={}
+	Allocation AllocationSettings `json:"allocation,omitempty"`
+
+	// monitoring says where metrics are read from and which monitoring objects to create.
+	// +optional
+	Monitoring MonitoringSettings `json:"monitoring,omitempty"`
+
+	// missRatioCurve tunes the sidecar's sampled miss-ratio curves (SHARDS).
+	// +optional
+	// +kubebuilder:default={}
+	MissRatioCurve MissRatioCurveSettings `json:"missRatioCurve,omitempty"`
+}
+
+// CacheClusterImages are the container images of the node pod.
+type CacheClusterImages struct {
+	// engine is an image that provides the engine binary (redis-server or memcached) the
+	// sidecar starts once per partition. Empty: the operator's default for spec.engine.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Engine string `json:"engine,omitempty"`
+
+	// sidecar is the cacheqos node agent and proxy image. Empty: the operator's own version.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Sidecar string `json:"sidecar,omitempty"`
+
+	// pullPolicy of both images.
+	// +optional
+	// +kubebuilder:validation:Enum=Always;IfNotPresent;Never
+	// +kubebuilder:default=IfNotPresent
+	PullPolicy corev1.PullPolicy `json:"pullPolicy,omitempty"`
+}
+
+// NodeCapacity is the share of one node that tenant partitions may use. Every selected node
+// offers the same capacity; put differently sized nodes in different CacheClusters.
+type NodeCapacity struct {
+	// memory each node gives to the cache (bytes, a quantity such as 64Gi), before headroom.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="!isQuantity(string(self)) || quantity(string(self)).isGreaterThan(quantity('0'))",message="must be a positive quantity of bytes, e.g. 64Gi"
+	Memory resource.Quantity `json:"memory"`
+
+	// bandwidth is the node's network budget for cache traffic, bytes per second
+	// (a quantity: 1250M is 10 Gbit/s).
+	// +required
+	// +kubebuilder:validation:XValidation:rule="!isQuantity(string(self)) || quantity(string(self)).isGreaterThan(quantity('0'))",message="must be a positive quantity of bytes per second, e.g. 1250M"
+	Bandwidth resource.Quantity `json:"bandwidth"`
+
+	// opsPerSecond is how many requests per second a node serves at acceptable latency.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	OpsPerSecond int64 `json:"opsPerSecond"`
+
+	// headroomPercent of memory is kept free for the engine's own overhead (fragmentation,
+	// replication and client buffers, allocator slack): partitions share
+	// memory * (100 - headroomPercent) / 100.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=90
+	// +kubebuilder:default=10
+	HeadroomPercent *int32 `json:"headroomPercent,omitempty"`
+}
+
+// PartitionableMemory returns the bytes of a node that tenant partitions share: memory minus
+// the headroom (DefaultHeadroomPercent when unset).
+func (c *NodeCapacity) PartitionableMemory() int64 {
+	headroom := int64(DefaultHeadroomPercent)
+	if c.HeadroomPercent != nil {
+		headroom = int64(*c.HeadroomPercent)
+	}
+	// Divide first: memory*(100-h) can overflow int64 for exabyte quantities, and losing
+	// less than 100 bytes of precision does not matter for a cache.
+	total := c.Memory.Value()
+	return total/100*(100-headroom) + total%100*(100-headroom)/100
+}
+
+// AllocationSettings control the allocator loop.
+// +kubebuilder:validation:XValidation:rule="!has(self.interval) || !has(self.solverTimeLimit) || !self.interval.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') || !self.solverTimeLimit.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') || duration(self.solverTimeLimit) < duration(self.interval)",fieldPath=".solverTimeLimit",message="solverTimeLimit must be shorter than allocation.interval"
+type AllocationSettings struct {
+	// interval between allocations (a duration such as 30s, at least 5s). A change of a
+	// TenantSLO or of the cluster also triggers one.
+	// +kubebuilder:validation:Type=string
+	// +optional
+	// +kubebuilder:default="30s"
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') || duration(self) >= duration('5s')",message="must be at least 5s"
+	Interval *metav1.Duration `json:"interval,omitempty"`
+
+	// policy is the allocation algorithm.
+	// +optional
+	// +kubebuilder:default=optimal
+	Policy AllocationPolicy `json:"policy,omitempty"`
+
+	// solverTimeLimit bounds one solve (policy optimal); a timed-out solve keeps its best plan
+	// or falls back to greedy. Must be shorter than interval.
+	// +kubebuilder:validation:Type=string
+	// +optional
+	// +kubebuilder:default="10s"
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') || duration(self) > duration('0s')",message="must be a positive duration"
+	SolverTimeLimit *metav1.Duration `json:"solverTimeLimit,omitempty"`
+
+	// maxChurnPercent caps how much partition memory one allocation may move, as a percent of
+	// the cluster's partitionable memory (sum over tenants and nodes of |new - old| / 2).
+	// Moving memory empties caches, so large moves happen over several intervals.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +kubebuilder:default=25
+	MaxChurnPercent int32 `json:"maxChurnPercent,omitempty"`
+}
+
+// IntervalOrDefault returns interval, or DefaultAllocationInterval when unset.
+func (a *AllocationSettings) IntervalOrDefault() time.Duration {
+	if a.Interval == nil {
+		return DefaultAllocationInterval
+	}
+	return a.Interval.Duration
+}
+
+// SolverTimeLimitOrDefault returns solverTimeLimit, or DefaultSolverTimeLimit when unset.
+func (a *AllocationSettings) SolverTimeLimitOrDefault() time.Duration {
+	if a.SolverTimeLimit == nil {
+		return DefaultSolverTimeLimit
+	}
+	return a.SolverTimeLimit.Duration
+}
+
+// MonitoringSettings say where per-tenant metrics come from.
+type MonitoringSettings struct {
+	// prometheusURL is the Prometheus HTTP API the allocator queries (http or https).
+	// Empty: the operator's --prometheus-url flag.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^https?://[^\s]+$`
+	PrometheusURL string `json:"prometheusURL,omitempty"`
+
+	// serviceMonitor makes the operator create a prometheus-operator ServiceMonitor that
+	// scrapes every sidecar.
+	// +optional
+	ServiceMonitor ServiceMonitorSettings `json:"serviceMonitor,omitempty"`
+
+	// prometheusRule makes the operator create a prometheus-operator PrometheusRule with the
+	// cluster's alerts (SLO missed, tenant throttled, plan not applied).
+	// +optional
+	PrometheusRule PrometheusRuleSettings `json:"prometheusRule,omitempty"`
+}
+
+// ServiceMonitorSettings toggle and label the ServiceMonitor.
+type ServiceMonitorSettings struct {
+	// enabled creates the ServiceMonitor (needs the prometheus-operator CRDs).
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
+
+	// interval between scrapes.
+	// +kubebuilder:validation:Type=string
+	// +optional
+	// +kubebuilder:default="30s"
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') || duration(self) >= duration('1s')",message="must be at least 1s"
+	Interval *metav1.Duration `json:"interval,omitempty"`
+
+	// labels added to the ServiceMonitor so a Prometheus' serviceMonitorSelector picks it up.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=16
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// PrometheusRuleSettings toggle and label the PrometheusRule.
+type PrometheusRuleSettings struct {
+	// enabled creates the PrometheusRule (needs the prometheus-operator CRDs).
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
+
+	// labels added to the PrometheusRule so a Prometheus' ruleSelector picks it up.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=16
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// MissRatioCurveSettings tune the sampled miss-ratio curve each sidecar keeps per partition
+// (spatially hashed sampling, SHARDS). They bound both the sidecar's memory and the number of
+// Prometheus series per partition.
+type MissRatioCurveSettings struct {
+	// samplingRate is the fraction of keys tracked, a decimal in (0, 1], e.g. "0.01" (1%).
+	// +optional
+	// +kubebuilder:default="0.01"
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:Pattern=`^[0-9]+([.][0-9]+)?$`
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+)?$') || (double(self) > 0.0 && double(self) <= 1.0)",message="must be a decimal in (0, 1], e.g. 0.01"
+	SamplingRate string `json:"samplingRate,omitempty"`
+
+	// maxTrackedKeys caps the sampled keys per partition; the sampling rate is lowered
+	// adaptively when a partition would track more (fixed-size SHARDS).
+	// +optional
+	// +kubebuilder:validation:Minimum=64
+	// +kubebuilder:validation:Maximum=1048576
+	// +kubebuilder:default=8192
+	MaxTrackedKeys int32 `json:"maxTrackedKeys,omitempty"`
+
+	// curvePoints is how many cache sizes each curve is reported at (one Prometheus series
+	// each); the allocator's size levels come from these points.
+	// +optional
+	// +kubebuilder:validation:Minimum=2
+	// +kubebuilder:validation:Maximum=64
+	// +kubebuilder:default=16
+	CurvePoints int32 `json:"curvePoints,omitempty"`
+}
+
+// Rate returns samplingRate as a number in (0, 1]; DefaultMRCSamplingRate when unset.
+func (m *MissRatioCurveSettings) Rate() (float64, error) {
+	s := m.SamplingRate
+	if s == "" {
+		s = DefaultMRCSamplingRate
+	}
+	return parseDecimalIn("missRatioCurve.samplingRate", s, ratioRange)
+}
+
+// CacheClusterStatus is what the operator observed and decided for the cluster.
+type CacheClusterStatus struct {
+	// observedGeneration is the spec generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions: Ready, Progressing, Degraded, PlanApplied.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// nodeCount is how many nodes the cluster currently runs on.
+	// +optional
+	NodeCount int32 `json:"nodeCount,omitempty"`
+
+	// nodes lists per-node capacity, allocation and load (at most 1000 entries; counts above
+	// stay exact when the list is capped).
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=1000
+	Nodes []NodeStatus `json:"nodes,omitempty"`
+
+	// lastPlan summarizes the most recent allocation.
+	// +optional
+	LastPlan *PlanSummary `json:"lastPlan,omitempty"`
+
+	// tenants counts the TenantSLOs that reference this cluster.
+	// +optional
+	Tenants TenantCounts `json:"tenants,omitempty"`
+}
+
+// NodeStatus is one node's view in CacheCluster status.
+type NodeStatus struct {
+	// name of the Node.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// capacity partitions may use on this node (after headroom).
+	// +optional
+	Capacity NodeResources `json:"capacity,omitempty"`
+
+	// allocated is the sum over this node's partitions of planned memory and limits.
+	// +optional
+	Allocated NodeResources `json:"allocated,omitempty"`
+
+	// observed is measured: memory used by the engines, bytes/s and ops/s served.
+	// +optional
+	Observed NodeResources `json:"observed,omitempty"`
+
+	// partitions is how many tenant partitions the node runs.
+	// +optional
+	Partitions int32 `json:"partitions,omitempty"`
+
+	// planGeneration of the node's CacheNodePlan, and the generation its sidecar applied.
+	// +optional
+	PlanGeneration int64 `json:"planGeneration,omitempty"`
+	// +optional
+	AppliedGeneration int64 `json:"appliedGeneration,omitempty"`
+}
+
+// NodeResources is memory (bytes), bandwidth (bytes/s) and request rate (ops/s) on one node.
+type NodeResources struct {
+	// memory in bytes.
+	// +optional
+	Memory resource.Quantity `json:"memory,omitempty"`
+	// bandwidth in bytes per second.
+	// +optional
+	Bandwidth resource.Quantity `json:"bandwidth,omitempty"`
+	// opsPerSecond in requests per second.
+	// +optional
+	OpsPerSecond int64 `json:"opsPerSecond,omitempty"`
+}
+
+// PlanSummary describes one allocation run.
+type PlanSummary struct {
+	// time the allocation finished.
+	// +required
+	Time metav1.Time `json:"time"`
+
+	// policy that produced the plan.
+	// +required
+	Policy AllocationPolicy `json:"policy"`
+
+	// solverStatus: Optimal, Feasible, Infeasible, Fallback or NotUsed (see SolverStatus*).
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	SolverStatus string `json:"solverStatus,omitempty"`
+
+	// objective value of the plan as a decimal string (may be negative), in the policy's units
+	// (policy optimal: expected hits per second over all tenants).
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^-?[0-9]+([.][0-9]+)?$`
+	Objective string `json:"objective,omitempty"`
+
+	// duration of the whole allocation (metrics, curves, solve).
+	// +optional
+	Duration metav1.Duration `json:"duration,omitempty"`
+
+	// movedMemory is the partition memory this plan moved between tenants (bytes).
+	// +optional
+	MovedMemory resource.Quantity `json:"movedMemory,omitempty"`
+
+	// message explains a fallback or an infeasible model.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+}
+
+// TenantCounts count the TenantSLOs of a cluster.
+type TenantCounts struct {
+	// total TenantSLOs referencing the cluster.
+	// +optional
+	Total int32 `json:"total,omitempty"`
+	// admitted tenants (Admitted=True).
+	// +optional
+	Admitted int32 `json:"admitted,omitempty"`
+	// meetingSLO tenants (SLOMet=True).
+	// +optional
+	MeetingSLO int32 `json:"meetingSLO,omitempty"`
+	// throttled tenants (Throttled=True).
+	// +optional
+	Throttled int32 `json:"throttled,omitempty"`
+}
+
+// CacheCluster is a fleet of cache nodes shared by tenants, each with its own partition and
+// limits on every node it uses.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Namespaced,shortName=ccl,categories=cacheqos
+// +kubebuilder:printcolumn:name="Engine",type=string,JSONPath=`.spec.engine`
+// +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.nodeCount`
+// +kubebuilder:printcolumn:name="Tenants",type=integer,JSONPath=`.status.tenants.admitted`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Policy",type=string,JSONPath=`.spec.allocation.policy`,priority=1
+// +kubebuilder:printcolumn:name="Meeting SLO",type=integer,JSONPath=`.status.tenants.meetingSLO`,priority=1
+// +kubebuilder:printcolumn:name="Solver",type=string,JSONPath=`.status.lastPlan.solverStatus`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type CacheCluster struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec CacheClusterSpec `json:"spec"`
+	// +optional
+	Status CacheClusterStatus `json:"status,omitempty"`
+}
+
+// CacheClusterList is a list of CacheClusters.
+//
+// +kubebuilder:object:root=true
+type CacheClusterList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []CacheCluster `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&CacheCluster{}, &CacheClusterList{})
+}

@@ -1,0 +1,269 @@
+/*
+Copyright 2026 The cacheqos Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+import (
+	"sort"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Bounds of a CacheNodePlan, so a plan always fits in one API object and its CEL rules stay
+// within the API server's cost budget.
+const (
+	MaxPartitionsPerNode = 1024
+	MaxRoutesPerTenant   = MaxTenantNodes
+)
+
+// PartitionState is a partition's lifecycle on a node, as the sidecar reports it.
+// +kubebuilder:validation:Enum=Starting;Running;Resizing;Draining;Failed
+type PartitionState string
+
+const (
+	// PartitionStarting: the engine process is being started.
+	PartitionStarting PartitionState = "Starting"
+	// PartitionRunning: serving at the planned size.
+	PartitionRunning PartitionState = "Running"
+	// PartitionResizing: the engine's memory limit is being changed live.
+	PartitionResizing PartitionState = "Resizing"
+	// PartitionDraining: the partition left the plan; its engine is being stopped.
+	PartitionDraining PartitionState = "Draining"
+	// PartitionFailed: the partition cannot run; message says why.
+	PartitionFailed PartitionState = "Failed"
+)
+
+// CacheNodePlanSpec is everything one node's sidecar must enforce. The operator writes it; the
+// sidecar only reads it and reports in status.
+// +kubebuilder:validation:XValidation:rule="!has(self.partitionCount) || self.partitionCount == (has(self.partitions) ? size(self.partitions) : 0)",fieldPath=".partitionCount",message="partitionCount must equal the number of entries in partitions"
+type CacheNodePlanSpec struct {
+	// clusterName is the owning CacheCluster (same namespace).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="clusterName is immutable"
+	ClusterName string `json:"clusterName"`
+
+	// nodeName is the Node whose sidecar enforces the plan.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="nodeName is immutable"
+	NodeName string `json:"nodeName"`
+
+	// engine of the cluster (copied so the sidecar needs no access to the CacheCluster).
+	// +required
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="engine is immutable"
+	Engine Engine `json:"engine"`
+
+	// planGeneration increases with every change of the plan; the sidecar reports the one it
+	// applied in status.appliedGeneration. Never decreases.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:XValidation:rule="self >= oldSelf",message="planGeneration must not decrease"
+	PlanGeneration int64 `json:"planGeneration"`
+
+	// credentialsSecret names a Secret in the plan's namespace with salted hashes of the
+	// credentials of every tenant in the plan; the sidecar authenticates clients against it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	CredentialsSecret string `json:"credentialsSecret,omitempty"`
+
+	// partitionCount is the number of partitions (shown by `kubectl get cachenodeplans`).
+	// When set it must equal the length of partitions; SetPartitions keeps them in step.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	PartitionCount *int32 `json:"partitionCount,omitempty"`
+
+	// partitions the node must run, one per tenant.
+	// +optional
+	// +listType=map
+	// +listMapKey=tenant
+	// +kubebuilder:validation:MaxItems=1024
+	Partitions []PartitionPlan `json:"partitions,omitempty"`
+}
+
+// SetPartitions replaces the plan's partitions, sorted by tenant so that unchanged plans
+// serialize identically (no spurious updates), and sets partitionCount to match.
+func (s *CacheNodePlanSpec) SetPartitions(partitions []PartitionPlan) {
+	sorted := append([]PartitionPlan(nil), partitions...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Tenant < sorted[j].Tenant })
+	s.Partitions = sorted
+	n := int32(len(sorted))
+	s.PartitionCount = &n
+}
+
+// PartitionPlan is one tenant's partition on the node.
+type PartitionPlan struct {
+	// tenant is the TenantSLO's ID, "<namespace>/<name>".
+	// +required
+	// +kubebuilder:validation:MaxLength=317
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Tenant string `json:"tenant"`
+
+	// memory limit of the partition's engine (bytes): a positive quantity string such as 1Gi.
+	// (A string pattern, not a CEL rule: 1024 partitions of quantity() exceed the CEL budget.)
+	// +required
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^[+]?(([0-9]*[1-9][0-9]*([.][0-9]*)?)|([0-9]*[.][0-9]*[1-9][0-9]*))(([KMGTPE]i)|[numkMGTPE]|([eE][+-]?[0-9]+))?$`
+	Memory resource.Quantity `json:"memory"`
+
+	// evictionPolicy of the partition's engine.
+	// +required
+	EvictionPolicy EvictionPolicy `json:"evictionPolicy"`
+
+	// bandwidthLimit of the tenant on this node (bytes/s). Unset: unlimited.
+	// +optional
+	BandwidthLimit *resource.Quantity `json:"bandwidthLimit,omitempty"`
+
+	// opsLimit of the tenant on this node (ops/s). Unset: unlimited.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	OpsLimit *int64 `json:"opsLimit,omitempty"`
+
+	// routes are the tenant's partitions on all nodes (this one included), so the proxy can
+	// route each key to the node that owns it (weighted rendezvous hashing).
+	// +optional
+	// +listType=map
+	// +listMapKey=nodeName
+	// +kubebuilder:validation:MaxItems=256
+	Routes []TenantRoute `json:"routes,omitempty"`
+}
+
+// TenantRoute is one of a tenant's partitions, as seen by the proxies.
+type TenantRoute struct {
+	// nodeName holding the partition.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	NodeName string `json:"nodeName"`
+
+	// endpoint is host:port of that node's sidecar peer port.
+	// +required
+	// +kubebuilder:validation:MaxLength=261
+	// +kubebuilder:validation:Pattern=`^([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\]):[0-9]{1,5}$`
+	Endpoint string `json:"endpoint"`
+
+	// weight is the share of the tenant's keys this partition owns, proportional to its size.
+	// 0 keeps the partition reachable while it drains but gives it no new keys.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	Weight int32 `json:"weight"`
+}
+
+// CacheNodePlanStatus is written by the node's sidecar.
+type CacheNodePlanStatus struct {
+	// appliedGeneration is the spec.planGeneration the sidecar last applied completely.
+	// +optional
+	AppliedGeneration int64 `json:"appliedGeneration,omitempty"`
+
+	// observedGeneration is the object generation the sidecar last read.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions: Ready, PlanApplied.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// partitions the node runs now (including draining ones no longer in spec).
+	// +optional
+	// +listType=map
+	// +listMapKey=tenant
+	// +kubebuilder:validation:MaxItems=1024
+	Partitions []PartitionStatus `json:"partitions,omitempty"`
+
+	// lastAppliedTime is when appliedGeneration last changed.
+	// +optional
+	LastAppliedTime *metav1.Time `json:"lastAppliedTime,omitempty"`
+}
+
+// PartitionStatus is one partition as the sidecar sees it.
+type PartitionStatus struct {
+	// tenant ID, "<namespace>/<name>".
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=317
+	Tenant string `json:"tenant"`
+
+	// memoryLimitBytes currently configured in the engine.
+	// +optional
+	MemoryLimitBytes int64 `json:"memoryLimitBytes,omitempty"`
+
+	// usedBytes the engine reports for stored data (redis used_memory, memcached bytes).
+	// +optional
+	UsedBytes int64 `json:"usedBytes,omitempty"`
+
+	// rssBytes of the engine process (includes fragmentation and buffers).
+	// +optional
+	RSSBytes int64 `json:"rssBytes,omitempty"`
+
+	// evictions since the engine started.
+	// +optional
+	Evictions int64 `json:"evictions,omitempty"`
+
+	// state of the partition.
+	// +optional
+	State PartitionState `json:"state,omitempty"`
+
+	// message explains a Failed state or the last error.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+}
+
+// CacheNodePlan is the partitions and limits one node must enforce. The operator keeps one
+// per node of a CacheCluster (owned by it); the node's sidecar acknowledges it in status.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Namespaced,shortName=cnplan,categories=cacheqos
+// +kubebuilder:selectablefield:JSONPath=`.spec.nodeName`
+// +kubebuilder:selectablefield:JSONPath=`.spec.clusterName`
+// +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.spec.nodeName`
+// +kubebuilder:printcolumn:name="Partitions",type=integer,JSONPath=`.spec.partitionCount`
+// +kubebuilder:printcolumn:name="Generation",type=integer,JSONPath=`.spec.planGeneration`
+// +kubebuilder:printcolumn:name="Applied",type=integer,JSONPath=`.status.appliedGeneration`
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.clusterName`,priority=1
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type CacheNodePlan struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec CacheNodePlanSpec `json:"spec"`
+	// +optional
+	Status CacheNodePlanStatus `json:"status,omitempty"`
+}
+
+// CacheNodePlanList is a list of CacheNodePlans.
+//
+// +kubebuilder:object:root=true
+type CacheNodePlanList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []CacheNodePlan `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&CacheNodePlan{}, &CacheNodePlanList{})
+}

@@ -1,0 +1,96 @@
+/*
+Copyright 2026 The cacheqos Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+// Condition types. The operator, the allocator and the sidecar share these strings, so a
+// `kubectl wait --for=condition=...` written against one keeps working for all.
+const (
+	// ConditionReady: the object is doing its job. CacheCluster: every selected node runs a
+	// sidecar that applied the current plan. TenantSLO: admitted, partitions running, credentials
+	// issued. CacheNodePlan: every partition of the plan runs at its planned size.
+	ConditionReady = "Ready"
+	// ConditionProgressing (CacheCluster): a rollout or a new plan is on its way to the nodes.
+	ConditionProgressing = "Progressing"
+	// ConditionDegraded (CacheCluster): serving, but something needs attention (metrics missing,
+	// solver fell back to the heuristic, some nodes not ready).
+	ConditionDegraded = "Degraded"
+	// ConditionPlanApplied: CacheCluster: every node acknowledged the latest plan generation.
+	// CacheNodePlan: this node's sidecar applied spec.planGeneration.
+	ConditionPlanApplied = "PlanApplied"
+	// ConditionAdmitted (TenantSLO): the cluster has room for the tenant's guarantees
+	// (memory.min, bandwidth.guaranteed) and the tenant got partitions.
+	ConditionAdmitted = "Admitted"
+	// ConditionSLOMet (TenantSLO): the observed value of the objective meets its target.
+	ConditionSLOMet = "SLOMet"
+	// ConditionThrottled (TenantSLO): the tenant's traffic is being held by its bandwidth or
+	// ops limit on at least one node.
+	ConditionThrottled = "Throttled"
+)
+
+// Condition reasons (CamelCase, as metav1.Condition requires).
+const (
+	// ReasonReconciling: the controller has seen the change and is acting on it.
+	ReasonReconciling = "Reconciling"
+	// ReasonAllNodesReady (CacheCluster Ready=True): every selected node runs a ready sidecar.
+	ReasonAllNodesReady = "AllNodesReady"
+	// ReasonNodesNotReady (CacheCluster Ready=False or Degraded=True): some sidecars are not ready.
+	ReasonNodesNotReady = "NodesNotReady"
+	// ReasonNoMatchingNodes: spec.nodeSelector and tolerations select no schedulable node.
+	ReasonNoMatchingNodes = "NoMatchingNodes"
+	// ReasonPrometheusUnavailable (Degraded=True): metrics could not be read; the allocator keeps
+	// the last plan.
+	ReasonPrometheusUnavailable = "PrometheusUnavailable"
+	// ReasonSolverFallback (Degraded=True): the solver failed or timed out without a solution and
+	// the plan came from the greedy warm start.
+	ReasonSolverFallback = "SolverFallback"
+
+	// ReasonPlanApplied (PlanApplied=True): the plan generation was applied.
+	ReasonPlanApplied = "Applied"
+	// ReasonPlanPending (PlanApplied=False): a newer plan generation is not applied yet.
+	ReasonPlanPending = "PlanPending"
+	// ReasonApplyFailed (PlanApplied=False): the sidecar could not apply some partition; the
+	// partition's status message says why.
+	ReasonApplyFailed = "ApplyFailed"
+
+	// ReasonAdmitted (Admitted=True).
+	ReasonAdmitted = "Admitted"
+	// ReasonInsufficientCapacity (Admitted=False): the cluster cannot fit the tenant's guarantees
+	// next to those already admitted.
+	ReasonInsufficientCapacity = "InsufficientCapacity"
+	// ReasonClusterNotFound (Admitted=False): spec.clusterRef names no CacheCluster.
+	ReasonClusterNotFound = "ClusterNotFound"
+	// ReasonUnsupportedEvictionPolicy (Admitted=False): the cluster's engine has no such policy
+	// (lfu on memcached).
+	ReasonUnsupportedEvictionPolicy = "UnsupportedEvictionPolicy"
+	// ReasonTargetUnreachable (SLOMet=False): even memory.max (or the whole cluster) cannot meet
+	// the target according to the tenant's miss-ratio curve; the tenant is served best effort.
+	ReasonTargetUnreachable = "TargetUnreachable"
+
+	// ReasonTargetMet (SLOMet=True).
+	ReasonTargetMet = "TargetMet"
+	// ReasonTargetMissed (SLOMet=False): observed value is worse than the target.
+	ReasonTargetMissed = "TargetMissed"
+	// ReasonAwaitingMetrics (SLOMet=Unknown): not enough traffic observed yet to judge.
+	ReasonAwaitingMetrics = "AwaitingMetrics"
+
+	// ReasonBandwidthLimited (Throttled=True): requests waited for the bytes/s token bucket.
+	ReasonBandwidthLimited = "BandwidthLimited"
+	// ReasonOpsLimited (Throttled=True): requests waited for the ops/s token bucket.
+	ReasonOpsLimited = "OpsLimited"
+	// ReasonWithinLimits (Throttled=False).
+	ReasonWithinLimits = "WithinLimits"
+)

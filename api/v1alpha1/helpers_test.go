@@ -1,0 +1,186 @@
+/*
+Copyright 2026 The cacheqos Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1_test
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
+	"github.com/cacheqos/cacheqos/api/v1alpha1/decimal"
+)
+
+func TestObjectiveTargets(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		target  func() (float64, error)
+		want    float64
+		wantErr string
+	}{
+		{"hit ratio", (&v1.HitRatioObjective{Ratio: "0.95"}).Target, 0.95, ""},
+		{"hit ratio of one", (&v1.HitRatioObjective{Ratio: "1"}).Target, 1, ""},
+		{"hit ratio zero", (&v1.HitRatioObjective{Ratio: "0"}).Target, 0, "objective.hitRatio.target: 0 is outside (0, 1]"},
+		{"hit ratio above one", (&v1.HitRatioObjective{Ratio: "1.01"}).Target, 0, "outside (0, 1]"},
+		{"hit ratio not a number", (&v1.HitRatioObjective{Ratio: "95%"}).Target, 0, "objective.hitRatio.target: \"95%\" is not a decimal"},
+		{"degradation", (&v1.MaxDegradationObjective{Factor: "1.05"}).Target, 1.05, ""},
+		{"degradation of one", (&v1.MaxDegradationObjective{Factor: "1"}).Target, 1, ""},
+		{"degradation below one", (&v1.MaxDegradationObjective{Factor: "0.9"}).Target, 0, "objective.maxDegradation.target: 0.9 is outside [1, 10]"},
+		{"degradation too large", (&v1.MaxDegradationObjective{Factor: "11"}).Target, 0, "outside [1, 10]"},
+		{"sampling rate", (&v1.MissRatioCurveSettings{SamplingRate: "0.001"}).Rate, 0.001, ""},
+		{"sampling rate default", (&v1.MissRatioCurveSettings{}).Rate, 0.01, ""},
+		{"sampling rate zero", (&v1.MissRatioCurveSettings{SamplingRate: "0.0"}).Rate, 0, "missRatioCurve.samplingRate: 0.0 is outside (0, 1]"},
+	} {
+		got, err := tc.target()
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%s: got %v, %v; want error containing %q", tc.name, got, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%s: got %v, %v; want %v", tc.name, got, err, tc.want)
+		}
+	}
+}
+
+func TestPartitionableMemory(t *testing.T) {
+	for _, tc := range []struct {
+		memory   string
+		headroom *int32
+		want     int64
+	}{
+		{"100Gi", nil, 100 << 30 / 10 * 9},
+		{"100Gi", ptr.To[int32](0), 100 << 30},
+		{"64Gi", ptr.To[int32](25), 48 << 30},
+		{"1001", ptr.To[int32](10), 900},
+		{"4Gi", ptr.To[int32](10), 3865470566}, // 4294967296 * 0.9, rounded down
+		// Near the int64 limit the result must not overflow.
+		{"4Ei", ptr.To[int32](50), 2 << 60},
+	} {
+		c := v1.NodeCapacity{Memory: resource.MustParse(tc.memory), HeadroomPercent: tc.headroom}
+		if got := c.PartitionableMemory(); got != tc.want {
+			t.Errorf("memory %s headroom %v: PartitionableMemory() = %d, want %d", tc.memory, tc.headroom, got, tc.want)
+		}
+	}
+}
+
+func TestAllocationDurationsOrDefault(t *testing.T) {
+	var unset v1.AllocationSettings
+	if got := unset.IntervalOrDefault(); got != v1.DefaultAllocationInterval {
+		t.Errorf("IntervalOrDefault() = %v, want %v", got, v1.DefaultAllocationInterval)
+	}
+	if got := unset.SolverTimeLimitOrDefault(); got != v1.DefaultSolverTimeLimit {
+		t.Errorf("SolverTimeLimitOrDefault() = %v, want %v", got, v1.DefaultSolverTimeLimit)
+	}
+	set := v1.AllocationSettings{
+		Interval:        &metav1.Duration{Duration: time.Minute},
+		SolverTimeLimit: &metav1.Duration{Duration: 3 * time.Second},
+	}
+	if set.IntervalOrDefault() != time.Minute || set.SolverTimeLimitOrDefault() != 3*time.Second {
+		t.Errorf("set durations read back as %v and %v", set.IntervalOrDefault(), set.SolverTimeLimitOrDefault())
+	}
+}
+
+func TestTenantIdentity(t *testing.T) {
+	slo := v1.TenantSLO{ObjectMeta: metav1.ObjectMeta{Namespace: "checkout", Name: "sessions"}}
+	slo.Spec.ClusterRef.Name = "shared-redis"
+	if got := slo.TenantID(); got != "checkout/sessions" {
+		t.Errorf("TenantID() = %q", got)
+	}
+	if got, want := slo.ClusterKey(), (types.NamespacedName{Namespace: "checkout", Name: "shared-redis"}); got != want {
+		t.Errorf("ClusterKey() with empty namespace = %v, want %v", got, want)
+	}
+	slo.Spec.ClusterRef.Namespace = "cache-platform"
+	if got, want := slo.ClusterKey(), (types.NamespacedName{Namespace: "cache-platform", Name: "shared-redis"}); got != want {
+		t.Errorf("ClusterKey() = %v, want %v", got, want)
+	}
+}
+
+func TestSetPartitionsSortsAndCounts(t *testing.T) {
+	input := []v1.PartitionPlan{{Tenant: "search/q"}, {Tenant: "analytics/r"}, {Tenant: "checkout/s"}}
+	var spec v1.CacheNodePlanSpec
+	spec.SetPartitions(input)
+	var got []string
+	for _, p := range spec.Partitions {
+		got = append(got, p.Tenant)
+	}
+	if want := []string{"analytics/r", "checkout/s", "search/q"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("partitions = %v, want %v", got, want)
+	}
+	if spec.PartitionCount == nil || *spec.PartitionCount != 3 {
+		t.Errorf("partitionCount = %v, want 3", spec.PartitionCount)
+	}
+	if input[0].Tenant != "search/q" {
+		t.Errorf("SetPartitions reordered the caller's slice: %v", input)
+	}
+}
+
+// TestDecimalPatternMatchesCRDs keeps the Go parser and the generated schema in step: every
+// spec field whose Go side parses with package decimal must carry decimal.Pattern in the CRD.
+func TestDecimalPatternMatchesCRDs(t *testing.T) {
+	for _, tc := range []struct {
+		crd  string
+		path []string
+	}{
+		{"cacheqos.io_tenantslos.yaml", []string{"spec", "objective", "hitRatio", "target"}},
+		{"cacheqos.io_tenantslos.yaml", []string{"spec", "objective", "maxDegradation", "target"}},
+		{"cacheqos.io_cacheclusters.yaml", []string{"spec", "missRatioCurve", "samplingRate"}},
+	} {
+		schema := crdSchema(t, tc.crd)
+		for _, p := range tc.path {
+			next, ok := schema.Properties[p]
+			if !ok {
+				t.Fatalf("%s: no property %q on the way to %v", tc.crd, p, tc.path)
+			}
+			schema = next
+		}
+		if schema.Pattern != decimal.Pattern {
+			t.Errorf("%s %v: pattern %q, want decimal.Pattern %q", tc.crd, tc.path, schema.Pattern, decimal.Pattern)
+		}
+	}
+}
+
+// crdSchema reads the v1alpha1 schema of a generated CRD.
+func crdSchema(t *testing.T, file string) apiextensionsv1.JSONSchemaProps {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(crdDir, file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crd apiextensionsv1.CustomResourceDefinition
+	if err := yaml.UnmarshalStrict(raw, &crd); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	for _, v := range crd.Spec.Versions {
+		if v.Name == v1.GroupVersion.Version {
+			return *v.Schema.OpenAPIV3Schema
+		}
+	}
+	t.Fatalf("%s has no version %s", file, v1.GroupVersion.Version)
+	return apiextensionsv1.JSONSchemaProps{}
+}

@@ -1,0 +1,418 @@
+/*
+Copyright 2026 The cacheqos Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Defaults of TenantSLO fields, mirrored from the schema.
+const (
+	DefaultTenantPriority = 100
+	DefaultMinNodes       = 1
+	// MaxTenantNodes is the most nodes one tenant can spread over (routes per partition plan).
+	MaxTenantNodes = 256
+)
+
+// TenantClass says whether a tenant's objective is a promise or a wish.
+// +kubebuilder:validation:Enum=strict;bestEffort
+type TenantClass string
+
+const (
+	// ClassStrict tenants are admitted only when their guarantees fit, and the allocator meets
+	// their objectives first (weighted by priority).
+	ClassStrict TenantClass = "strict"
+	// ClassBestEffort tenants get no guarantees: leftover memory and bandwidth, shared by
+	// expected benefit.
+	ClassBestEffort TenantClass = "bestEffort"
+)
+
+// LatencyStatistic is the statistic a latency objective constrains.
+// +kubebuilder:validation:Enum=mean;p99
+type LatencyStatistic string
+
+const (
+	// LatencyMean constrains the mean request latency (the quantity the allocator's latency
+	// model predicts directly from hit ratio and hit/miss service times).
+	LatencyMean LatencyStatistic = "mean"
+	// LatencyP99 constrains the 99th percentile of request latency.
+	LatencyP99 LatencyStatistic = "p99"
+)
+
+// TenantSLOSpec is one tenant's objective and limits on one CacheCluster.
+// +kubebuilder:validation:XValidation:rule="!has(self.class) || self.class != 'bestEffort' || !has(self.bandwidth) || !has(self.bandwidth.guaranteed)",fieldPath=".bandwidth.guaranteed",message="bandwidth.guaranteed is only allowed for class strict; bestEffort tenants get no guarantees"
+// +kubebuilder:validation:XValidation:rule="!has(self.class) || self.class != 'bestEffort' || !has(self.memory) || !has(self.memory.min)",fieldPath=".memory.min",message="memory.min is only allowed for class strict; bestEffort tenants get no guarantees"
+type TenantSLOSpec struct {
+	// clusterRef names the CacheCluster that serves the tenant. Immutable: moving a tenant
+	// means a new TenantSLO (its cache starts empty either way).
+	// +required
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="clusterRef is immutable; create a new TenantSLO to move to another cluster"
+	ClusterRef ClusterReference `json:"clusterRef"`
+
+	// objective is what the tenant needs: exactly one of hitRatio, latency, maxDegradation.
+	// +required
+	Objective Objective `json:"objective"`
+
+	// memory bounds the tenant's total partition memory over all nodes.
+	// +optional
+	Memory MemoryRange `json:"memory,omitempty"`
+
+	// bandwidth bounds the tenant's traffic over all nodes, bytes per second.
+	// +optional
+	Bandwidth BandwidthRange `json:"bandwidth,omitempty"`
+
+	// opsLimit caps the tenant's requests per second over all nodes. Unset: no cap.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	OpsLimit *int64 `json:"opsLimit,omitempty"`
+
+	// class: strict (guarantees are admitted and honoured first) or bestEffort.
+	// +optional
+	// +kubebuilder:default=strict
+	Class TenantClass `json:"class,omitempty"`
+
+	// priority weighs this tenant against other strict tenants when not every objective can be
+	// met (1-1000, higher wins).
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	// +kubebuilder:default=100
+	Priority int32 `json:"priority,omitempty"`
+
+	// placement bounds how many nodes the tenant's partitions spread over.
+	// +optional
+	// +kubebuilder:default={}
+	Placement Placement `json:"placement,omitempty"`
+
+	// evictionPolicy of the tenant's partitions: lru or lfu (lfu needs engine redis).
+	// +optional
+	// +kubebuilder:default=lru
+	EvictionPolicy EvictionPolicy `json:"evictionPolicy,omitempty"`
+}
+
+// ClusterReference points at a CacheCluster, usually in the platform team's namespace.
+type ClusterReference struct {
+	// name of the CacheCluster.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Name string `json:"name"`
+
+	// namespace of the CacheCluster. Empty: the TenantSLO's own namespace.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// Objective is exactly one of the supported service-level objectives.
+// +kubebuilder:validation:XValidation:rule="[has(self.hitRatio), has(self.latency), has(self.maxDegradation)].filter(x, x).size() == 1",message="exactly one of objective.hitRatio, objective.latency or objective.maxDegradation must be set"
+type Objective struct {
+	// hitRatio: the fraction of reads served from cache, over all of the tenant's partitions.
+	// +optional
+	HitRatio *HitRatioObjective `json:"hitRatio,omitempty"`
+
+	// latency: the tenant's request latency as seen by the sidecar proxy.
+	// +optional
+	Latency *LatencyObjective `json:"latency,omitempty"`
+
+	// maxDegradation: how much worse than a fair share (an equal split of the cluster) the
+	// tenant's latency may be — Maxperf's delta.
+	// +optional
+	MaxDegradation *MaxDegradationObjective `json:"maxDegradation,omitempty"`
+}
+
+// HitRatioObjective asks for at least a given hit ratio.
+type HitRatioObjective struct {
+	// target hit ratio, a decimal in (0, 1] such as "0.95".
+	// +required
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:Pattern=`^[0-9]+([.][0-9]+)?$`
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+)?$') || (double(self) > 0.0 && double(self) <= 1.0)",message="must be a decimal in (0, 1], e.g. 0.95"
+	Ratio string `json:"target"`
+}
+
+// Target returns the target hit ratio as a number in (0, 1].
+func (o *HitRatioObjective) Target() (float64, error) {
+	return parseDecimalIn("objective.hitRatio.target", o.Ratio, ratioRange)
+}
+
+// LatencyObjective asks for at most a given latency.
+type LatencyObjective struct {
+	// target latency, a positive duration such as 800us or 2ms.
+	// +kubebuilder:validation:Type=string
+	// +required
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') || duration(self) > duration('0s')",message="must be a positive duration, e.g. 2ms"
+	Target metav1.Duration `json:"target"`
+
+	// statistic the target applies to: mean or p99.
+	// +optional
+	// +kubebuilder:default=mean
+	Statistic LatencyStatistic `json:"statistic,omitempty"`
+}
+
+// MaxDegradationObjective bounds the tenant's latency relative to what it would see with a
+// fair share: latency <= target * latency at an equal split of the cluster.
+type MaxDegradationObjective struct {
+	// target factor, a decimal in [1, 10] such as "1.05" (at most 5% worse than fair share).
+	// +required
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:Pattern=`^[0-9]+([.][0-9]+)?$`
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+)?$') || (double(self) >= 1.0 && double(self) <= 10.0)",message="must be a decimal in [1, 10], e.g. 1.05"
+	Factor string `json:"target"`
+}
+
+// Target returns the degradation factor as a number in [1, MaxDegradationLimit].
+func (o *MaxDegradationObjective) Target() (float64, error) {
+	return parseDecimalIn("objective.maxDegradation.target", o.Factor, degradationRange)
+}
+
+// MemoryRange bounds a tenant's total memory (bytes, over all nodes).
+// +kubebuilder:validation:XValidation:rule="!has(self.min) || !has(self.max) || !isQuantity(string(self.min)) || !isQuantity(string(self.max)) || quantity(string(self.min)).compareTo(quantity(string(self.max))) <= 0",fieldPath=".min",message="memory.min must be less than or equal to memory.max"
+type MemoryRange struct {
+	// min memory the tenant is guaranteed (strict class only); admission fails when it does
+	// not fit. Unset: no floor.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="!isQuantity(string(self)) || quantity(string(self)).isGreaterThan(quantity('0'))",message="must be a positive quantity of bytes, e.g. 512Mi"
+	Min *resource.Quantity `json:"min,omitempty"`
+
+	// max memory the tenant may get. Unset: no ceiling beyond the cluster's capacity.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="!isQuantity(string(self)) || quantity(string(self)).isGreaterThan(quantity('0'))",message="must be a positive quantity of bytes, e.g. 8Gi"
+	Max *resource.Quantity `json:"max,omitempty"`
+}
+
+// BandwidthRange bounds a tenant's traffic in bytes per second over all nodes.
+// +kubebuilder:validation:XValidation:rule="!has(self.guaranteed) || !has(self.limit) || !isQuantity(string(self.guaranteed)) || !isQuantity(string(self.limit)) || quantity(string(self.guaranteed)).compareTo(quantity(string(self.limit))) <= 0",fieldPath=".guaranteed",message="bandwidth.guaranteed must be less than or equal to bandwidth.limit"
+type BandwidthRange struct {
+	// guaranteed bytes per second (strict class only): admission reserves it on the nodes
+	// that hold the tenant, and others are throttled first when a node is saturated.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="!isQuantity(string(self)) || quantity(string(self)).isGreaterThan(quantity('0'))",message="must be a positive quantity of bytes per second, e.g. 50M"
+	Guaranteed *resource.Quantity `json:"guaranteed,omitempty"`
+
+	// limit in bytes per second; requests above it wait in the sidecar (held, not dropped).
+	// Unset: no cap beyond the nodes' capacity.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="!isQuantity(string(self)) || quantity(string(self)).isGreaterThan(quantity('0'))",message="must be a positive quantity of bytes per second, e.g. 200M"
+	Limit *resource.Quantity `json:"limit,omitempty"`
+}
+
+// Placement bounds how many nodes hold the tenant's partitions. Keys are spread over the
+// partitions in proportion to their size.
+// +kubebuilder:validation:XValidation:rule="!has(self.minNodes) || !has(self.maxNodes) || self.minNodes <= self.maxNodes",fieldPath=".minNodes",message="placement.minNodes must be less than or equal to placement.maxNodes"
+type Placement struct {
+	// minNodes the tenant spreads over (more nodes: less lost on a node failure, and more
+	// bandwidth).
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=256
+	// +kubebuilder:default=1
+	MinNodes int32 `json:"minNodes,omitempty"`
+
+	// maxNodes the tenant spreads over. Unset: as many as the allocator finds useful (at most 256).
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=256
+	MaxNodes int32 `json:"maxNodes,omitempty"`
+}
+
+// TenantSLOStatus is the tenant's allocation and what was observed.
+type TenantSLOStatus struct {
+	// observedGeneration is the spec generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions: Admitted, SLOMet, Throttled, Ready.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// allocation is what the current plan gives the tenant.
+	// +optional
+	Allocation *TenantAllocation `json:"allocation,omitempty"`
+
+	// observed is the tenant's measured traffic and performance.
+	// +optional
+	Observed *TenantObservation `json:"observed,omitempty"`
+
+	// predictedHitRatio is the hit ratio the tenant's miss-ratio curve predicts at the
+	// allocated memory, a decimal in [0, 1].
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:Pattern=`^[0-9]+([.][0-9]+)?$`
+	PredictedHitRatio string `json:"predictedHitRatio,omitempty"`
+
+	// credentialsSecret names the Secret, in the TenantSLO's namespace, that holds the
+	// tenant's username and password for the cache endpoint.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	CredentialsSecret string `json:"credentialsSecret,omitempty"`
+
+	// endpoint is the host:port clients connect to (the cluster's Service in front of the
+	// sidecars; any node routes keys to the node that holds them).
+	// +optional
+	// +kubebuilder:validation:MaxLength=261
+	Endpoint string `json:"endpoint,omitempty"`
+}
+
+// TenantAllocation is a tenant's share of the cluster under the current plan.
+type TenantAllocation struct {
+	// memory summed over the tenant's partitions (bytes).
+	// +optional
+	Memory resource.Quantity `json:"memory,omitempty"`
+
+	// bandwidthLimit summed over nodes (bytes/s). Unset: unlimited.
+	// +optional
+	BandwidthLimit *resource.Quantity `json:"bandwidthLimit,omitempty"`
+
+	// opsLimit summed over nodes (ops/s). Unset: unlimited.
+	// +optional
+	OpsLimit *int64 `json:"opsLimit,omitempty"`
+
+	// nodeCount is how many nodes hold a partition of the tenant.
+	// +optional
+	NodeCount int32 `json:"nodeCount,omitempty"`
+
+	// nodes lists the tenant's partitions.
+	// +optional
+	// +listType=map
+	// +listMapKey=nodeName
+	// +kubebuilder:validation:MaxItems=256
+	Nodes []NodeAllocation `json:"nodes,omitempty"`
+
+	// planGeneration of the allocation that produced these numbers.
+	// +optional
+	PlanGeneration int64 `json:"planGeneration,omitempty"`
+}
+
+// NodeAllocation is the tenant's partition on one node.
+type NodeAllocation struct {
+	// nodeName of the Node.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	NodeName string `json:"nodeName"`
+
+	// memory of the partition (bytes).
+	// +optional
+	Memory resource.Quantity `json:"memory,omitempty"`
+
+	// bandwidthLimit on this node (bytes/s). Unset: unlimited.
+	// +optional
+	BandwidthLimit *resource.Quantity `json:"bandwidthLimit,omitempty"`
+
+	// opsLimit on this node (ops/s). Unset: unlimited.
+	// +optional
+	OpsLimit *int64 `json:"opsLimit,omitempty"`
+}
+
+// TenantObservation is measured over the last allocation interval.
+type TenantObservation struct {
+	// time the measurement window ended.
+	// +optional
+	Time metav1.Time `json:"time,omitempty"`
+
+	// objectiveValue is the measured value of the metric the objective constrains, in the
+	// target's unit: a decimal ratio (hitRatio), a duration (latency), or a decimal factor
+	// (maxDegradation). Shown next to the target in `kubectl get tenantslo`.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	ObjectiveValue string `json:"objectiveValue,omitempty"`
+
+	// hitRatio of reads, a decimal in [0, 1].
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:Pattern=`^[0-9]+([.][0-9]+)?$`
+	HitRatio string `json:"hitRatio,omitempty"`
+
+	// meanLatency of requests at the sidecar proxy.
+	// +optional
+	MeanLatency *metav1.Duration `json:"meanLatency,omitempty"`
+
+	// p99Latency of requests at the sidecar proxy.
+	// +optional
+	P99Latency *metav1.Duration `json:"p99Latency,omitempty"`
+
+	// opsPerSecond served.
+	// +optional
+	OpsPerSecond int64 `json:"opsPerSecond,omitempty"`
+
+	// bytesPerSecond served (requests plus responses).
+	// +optional
+	BytesPerSecond resource.Quantity `json:"bytesPerSecond,omitempty"`
+}
+
+// TenantSLO is one tenant's service-level objective on a shared CacheCluster.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Namespaced,shortName=tslo,categories=cacheqos
+// +kubebuilder:printcolumn:name="Target",type=string,JSONPath=`.spec.objective.*.target`
+// +kubebuilder:printcolumn:name="Observed",type=string,JSONPath=`.status.observed.objectiveValue`
+// +kubebuilder:printcolumn:name="Memory",type=string,JSONPath=`.status.allocation.memory`
+// +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.allocation.nodeCount`
+// +kubebuilder:printcolumn:name="SLO",type=string,JSONPath=`.status.conditions[?(@.type=="SLOMet")].status`
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.clusterRef.name`,priority=1
+// +kubebuilder:printcolumn:name="Class",type=string,JSONPath=`.spec.class`,priority=1
+// +kubebuilder:printcolumn:name="Admitted",type=string,JSONPath=`.status.conditions[?(@.type=="Admitted")].status`,priority=1
+// +kubebuilder:printcolumn:name="Throttled",type=string,JSONPath=`.status.conditions[?(@.type=="Throttled")].status`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type TenantSLO struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec TenantSLOSpec `json:"spec"`
+	// +optional
+	Status TenantSLOStatus `json:"status,omitempty"`
+}
+
+// TenantID is the tenant's identity everywhere outside its namespace (CacheNodePlan
+// partitions, metrics labels, credentials): "<namespace>/<name>".
+func (t *TenantSLO) TenantID() string {
+	return t.Namespace + "/" + t.Name
+}
+
+// ClusterKey resolves spec.clusterRef, whose empty namespace means the TenantSLO's own.
+func (t *TenantSLO) ClusterKey() types.NamespacedName {
+	ns := t.Spec.ClusterRef.Namespace
+	if ns == "" {
+		ns = t.Namespace
+	}
+	return types.NamespacedName{Namespace: ns, Name: t.Spec.ClusterRef.Name}
+}
+
+// TenantSLOList is a list of TenantSLOs.
+//
+// +kubebuilder:object:root=true
+type TenantSLOList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []TenantSLO `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&TenantSLO{}, &TenantSLOList{})
+}

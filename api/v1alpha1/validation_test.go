@@ -1,0 +1,387 @@
+/*
+Copyright 2026 The cacheqos Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
+)
+
+const validationNamespace = "validation"
+
+// Valid objects the rejection cases start from; each case breaks exactly one thing.
+
+func validCluster() *v1.CacheCluster {
+	return &v1.CacheCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: validationNamespace},
+		Spec: v1.CacheClusterSpec{
+			Engine: v1.EngineRedis,
+			Capacity: v1.NodeCapacity{
+				Memory:       resource.MustParse("8Gi"),
+				Bandwidth:    resource.MustParse("1250M"),
+				OpsPerSecond: 100000,
+			},
+		},
+	}
+}
+
+func validTenant() *v1.TenantSLO {
+	return &v1.TenantSLO{
+		ObjectMeta: metav1.ObjectMeta{Namespace: validationNamespace},
+		Spec: v1.TenantSLOSpec{
+			ClusterRef: v1.ClusterReference{Name: "shared-redis", Namespace: "cache-platform"},
+			Objective:  v1.Objective{HitRatio: &v1.HitRatioObjective{Ratio: "0.9"}},
+		},
+	}
+}
+
+func validPlan() *v1.CacheNodePlan {
+	plan := &v1.CacheNodePlan{
+		ObjectMeta: metav1.ObjectMeta{Namespace: validationNamespace},
+		Spec: v1.CacheNodePlanSpec{
+			ClusterName:       "shared-redis",
+			NodeName:          "node-a",
+			Engine:            v1.EngineRedis,
+			PlanGeneration:    1,
+			CredentialsSecret: "shared-redis-credentials",
+		},
+	}
+	plan.Spec.SetPartitions([]v1.PartitionPlan{{
+		Tenant:         "checkout/sessions",
+		Memory:         resource.MustParse("1Gi"),
+		EvictionPolicy: v1.EvictionLRU,
+		BandwidthLimit: ptr.To(resource.MustParse("50M")),
+		OpsLimit:       ptr.To[int64](10000),
+		Routes: []v1.TenantRoute{
+			{NodeName: "node-a", Endpoint: "10.0.0.1:7380", Weight: 1024},
+			{NodeName: "node-b", Endpoint: "[fd00::2]:7380", Weight: 512},
+		},
+	}})
+	return plan
+}
+
+func cluster(mutate func(*v1.CacheCluster)) client.Object { c := validCluster(); mutate(c); return c }
+func tenant(mutate func(*v1.TenantSLO)) client.Object     { s := validTenant(); mutate(s); return s }
+func plan(mutate func(*v1.CacheNodePlan)) client.Object   { p := validPlan(); mutate(p); return p }
+
+func duration(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
+
+// withField returns obj as unstructured with one field set to a value its Go type cannot hold
+// (a malformed duration, say), or removed when value is nil.
+func withField(obj client.Object, value any, path ...string) *unstructured.Unstructured {
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		panic(err)
+	}
+	u := &unstructured.Unstructured{Object: content}
+	gvk, err := k8sClient.GroupVersionKindFor(obj)
+	if err != nil {
+		panic(err)
+	}
+	u.SetGroupVersionKind(gvk)
+	if value == nil {
+		unstructured.RemoveNestedField(u.Object, path...)
+	} else if err := unstructured.SetNestedField(u.Object, value, path...); err != nil {
+		panic(err)
+	}
+	return u
+}
+
+// planWithBareIntegerMemory is a valid plan whose partition memory is written as a JSON
+// integer, which a hand-written YAML plan could do and Go's resource.Quantity never does.
+func planWithBareIntegerMemory() client.Object {
+	u := withField(validPlan(), nil, "status")
+	partitions, _, err := unstructured.NestedSlice(u.Object, "spec", "partitions")
+	if err != nil || len(partitions) == 0 {
+		panic(fmt.Sprintf("valid plan has no partitions: %v", err))
+	}
+	partitions[0].(map[string]any)["memory"] = int64(1 << 30)
+	if err := unstructured.SetNestedSlice(u.Object, partitions, "spec", "partitions"); err != nil {
+		panic(err)
+	}
+	return u
+}
+
+// TestInvalidObjectsRejected creates objects the schema must refuse and checks that the real
+// API server refuses each one with a cause that names the offending field and says why.
+func TestInvalidObjectsRejected(t *testing.T) {
+	ctx := context.Background()
+	createNamespace(ctx, t, validationNamespace)
+
+	// The starting points themselves are valid.
+	for _, obj := range []client.Object{validCluster(), validTenant(), validPlan()} {
+		obj.SetName("valid")
+		if err := k8sClient.Create(ctx, obj, strict); err != nil {
+			t.Fatalf("valid %T rejected: %v", obj, err)
+		}
+	}
+
+	for _, tc := range []struct {
+		name      string
+		obj       client.Object
+		wantField string
+		wantMsg   string
+	}{
+		// CacheCluster
+		{"unknown engine", cluster(func(c *v1.CacheCluster) { c.Spec.Engine = "valkey" }),
+			"spec.engine", `Unsupported value: "valkey"`},
+		{"zero node memory", cluster(func(c *v1.CacheCluster) { c.Spec.Capacity.Memory = resource.MustParse("0") }),
+			"spec.capacity.memory", "must be a positive quantity of bytes"},
+		{"negative bandwidth", cluster(func(c *v1.CacheCluster) { c.Spec.Capacity.Bandwidth = resource.MustParse("-1M") }),
+			"spec.capacity.bandwidth", "must be a positive quantity of bytes per second"},
+		{"node memory missing", withField(validCluster(), nil, "spec", "capacity", "memory"),
+			"spec.capacity.memory", "Required value"},
+		{"zero ops capacity", cluster(func(c *v1.CacheCluster) { c.Spec.Capacity.OpsPerSecond = 0 }),
+			"spec.capacity.opsPerSecond", "greater than or equal to 1"},
+		{"headroom above 90%", cluster(func(c *v1.CacheCluster) { c.Spec.Capacity.HeadroomPercent = ptr.To[int32](95) }),
+			"spec.capacity.headroomPercent", "less than or equal to 90"},
+		{"interval below the 5s floor", cluster(func(c *v1.CacheCluster) {
+			c.Spec.Allocation.Interval = duration(2 * time.Second)
+			c.Spec.Allocation.SolverTimeLimit = duration(time.Second)
+		}), "spec.allocation.interval", "must be at least 5s"},
+		{"interval not a duration", withField(validCluster(), "soon", "spec", "allocation", "interval"),
+			"spec.allocation.interval", "should match"},
+		{"solver limit as long as the interval", cluster(func(c *v1.CacheCluster) {
+			c.Spec.Allocation.Interval = duration(30 * time.Second)
+			c.Spec.Allocation.SolverTimeLimit = duration(30 * time.Second)
+		}), "spec.allocation.solverTimeLimit", "solverTimeLimit must be shorter than allocation.interval"},
+		{"solver limit longer than the default interval", cluster(func(c *v1.CacheCluster) {
+			c.Spec.Allocation.SolverTimeLimit = duration(time.Minute)
+		}), "spec.allocation.solverTimeLimit", "must be shorter than allocation.interval"},
+		{"zero solver limit", cluster(func(c *v1.CacheCluster) { c.Spec.Allocation.SolverTimeLimit = duration(0) }),
+			"spec.allocation.solverTimeLimit", "must be a positive duration"},
+		{"unknown policy", cluster(func(c *v1.CacheCluster) { c.Spec.Allocation.Policy = "fastest" }),
+			"spec.allocation.policy", `Unsupported value: "fastest"`},
+		{"churn above 100%", cluster(func(c *v1.CacheCluster) { c.Spec.Allocation.MaxChurnPercent = 101 }),
+			"spec.allocation.maxChurnPercent", "less than or equal to 100"},
+		{"zero sampling rate", cluster(func(c *v1.CacheCluster) { c.Spec.MissRatioCurve.SamplingRate = "0" }),
+			"spec.missRatioCurve.samplingRate", "must be a decimal in (0, 1]"},
+		{"sampling rate as a percentage", cluster(func(c *v1.CacheCluster) { c.Spec.MissRatioCurve.SamplingRate = "1%" }),
+			"spec.missRatioCurve.samplingRate", "should match"},
+		{"prometheus URL without scheme", cluster(func(c *v1.CacheCluster) { c.Spec.Monitoring.PrometheusURL = "prometheus:9090" }),
+			"spec.monitoring.prometheusURL", "should match"},
+		{"scrape interval below 1s", cluster(func(c *v1.CacheCluster) {
+			c.Spec.Monitoring.ServiceMonitor.Interval = duration(500 * time.Millisecond)
+		}), "spec.monitoring.serviceMonitor.interval", "must be at least 1s"},
+
+		// TenantSLO
+		{"no objective", tenant(func(s *v1.TenantSLO) { s.Spec.Objective = v1.Objective{} }),
+			"spec.objective", "exactly one of objective.hitRatio, objective.latency or objective.maxDegradation"},
+		{"two objectives", tenant(func(s *v1.TenantSLO) {
+			s.Spec.Objective.Latency = &v1.LatencyObjective{Target: metav1.Duration{Duration: time.Millisecond}}
+		}), "spec.objective", "exactly one of"},
+		{"hit ratio above one", tenant(func(s *v1.TenantSLO) { s.Spec.Objective.HitRatio.Ratio = "1.2" }),
+			"spec.objective.hitRatio.target", "must be a decimal in (0, 1]"},
+		{"hit ratio zero", tenant(func(s *v1.TenantSLO) { s.Spec.Objective.HitRatio.Ratio = "0.0" }),
+			"spec.objective.hitRatio.target", "must be a decimal in (0, 1]"},
+		{"hit ratio as a percentage", tenant(func(s *v1.TenantSLO) { s.Spec.Objective.HitRatio.Ratio = "95%" }),
+			"spec.objective.hitRatio.target", "should match"},
+		{"zero latency target", tenant(func(s *v1.TenantSLO) {
+			s.Spec.Objective = v1.Objective{Latency: &v1.LatencyObjective{}}
+		}), "spec.objective.latency.target", "must be a positive duration"},
+		{"unknown latency statistic", tenant(func(s *v1.TenantSLO) {
+			s.Spec.Objective = v1.Objective{Latency: &v1.LatencyObjective{Target: metav1.Duration{Duration: time.Millisecond}, Statistic: "p50"}}
+		}), "spec.objective.latency.statistic", `Unsupported value: "p50"`},
+		{"degradation below fair share", tenant(func(s *v1.TenantSLO) {
+			s.Spec.Objective = v1.Objective{MaxDegradation: &v1.MaxDegradationObjective{Factor: "0.95"}}
+		}), "spec.objective.maxDegradation.target", "must be a decimal in [1, 10]"},
+		{"memory min above max", tenant(func(s *v1.TenantSLO) {
+			s.Spec.Memory = v1.MemoryRange{Min: ptr.To(resource.MustParse("4Gi")), Max: ptr.To(resource.MustParse("1Gi"))}
+		}), "spec.memory.min", "memory.min must be less than or equal to memory.max"},
+		{"zero memory max", tenant(func(s *v1.TenantSLO) { s.Spec.Memory.Max = ptr.To(resource.MustParse("0")) }),
+			"spec.memory.max", "must be a positive quantity of bytes"},
+		{"guaranteed bandwidth above limit", tenant(func(s *v1.TenantSLO) {
+			s.Spec.Bandwidth = v1.BandwidthRange{Guaranteed: ptr.To(resource.MustParse("200M")), Limit: ptr.To(resource.MustParse("100M"))}
+		}), "spec.bandwidth.guaranteed", "bandwidth.guaranteed must be less than or equal to bandwidth.limit"},
+		{"negative bandwidth limit", tenant(func(s *v1.TenantSLO) { s.Spec.Bandwidth.Limit = ptr.To(resource.MustParse("-5M")) }),
+			"spec.bandwidth.limit", "must be a positive quantity of bytes per second"},
+		{"zero ops limit", tenant(func(s *v1.TenantSLO) { s.Spec.OpsLimit = ptr.To[int64](0) }),
+			"spec.opsLimit", "greater than or equal to 1"},
+		{"unknown class", tenant(func(s *v1.TenantSLO) { s.Spec.Class = "gold" }),
+			"spec.class", `Unsupported value: "gold"`},
+		{"best effort with guaranteed bandwidth", tenant(func(s *v1.TenantSLO) {
+			s.Spec.Class = v1.ClassBestEffort
+			s.Spec.Bandwidth.Guaranteed = ptr.To(resource.MustParse("10M"))
+		}), "spec.bandwidth.guaranteed", "only allowed for class strict"},
+		{"best effort with guaranteed memory", tenant(func(s *v1.TenantSLO) {
+			s.Spec.Class = v1.ClassBestEffort
+			s.Spec.Memory.Min = ptr.To(resource.MustParse("128Mi"))
+		}), "spec.memory.min", "only allowed for class strict"},
+		{"priority out of range", tenant(func(s *v1.TenantSLO) { s.Spec.Priority = 5000 }),
+			"spec.priority", "less than or equal to 1000"},
+		{"spread min above max", tenant(func(s *v1.TenantSLO) { s.Spec.Placement = v1.Placement{MinNodes: 4, MaxNodes: 2} }),
+			"spec.placement.minNodes", "placement.minNodes must be less than or equal to placement.maxNodes"},
+		{"spread beyond route capacity", tenant(func(s *v1.TenantSLO) { s.Spec.Placement.MaxNodes = 300 }),
+			"spec.placement.maxNodes", "less than or equal to 256"},
+		{"unknown eviction policy", tenant(func(s *v1.TenantSLO) { s.Spec.EvictionPolicy = "fifo" }),
+			"spec.evictionPolicy", `Unsupported value: "fifo"`},
+		{"cluster name not a DNS name", tenant(func(s *v1.TenantSLO) { s.Spec.ClusterRef.Name = "Shared_Redis" }),
+			"spec.clusterRef.name", "should match"},
+
+		// CacheNodePlan
+		{"partition count out of step", plan(func(p *v1.CacheNodePlan) { p.Spec.PartitionCount = ptr.To[int32](2) }),
+			"spec.partitionCount", "partitionCount must equal the number of entries in partitions"},
+		{"tenant ID without namespace", plan(func(p *v1.CacheNodePlan) { p.Spec.Partitions[0].Tenant = "sessions" }),
+			"spec.partitions[0].tenant", "should match"},
+		{"same tenant twice", plan(func(p *v1.CacheNodePlan) {
+			p.Spec.SetPartitions(append(p.Spec.Partitions, p.Spec.Partitions[0]))
+		}), "spec.partitions[1]", "Duplicate value"},
+		{"zero partition memory", plan(func(p *v1.CacheNodePlan) { p.Spec.Partitions[0].Memory = resource.MustParse("0") }),
+			"spec.partitions[0].memory", "should match"},
+		{"partition memory as a bare integer", planWithBareIntegerMemory(),
+			"spec.partitions[0].memory", "must be of type string"},
+		{"negative route weight", plan(func(p *v1.CacheNodePlan) { p.Spec.Partitions[0].Routes[0].Weight = -1 }),
+			"spec.partitions[0].routes[0].weight", "greater than or equal to 0"},
+		{"route endpoint without port", plan(func(p *v1.CacheNodePlan) { p.Spec.Partitions[0].Routes[1].Endpoint = "node-b" }),
+			"spec.partitions[0].routes[1].endpoint", "should match"},
+		{"negative plan generation", plan(func(p *v1.CacheNodePlan) { p.Spec.PlanGeneration = -1 }),
+			"spec.planGeneration", "greater than or equal to 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.obj.SetName(objectName(tc.name))
+			tc.obj.SetNamespace(validationNamespace)
+			err := k8sClient.Create(ctx, tc.obj, strict)
+			assertRejected(t, err, tc.wantField, tc.wantMsg)
+		})
+	}
+}
+
+// TestTransitionRulesRejectUpdates checks the rules that compare an update with the stored
+// object: immutable fields and the monotonic plan generation. Legitimate updates still pass.
+func TestTransitionRulesRejectUpdates(t *testing.T) {
+	ctx := context.Background()
+	const ns = "transitions"
+	createNamespace(ctx, t, ns)
+
+	c := validCluster()
+	c.Namespace, c.Name = ns, "immutable-engine"
+	s := validTenant()
+	s.Namespace, s.Name = ns, "immutable-cluster-ref"
+	p := validPlan()
+	p.Namespace, p.Name = ns, "monotonic-generation"
+	for _, obj := range []client.Object{c, s, p} {
+		if err := k8sClient.Create(ctx, obj, strict); err != nil {
+			t.Fatalf("creating %s: %v", obj.GetName(), err)
+		}
+	}
+
+	for _, tc := range []struct {
+		name      string
+		obj       client.Object
+		mutate    func()
+		wantField string
+		wantMsg   string // empty: the update must succeed
+	}{
+		{"engine cannot change", c, func() { c.Spec.Engine = v1.EngineMemcached },
+			"spec.engine", "engine is immutable"},
+		{"other cluster fields can change", c, func() { c.Spec.Allocation.Policy = v1.PolicyLACS }, "", ""},
+		{"clusterRef cannot change", s, func() { s.Spec.ClusterRef.Name = "other-redis" },
+			"spec.clusterRef", "clusterRef is immutable"},
+		{"tenant objective can change", s, func() { s.Spec.Objective.HitRatio.Ratio = "0.97" }, "", ""},
+		{"plan generation cannot decrease", p, func() { p.Spec.PlanGeneration = 0 },
+			"spec.planGeneration", "planGeneration must not decrease"},
+		{"plan node cannot change", p, func() { p.Spec.NodeName = "node-b" },
+			"spec.nodeName", "nodeName is immutable"},
+		{"plan engine cannot change", p, func() { p.Spec.Engine = v1.EngineMemcached },
+			"spec.engine", "engine is immutable"},
+		{"plan generation increases with new partitions", p, func() {
+			p.Spec.PlanGeneration = 2
+			p.Spec.SetPartitions(append(p.Spec.Partitions, v1.PartitionPlan{
+				Tenant: "search/query-results", Memory: resource.MustParse("2Gi"), EvictionPolicy: v1.EvictionLFU,
+			}))
+		}, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Start from the stored object so only this case's change is sent.
+			if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(tc.obj), tc.obj); err != nil {
+				t.Fatal(err)
+			}
+			tc.mutate()
+			err := k8sClient.Update(ctx, tc.obj, strict)
+			if tc.wantMsg == "" {
+				if err != nil {
+					t.Fatalf("update rejected: %v", err)
+				}
+				return
+			}
+			assertRejected(t, err, tc.wantField, tc.wantMsg)
+		})
+	}
+}
+
+// objectName turns a case name into a valid object name, so that only the field under test
+// makes the object invalid.
+func objectName(caseName string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			return r
+		case r >= 'A' && r <= 'Z':
+			return r - 'A' + 'a'
+		case r == ' ':
+			return '-'
+		}
+		return -1
+	}, caseName)
+}
+
+// assertRejected checks err is the API server's Invalid error whose causes all concern
+// wantField (each case breaks exactly one thing), one of them saying wantMsg, and that the
+// error text itself names the field.
+func assertRejected(t *testing.T, err error, wantField, wantMsg string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("accepted; want a rejection on %s (%q)", wantField, wantMsg)
+	}
+	var status apierrors.APIStatus
+	if !apierrors.IsInvalid(err) || !errors.As(err, &status) || status.Status().Details == nil {
+		t.Fatalf("got %v; want an Invalid error with details", err)
+	}
+	found := false
+	for _, cause := range status.Status().Details.Causes {
+		switch {
+		case cause.Field == wantField && strings.Contains(cause.Message, wantMsg):
+			found = true
+		case cause.Field == wantField:
+		case strings.Contains(cause.Message, "some validation rules were not checked"):
+			// The API server skips CEL rules once a type-level check failed, and says so.
+		default:
+			t.Errorf("unexpected cause on another field: %s: %s", cause.Field, cause.Message)
+		}
+	}
+	if !found {
+		t.Fatalf("no cause on %s containing %q in: %v", wantField, wantMsg, err)
+	}
+	if !strings.Contains(err.Error(), wantField) {
+		t.Errorf("error text %q does not name %s", err, wantField)
+	}
+	t.Logf("rejected: %v", err)
+}
