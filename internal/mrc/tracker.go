@@ -1,0 +1,244 @@
+package mrc
+
+import (
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cacheqos/cacheqos/internal/keyhash"
+)
+
+const (
+	// DefaultMaxBytes is a tracker's default memory budget.
+	DefaultMaxBytes = 1 << 20
+	// bytesPerTrackedKey is what one tracked key may cost: a map entry (16-byte slot plus a
+	// control byte, in tables 7/16 to 7/8 full), its slot (8), two timestamps' Fenwick cells
+	// and slot indices (24) and a heap entry (8), with slices grown by append. Measured
+	// (TestTrackerMemoryBound): 75-81 bytes per key from 64 KiB to 4 MiB, and up to ~100
+	// when a budget lands just past a map or slice growth step.
+	bytesPerTrackedKey = 112
+	// minTrackedKeys is the smallest sample set a budget may allow; fewer keys give curves
+	// too noisy to act on.
+	minTrackedKeys = 64
+)
+
+// counterStripes is the number of request counter stripes (a power of two).
+const counterStripes = 8
+
+// requestCounter counts requests and bytes, padded to a cache line of its own.
+type requestCounter struct {
+	requests, bytes atomic.Uint64
+	_               [48]byte
+}
+
+// samplingSalt derives the sampling hash from the key hash. Sampling must not correlate with
+// placement (rendezvous hashing uses other salts of the same key hash), or a node would see a
+// biased subset of its keys sampled.
+var samplingSalt = keyhash.Salt("cacheqos/mrc/sampling")
+
+// Config configures a Tracker.
+type Config struct {
+	// Sizes are the candidate partition sizes, in bytes, at which the curve is reported
+	// (see GeometricSizes). Required.
+	Sizes []int64
+	// SampleRate is the initial fraction of the key space sampled, in (0, 1]; 0 means 1.
+	// The tracker lowers it by itself when MaxBytes would be exceeded, so 1 gives exact
+	// curves for small tenants and bounded ones for large tenants; a lower start saves CPU
+	// on busy tenants (unsampled accesses cost a hash and a compare).
+	SampleRate float64
+	// MaxBytes bounds the tracker's memory; 0 means DefaultMaxBytes.
+	MaxBytes int64
+}
+
+// Tracker estimates one tenant partition's LRU miss-ratio curve from a spatially sampled
+// access stream (fixed-size SHARDS). It is safe for concurrent use: unsampled accesses touch
+// only atomics; sampled accesses take a mutex for O(log n) work.
+//
+// Recency: the histogram keeps everything until Decay is called. The sidecar calls Decay once
+// per reporting interval (keep=0.5 halves the weight of older intervals; keep=0 starts a fresh
+// window), while the remembered last accesses are kept, so reuse distances that span an
+// interval boundary stay correct.
+type Tracker struct {
+	// limit: keys whose sampling hash is <= limit are sampled (rate (limit+1)/2^64).
+	limit atomic.Uint64
+	// counts are striped by key hash so that connections on different cores, accessing
+	// different keys, rarely write the same cache line.
+	counts [counterStripes]requestCounter
+
+	mu      sync.Mutex
+	stack   reuseStack[uint64] // keyed by sampling hash, a bijection of the key hash
+	largest hashHeap           // sampling hashes of the tracked keys
+	maxKeys int
+	hist    histogram
+	// folded* are the request counter values already added to hist.accesses / hist.bytes.
+	foldedRequests, foldedBytes uint64
+}
+
+// NewTracker returns a tracker for cfg.
+func NewTracker(cfg Config) (*Tracker, error) {
+	if err := ValidateSizes(cfg.Sizes); err != nil {
+		return nil, err
+	}
+	rate := cfg.SampleRate
+	if rate == 0 {
+		rate = 1
+	}
+	if !(rate > 0 && rate <= 1) {
+		return nil, fmt.Errorf("mrc: sample rate %v outside (0, 1]", cfg.SampleRate)
+	}
+	maxBytes := cfg.MaxBytes
+	if maxBytes < 0 {
+		return nil, fmt.Errorf("mrc: memory budget %d bytes is negative", maxBytes)
+	}
+	if maxBytes == 0 {
+		maxBytes = DefaultMaxBytes
+	}
+	maxKeys := maxBytes / bytesPerTrackedKey
+	if maxKeys < minTrackedKeys {
+		return nil, fmt.Errorf("mrc: memory budget %d bytes tracks fewer than %d keys; need at least %d bytes",
+			cfg.MaxBytes, minTrackedKeys, minTrackedKeys*bytesPerTrackedKey)
+	}
+	t := &Tracker{
+		stack:   newReuseStack[uint64](int(2*maxKeys + 2)),
+		maxKeys: int(maxKeys),
+		hist:    newHistogram(cfg.Sizes),
+	}
+	t.limit.Store(limitForRate(rate))
+	return t, nil
+}
+
+// limitForRate returns the sampling limit for a rate in (0, 1].
+func limitForRate(rate float64) uint64 {
+	if rate >= 1 {
+		return math.MaxUint64
+	}
+	return max(uint64(math.Ldexp(rate, 64)), 1) - 1
+}
+
+// rateForLimit is the fraction of the 64-bit hash space at or below limit.
+func rateForLimit(limit uint64) float64 { return math.Ldexp(float64(limit)+1, -64) }
+
+// Access records an access (read or write, hit or miss) of key whose object now takes size
+// bytes in the engine (key and value; sizes below 1 count as 1).
+func (t *Tracker) Access(key []byte, size int64) { t.AccessHash(keyhash.Sum64(key), size) }
+
+// AccessHash is Access for a key already hashed with keyhash.Sum64, so the proxy hashes each
+// key once for routing and sampling.
+func (t *Tracker) AccessHash(h uint64, size int64) {
+	c := &t.counts[h>>(64-3)] // top bits: 8 stripes
+	c.requests.Add(1)
+	c.bytes.Add(uint64(clampSize(size)))
+	s := keyhash.Derive(h, samplingSalt)
+	if s > t.limit.Load() {
+		return
+	}
+	t.mu.Lock()
+	t.sample(s, clampSize(size))
+	t.mu.Unlock()
+}
+
+// sample processes a sampled access; t.mu is held.
+func (t *Tracker) sample(s uint64, size uint32) {
+	limit := t.limit.Load()
+	if s > limit { // the limit dropped since the caller checked it
+		return
+	}
+	weight := 1 / rateForLimit(limit)
+	above, prevSize, seen := t.stack.access(s, size)
+	if seen {
+		t.hist.record(float64(above)*weight+float64(prevSize), size, weight)
+		return
+	}
+	t.hist.recordCold(size, weight)
+	t.largest.push(s)
+	if t.stack.len() > t.maxKeys {
+		// Fixed-size SHARDS: forget the key with the largest sampling hash and sample only
+		// below it from now on. The evicted keys can never be sampled again, so no key's
+		// history is lost while it is still sampled.
+		evict := t.largest.pop()
+		t.stack.remove(evict)
+		t.limit.Store(evict - 1)
+	}
+}
+
+// Decay multiplies the curve's accumulated counts by keep in [0, 1]: 0 resets the window,
+// 0.5 halves the weight of the past. Remembered last accesses are kept.
+func (t *Tracker) Decay(keep float64) error {
+	if !(keep >= 0 && keep <= 1) {
+		return fmt.Errorf("mrc: decay factor %v outside [0, 1]", keep)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.fold()
+	t.hist.decay(keep)
+	return nil
+}
+
+// Snapshot returns the current curve.
+func (t *Tracker) Snapshot() Curve {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.fold()
+	c := t.hist.curve()
+	c.SampleRate = rateForLimit(t.limit.Load())
+	c.TrackedKeys = t.stack.len()
+	c.Requests, c.RequestBytes = t.foldedRequests, t.foldedBytes
+	return c
+}
+
+// fold adds the requests counted since the last fold to the histogram's totals; t.mu is held.
+func (t *Tracker) fold() {
+	var requests, bytes uint64
+	for i := range t.counts {
+		requests += t.counts[i].requests.Load()
+		bytes += t.counts[i].bytes.Load()
+	}
+	t.hist.accesses += float64(requests - t.foldedRequests)
+	t.hist.bytes += float64(bytes - t.foldedBytes)
+	t.foldedRequests, t.foldedBytes = requests, bytes
+}
+
+// MaxTrackedKeys returns how many keys the tracker's memory budget allows.
+func (t *Tracker) MaxTrackedKeys() int { return t.maxKeys }
+
+// hashHeap is a max-heap of sampling hashes.
+type hashHeap []uint64
+
+func (h *hashHeap) push(x uint64) {
+	*h = append(*h, x)
+	a := *h
+	for i := len(a) - 1; i > 0; {
+		parent := (i - 1) / 2
+		if a[parent] >= a[i] {
+			break
+		}
+		a[parent], a[i] = a[i], a[parent]
+		i = parent
+	}
+}
+
+// pop removes and returns the largest hash; the heap must not be empty.
+func (h *hashHeap) pop() uint64 {
+	a := *h
+	top := a[0]
+	last := len(a) - 1
+	a[0] = a[last]
+	a = a[:last]
+	for i := 0; ; {
+		largest, l, r := i, 2*i+1, 2*i+2
+		if l < len(a) && a[l] > a[largest] {
+			largest = l
+		}
+		if r < len(a) && a[r] > a[largest] {
+			largest = r
+		}
+		if largest == i {
+			break
+		}
+		a[i], a[largest] = a[largest], a[i]
+		i = largest
+	}
+	*h = a
+	return top
+}

@@ -1,0 +1,66 @@
+package tokenbucket
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Limiter limits one tenant's bandwidth and operations together: a request of n bytes costs n
+// tokens of the bytes bucket and one of the ops bucket, and waits until both allow it, in one
+// bounded wait. Safe for concurrent use.
+type Limiter struct {
+	bytes, ops *Bucket
+	clock      Clock
+	maxWait    time.Duration
+	stats      counters
+}
+
+// NewLimiter returns a limiter with full buckets. opts.Name is ignored: the buckets are named
+// "bytes" and "ops" in errors.
+func NewLimiter(bytes, ops Limit, opts Options) (*Limiter, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	opts.Name = "bytes"
+	b, err := New(bytes, opts)
+	if err != nil {
+		return nil, fmt.Errorf("bytes limit: %w", err)
+	}
+	opts.Name = "ops"
+	o, err := New(ops, opts)
+	if err != nil {
+		return nil, fmt.Errorf("ops limit: %w", err)
+	}
+	return &Limiter{bytes: b, ops: o, clock: opts.Clock, maxWait: opts.MaxWait}, nil
+}
+
+// Wait blocks until a request of n bytes may proceed (see Bucket.Wait).
+func (l *Limiter) Wait(ctx context.Context, n int64) error {
+	if n < 0 {
+		return fmt.Errorf("tokenbucket: negative request of %d bytes", n)
+	}
+	return waitAll(ctx, l.clock, l.maxWait, &l.stats, claim{l.bytes, n}, claim{l.ops, 1})
+}
+
+// SetLimits changes both limits (see Bucket.SetLimit). Both are validated before either
+// changes.
+func (l *Limiter) SetLimits(bytes, ops Limit) error {
+	if err := bytes.validate(); err != nil {
+		return fmt.Errorf("bytes limit: %w", err)
+	}
+	if err := ops.validate(); err != nil {
+		return fmt.Errorf("ops limit: %w", err)
+	}
+	if err := l.bytes.SetLimit(bytes); err != nil {
+		return err
+	}
+	return l.ops.SetLimit(ops)
+}
+
+// Limits returns the current bytes and ops limits.
+func (l *Limiter) Limits() (bytes, ops Limit) { return l.bytes.Limit(), l.ops.Limit() }
+
+// Stats returns the limiter's counters.
+func (l *Limiter) Stats() Stats { return l.stats.snapshot() }

@@ -1,0 +1,115 @@
+package tokenbucket
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func newManualLimiter(t *testing.T, bytes, ops Limit, maxWait time.Duration) (*Limiter, *ManualClock) {
+	t.Helper()
+	clock := NewManualClock(epoch)
+	l, err := NewLimiter(bytes, ops, Options{Clock: clock, MaxWait: maxWait})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, clock
+}
+
+// TestLimiterRate: small requests are paced by the ops limit, large ones by the bytes limit.
+func TestLimiterRate(t *testing.T) {
+	tests := []struct {
+		name         string
+		requestBytes int64
+		wantPerSec   float64 // requests per second
+	}{
+		{"ops bound", 10, 50},        // 500 B/s of 100 KB/s; 50 ops/s binds
+		{"bytes bound", 10000, 10.0}, // 100 KB/s / 10 KB = 10 requests/s
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l, clock := newManualLimiter(t, Limit{Rate: 100000, Burst: 10000}, Limit{Rate: 50, Burst: 5}, time.Minute)
+			var running atomic.Int64
+			var requests atomic.Int64
+			stop := epoch.Add(20 * time.Second)
+			for range 3 {
+				running.Add(1)
+				go func() {
+					defer running.Add(-1)
+					for clock.Now().Before(stop) {
+						if err := l.Wait(context.Background(), tt.requestBytes); err != nil {
+							t.Error(err)
+							return
+						}
+						requests.Add(1)
+					}
+				}()
+			}
+			drive(clock, func() int { return int(running.Load()) })
+			got := float64(requests.Load()) / clock.Now().Sub(epoch).Seconds()
+			// The first requests ride on the initial bursts; over 20 s that is a few percent.
+			if got < tt.wantPerSec || got > tt.wantPerSec*1.06 {
+				t.Errorf("%.2f requests/s, want %.1f (+bursts)", got, tt.wantPerSec)
+			}
+		})
+	}
+}
+
+func TestLimiterThrottle(t *testing.T) {
+	tests := []struct {
+		name      string
+		drain     int64 // bytes of a first request that empties buckets
+		request   int64
+		wantLimit string
+	}{
+		{"ops exhausted", 1, 1, "ops"},
+		{"bytes exhausted", 1000, 1000, "bytes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l, _ := newManualLimiter(t, Limit{Rate: 1000, Burst: 1000}, Limit{Rate: 1, Burst: 1}, 100*time.Millisecond)
+			if err := l.Wait(context.Background(), tt.drain); err != nil {
+				t.Fatal(err)
+			}
+			err := l.Wait(context.Background(), tt.request)
+			var te *ThrottledError
+			if !errors.As(err, &te) || !errors.Is(err, ErrThrottled) || te.Limit != tt.wantLimit {
+				t.Fatalf("got %v, want throttled by %s", err, tt.wantLimit)
+			}
+			// Neither bucket kept the refused request's tokens.
+			if l.bytes.Reserve(0) != 0 && tt.wantLimit == "ops" {
+				t.Error("bytes bucket kept a refused request's tokens")
+			}
+			if s := l.Stats(); s.Requests != 2 || s.Throttled != 1 {
+				t.Errorf("stats %+v, want 2 requests, 1 throttled", s)
+			}
+		})
+	}
+}
+
+func TestLimiterSetLimits(t *testing.T) {
+	l, clock := newManualLimiter(t, Limit{Rate: 10, Burst: 10}, Limit{Rate: 1, Burst: 1}, time.Minute)
+	if err := l.SetLimits(Limit{Rate: 100, Burst: 100}, Limit{Rate: -1}); err == nil {
+		t.Fatal("invalid ops limit accepted")
+	}
+	if b, o := l.Limits(); b != (Limit{Rate: 10, Burst: 10}) || o != (Limit{Rate: 1, Burst: 1}) {
+		t.Fatalf("a rejected SetLimits changed the limits to %+v, %+v", b, o)
+	}
+	if err := l.Wait(context.Background(), 10); err != nil {
+		t.Fatal(err)
+	}
+	result := make(chan error, 1)
+	go func() { result <- l.Wait(context.Background(), 10) }() // 1 s at the old rates
+	waitTimers(t, clock, 1)
+	if err := l.SetLimits(Limit{}, Limit{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-result; err != nil || clock.Now() != epoch {
+		t.Errorf("after lifting the limits: %v at %v", err, clock.Now().Sub(epoch))
+	}
+	if err := l.Wait(context.Background(), -1); err == nil {
+		t.Error("negative request accepted")
+	}
+}
