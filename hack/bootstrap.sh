@@ -27,7 +27,7 @@ as_root() {
 apt_packages=(
   redis-server redis-tools memcached libmemcached-tools prometheus nutcracker
   protobuf-compiler
-  containerd runc containernetworking-plugins iptables conntrack socat iproute2 busybox-static
+  containerd runc containernetworking-plugins iptables conntrack socat iproute2 busybox-static openssl
   python3-matplotlib
 )
 

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Builds the container images the local cluster runs, as `docker save`-format tars, with no
+# registry and no Docker engine: static Go binaries from this repository, and Debian's cache
+# engines with exactly the shared libraries they load (hack/images/mkimage writes the tars).
+#
+#   hack/images/build.sh [-o DIR] IMAGE...
+#
+#   pause      localhost/cacheqos/pause:local      the pod sandbox (containerd's sandbox_image)
+#   smoke      localhost/cacheqos/smoke:local      HTTP test server (/healthz, / = pod name)
+#   redis      localhost/cacheqos/redis:local      Debian's redis-server, port 6379
+#   memcached  localhost/cacheqos/memcached:local  Debian's memcached, port 11211
+#
+# DIR defaults to $CACHEQOS_IMAGE_DIR, else $HOME/.cache/cacheqos/images. Prints one line per
+# image, "TAG IMAGE_ID TAR"; progress goes to stderr. Import with hack/images/import.sh TAR...
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+out=${CACHEQOS_IMAGE_DIR:-$HOME/.cache/cacheqos/images}
+images=(pause smoke redis memcached)
+
+usage() {
+  echo "usage: $0 [-o DIR] IMAGE...   (IMAGE: ${images[*]})" >&2
+  exit 2
+}
+die() { echo "build.sh: $*" >&2; exit 1; }
+
+while getopts o: opt; do
+  case $opt in
+    o) out=$OPTARG ;;
+    *) usage ;;
+  esac
+done
+shift $((OPTIND - 1))
+[ $# -gt 0 ] || usage
+for name in "$@"; do
+  [[ " ${images[*]} " == *" $name "* ]] || die "unknown image '$name' (images: ${images[*]})"
+done
+command -v go >/dev/null || die "go is not on PATH"
+
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+(cd "$repo" && go build -o "$work/mkimage" ./hack/images/mkimage)
+
+# go_static PACKAGE OUTPUT: a static binary that needs nothing from the image.
+go_static() {
+  (cd "$repo" && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$2" "$1")
+}
+
+# engine NAME: the host path of a Debian cache engine, installed by `hack/bootstrap.sh apt`.
+engine() {
+  local path
+  path=$(command -v "$1") || die "$1 is not installed: run hack/bootstrap.sh apt"
+  echo "$path"
+}
+
+mkimage() { "$work/mkimage" "$@"; }
+
+# Non-root users: 65535 is the conventional pause user, 65534 is "nobody".
+image_pause() {
+  go_static ./hack/images/pause "$work/pause"
+  mkimage -tag localhost/cacheqos/pause:local -o "$out/pause.tar" \
+    -add "$work/pause:/pause" -user 65535:65535 -entrypoint '["/pause"]'
+}
+
+image_smoke() {
+  go_static ./hack/images/smoke "$work/smoke"
+  mkimage -tag localhost/cacheqos/smoke:local -o "$out/smoke.tar" \
+    -add "$work/smoke:/smoke" -user 65534:65534 -expose 8080/tcp -entrypoint '["/smoke"]'
+}
+
+# The file is copied under the name redis-server on purpose: Debian ships it as a symlink to
+# redis-check-rdb, and redis picks its mode from the name it was started as.
+image_redis() {
+  mkimage -tag localhost/cacheqos/redis:local -o "$out/redis.tar" \
+    -add "$(engine redis-server):/usr/bin/redis-server" -libs \
+    -dir /data:1777 -workdir /data -user 65534:65534 -expose 6379/tcp \
+    -entrypoint '["/usr/bin/redis-server"]' \
+    -cmd '["--port","6379","--protected-mode","no","--save","","--appendonly","no"]'
+}
+
+image_memcached() {
+  mkimage -tag localhost/cacheqos/memcached:local -o "$out/memcached.tar" \
+    -add "$(engine memcached):/usr/bin/memcached" -libs \
+    -user 65534:65534 -expose 11211/tcp \
+    -entrypoint '["/usr/bin/memcached"]' -cmd '["--port=11211","--udp-port=0"]'
+}
+
+for name in "$@"; do
+  start=$SECONDS
+  "image_$name"
+  echo "build.sh: $name: $(du -h "$out/$name.tar" | cut -f1) in $((SECONDS - start))s" >&2
+done
