@@ -33,8 +33,13 @@ for layer in "${layers[@]}"; do
     continue
   fi
   [ -n "${layer_pkgs[$layer]:-}" ] || { echo "unknown layer '$layer'" >&2; exit 2; }
-  # shellcheck disable=SC2086
-  pkgs=$(go list ${layer_pkgs[$layer]} 2>/dev/null || true)
+  # Patterns of folders that do not exist yet would make go list fail as a whole.
+  patterns=()
+  for p in ${layer_pkgs[$layer]}; do
+    [ -d "${p%/...}" ] && patterns+=("$p")
+  done
+  pkgs=
+  [ ${#patterns[@]} -eq 0 ] || pkgs=$(go list "${patterns[@]}")
   echo "== $layer: $(printf '%s' "$pkgs" | grep -c . || true) packages"
   [ -n "$pkgs" ] || continue
   # shellcheck disable=SC2086

@@ -142,7 +142,10 @@ func summarize(out io.Writer, countsFile string) (bool, error) {
 		return false, err
 	}
 	var layers []counts
-	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
 		var c counts
 		if _, err := fmt.Sscanf(line, "%s %d %d %d %d", &c.layer, &c.passed, &c.failed, &c.skipped, &c.pkgFails); err != nil {
 			return false, fmt.Errorf("counts line %q: %w", line, err)

@@ -83,6 +83,7 @@ func TestSummarizeFailsOnEmptyRun(t *testing.T) {
 	}{
 		{"all layers passed", "unit 10 0 1 0\nenvtest 5 0 0 0\n", true},
 		{"no test ran anywhere", "unit 0 0 0 0\n", false},
+		{"no layer had packages", "", false},
 		{"a failed test", "unit 10 1 0 0\n", false},
 		{"a package that did not build", "unit 10 0 0 1\n", false},
 	}
