@@ -1,0 +1,138 @@
+package proxy
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cacheqos/cacheqos/internal/protocol/memcache"
+	"github.com/cacheqos/cacheqos/internal/protocol/resp"
+)
+
+// benchClient sends a fixed batch of requests and reads their replies with the protocol's
+// reply reader; the same client code runs against the engine and the proxy.
+type benchClient struct {
+	nc    net.Conn
+	br    *bufio.Reader
+	batch []byte
+	read  func() error
+	count int // requests per batch
+}
+
+func newBenchClient(b *testing.B, protocol Protocol, nc net.Conn, depth int) *benchClient {
+	c := &benchClient{nc: nc, br: bufio.NewReaderSize(nc, 64<<10), count: depth}
+	value := strings.Repeat("v", 100)
+	if protocol == Redis {
+		rr := resp.NewReplyReader(c.br, resp.ReplyLimits{})
+		for i := range depth {
+			if i%2 == 0 {
+				c.batch = resp.AppendCommandStrings(c.batch, "SET", "bench", value)
+			} else {
+				c.batch = resp.AppendCommandStrings(c.batch, "GET", "bench")
+			}
+		}
+		c.read = func() error { _, err := rr.ReadReply(); return err }
+		return c
+	}
+	rr := memcache.NewResponseReader(c.br, memcache.ResponseLimits{})
+	var expects []memcache.Expect
+	for i := range depth {
+		if i%2 == 0 {
+			c.batch = fmt.Appendf(c.batch, "set bench 0 0 %d\r\n%s\r\n", len(value), value)
+			expects = append(expects, memcache.Expect{Command: memcache.CmdSet})
+		} else {
+			c.batch = append(c.batch, "get bench\r\n"...)
+			expects = append(expects, memcache.Expect{Command: memcache.CmdGet})
+		}
+	}
+	next := 0
+	c.read = func() error {
+		_, err := rr.ReadResponse(expects[next%len(expects)])
+		next++
+		return err
+	}
+	return c
+}
+
+// run sends ops requests (whole batches) and waits for every reply.
+func (c *benchClient) run(b *testing.B, ops int) {
+	for done := 0; done < ops; done += c.count {
+		if _, err := c.nc.Write(c.batch); err != nil {
+			b.Fatal(err)
+		}
+		for range c.count {
+			if err := c.read(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+// timeClients runs ops requests spread over clients concurrently and returns the elapsed time.
+func timeClients(b *testing.B, clients []*benchClient, ops int) time.Duration {
+	start := time.Now()
+	var wg sync.WaitGroup
+	for _, c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.run(b, ops/len(clients))
+		}()
+	}
+	wg.Wait()
+	return time.Since(start)
+}
+
+// BenchmarkGetSet alternates SET and GET of a 100-byte value, directly on an engine and
+// through the proxy in front of another engine of the same kind, in the same run, and reports
+// the proxy's throughput relative to the engine's ("x-direct").
+func BenchmarkGetSet(b *testing.B) {
+	for _, protocol := range []Protocol{Redis, Memcached} {
+		for _, shape := range []struct{ clients, depth int }{{1, 1}, {16, 1}, {1, 32}, {16, 32}} {
+			name := fmt.Sprintf("%s/clients=%d/pipeline=%d", protocol, shape.clients, shape.depth)
+			b.Run(name, func(b *testing.B) {
+				benchmarkGetSet(b, protocol, shape.clients, shape.depth)
+			})
+		}
+	}
+}
+
+func benchmarkGetSet(b *testing.B, protocol Protocol, clients, depth int) {
+	acct := newAccount(b, "team-a/cache")
+	n, _ := singleNode(b, protocol, acct, Options{})
+	directEngine := startEngine(b, protocol)
+	// Clients reach the proxy over a unix socket too, so both sides pay the same transport.
+	proxySocket := n.socketPath
+	var direct, proxied []*benchClient
+	for range clients {
+		dc, err := net.Dial("unix", directEngine)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { dc.Close() })
+		direct = append(direct, newBenchClient(b, protocol, dc, depth))
+		var pc net.Conn
+		if protocol == Redis {
+			c := dialRESP(b, "unix", proxySocket)
+			if got := c.do("AUTH", acct.id, acct.password); got != "+OK\r\n" {
+				b.Fatalf("AUTH: %q", got)
+			}
+			pc = c.nc
+		} else {
+			pc = loginMCOn(b, "unix", proxySocket, acct).nc
+		}
+		proxied = append(proxied, newBenchClient(b, protocol, pc, depth))
+	}
+	ops := max(b.N, clients*depth)
+	b.ResetTimer()
+	directTime := timeClients(b, direct, ops)
+	proxyTime := timeClients(b, proxied, ops)
+	b.StopTimer()
+	b.ReportMetric(directTime.Seconds()/proxyTime.Seconds(), "x-direct")
+	b.ReportMetric(float64(ops)/proxyTime.Seconds(), "proxy-ops/s")
+	b.ReportMetric(float64(ops)/directTime.Seconds(), "direct-ops/s")
+}

@@ -1,0 +1,267 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cacheqos/cacheqos/internal/credentials"
+	"github.com/cacheqos/cacheqos/internal/mrc"
+)
+
+// Protocol is the engine protocol the proxy speaks on its client and peer listeners.
+type Protocol string
+
+// Protocols.
+const (
+	// Redis is RESP2 and RESP3 in front of redis-server engines.
+	Redis Protocol = "redis"
+	// Memcached is memcached's text protocol with meta commands in front of memcached engines.
+	Memcached Protocol = "memcached"
+)
+
+// Config is the part of the proxy's configuration that changes while it runs: Update swaps it
+// atomically.
+type Config struct {
+	// NodeID is this node's name in tenants' Routes.
+	NodeID string
+	// PeerToken authenticates sidecars to each other's peer listeners. Every node has the same
+	// token; it is needed as soon as any tenant has a route to another node.
+	PeerToken string
+	// Tenants are every tenant this node serves or forwards for.
+	Tenants []Tenant
+}
+
+// Tenant is one tenant's entry in the tenant table.
+type Tenant struct {
+	// ID is "<namespace>/<name>", also the user name clients authenticate with.
+	ID string
+	// CredentialHash is credentials.Hash of the tenant's password.
+	CredentialHash string
+	// LocalEngine is the unix socket of this node's engine for the tenant's partition; empty
+	// when the tenant has no partition here.
+	LocalEngine string
+	// LocalPartitionBytes is the memory of the local partition. It sizes the ghost list's
+	// window (accesses a partition a quarter larger would have served); 0 leaves the window
+	// bounded by the ghost list's entry count only.
+	LocalPartitionBytes int64
+	// Routes are the nodes holding the tenant's partitions, with rendezvous weights
+	// proportional to partition size. A key is served by the node that wins it.
+	Routes []Route
+	// BytesPerSecond limits the bytes in and out of the local partition; 0 is unlimited.
+	BytesPerSecond float64
+	// OpsPerSecond limits the requests the local partition serves; 0 is unlimited.
+	OpsPerSecond float64
+}
+
+// Route is one node holding a partition of a tenant.
+type Route struct {
+	Node   string
+	Weight float64
+	// PeerAddress is "host:port" of the node's peer listener; unused for this node.
+	PeerAddress string
+}
+
+// Validate checks the configuration and returns every problem found, joined.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.NodeID == "" {
+		errs = append(errs, errors.New("node ID is empty"))
+	}
+	seen := make(map[string]bool, len(c.Tenants))
+	needToken := false
+	for i := range c.Tenants {
+		t := &c.Tenants[i]
+		if seen[t.ID] {
+			errs = append(errs, fmt.Errorf("tenant %q is listed twice", t.ID))
+		}
+		seen[t.ID] = true
+		for _, err := range t.validate(c.NodeID) {
+			errs = append(errs, fmt.Errorf("tenant %q: %w", t.ID, err))
+		}
+		for _, r := range t.Routes {
+			needToken = needToken || r.Node != c.NodeID
+		}
+	}
+	if needToken && c.PeerToken == "" {
+		errs = append(errs, errors.New("peer token is empty but tenants have routes to other nodes"))
+	}
+	if strings.ContainsAny(c.PeerToken, " \r\n") {
+		errs = append(errs, errors.New("peer token contains a space or line break"))
+	}
+	return errors.Join(errs...)
+}
+
+func (t *Tenant) validate(nodeID string) []error {
+	var errs []error
+	if _, _, err := credentials.SplitTenantID(t.ID); err != nil {
+		errs = append(errs, err)
+	}
+	if !credentials.Valid(t.CredentialHash) {
+		errs = append(errs, errors.New("credential hash is not a credentials.Hash encoding"))
+	}
+	if t.LocalPartitionBytes < 0 {
+		errs = append(errs, fmt.Errorf("local partition size %d is negative", t.LocalPartitionBytes))
+	}
+	for name, rate := range map[string]float64{"bytes per second": t.BytesPerSecond, "ops per second": t.OpsPerSecond} {
+		if math.IsNaN(rate) || math.IsInf(rate, 0) || rate < 0 {
+			errs = append(errs, fmt.Errorf("%s limit %v is not a finite number >= 0", name, rate))
+		}
+	}
+	nodes := make(map[string]bool, len(t.Routes))
+	for _, r := range t.Routes {
+		switch {
+		case r.Node == "":
+			errs = append(errs, errors.New("a route has an empty node"))
+		case nodes[r.Node]:
+			errs = append(errs, fmt.Errorf("node %q is routed twice", r.Node))
+		case math.IsNaN(r.Weight) || math.IsInf(r.Weight, 0) || r.Weight < 0:
+			errs = append(errs, fmt.Errorf("node %q has weight %v, want a finite number >= 0", r.Node, r.Weight))
+		case r.Node == nodeID && t.LocalEngine == "":
+			errs = append(errs, fmt.Errorf("route to this node (%q) but no local engine socket", r.Node))
+		case r.Node != nodeID && r.PeerAddress == "":
+			errs = append(errs, fmt.Errorf("route to node %q has no peer address", r.Node))
+		}
+		nodes[r.Node] = true
+	}
+	return errs
+}
+
+// Options are the proxy's settings that are fixed for its lifetime. Zero fields take the
+// defaults named on each.
+type Options struct {
+	// Protocol is the engine protocol. Required.
+	Protocol Protocol
+	// Registry receives the proxy's metrics and serves them on Handler's /metrics. Required.
+	Registry *prometheus.Registry
+	// Logger logs connection-level problems; nil discards them.
+	Logger *slog.Logger
+
+	// MaxRequestBytes bounds one request (a redis command, a memcached data block), and so a
+	// connection's read buffer (default: 64 MiB for redis, 1 MiB for memcached, which is
+	// memcached's own default item size limit).
+	MaxRequestBytes int
+	// MaxPipeline bounds the requests a connection may have in flight; a client pipelining
+	// more is read no further until replies go out (default 1024).
+	MaxPipeline int
+	// MaxAuthFailures closes a connection after this many failed authentications (default 3).
+	MaxAuthFailures int
+
+	// ThrottleMaxWait is the longest a request waits for its tenant's tokens before it is
+	// refused as throttled (default 1s).
+	ThrottleMaxWait time.Duration
+	// BurstWindow sizes the token buckets: depth is the rate times this window, and at least
+	// MaxValueBytes bytes and 1 operation (default 100ms).
+	BurstWindow time.Duration
+	// MaxValueBytes is the smallest bytes-bucket depth, so a value this large passes a full
+	// bucket at once (default 1 MiB). Larger requests pass when the bucket is full and leave it
+	// in debt, so the rate still holds.
+	MaxValueBytes int64
+
+	// DialTimeout bounds connecting to an engine or a peer sidecar (default 2s).
+	DialTimeout time.Duration
+	// BackendTimeout bounds waiting for an engine's or peer's reply, and for it to accept a
+	// request (default 10s; it must exceed ThrottleMaxWait, which a peer may spend waiting).
+	BackendTimeout time.Duration
+	// ClientWriteTimeout closes a client that accepts no reply bytes for this long (default 60s).
+	ClientWriteTimeout time.Duration
+	// PeerHandshakeTimeout bounds the peer handshake on either side (default 5s).
+	PeerHandshakeTimeout time.Duration
+	// MaxIdleLinks is how many idle connections are kept per engine or peer and tenant for
+	// reuse by later client connections (default 8).
+	MaxIdleLinks int
+
+	// MRCSizes are the candidate partition sizes at which miss-ratio curves are reported, one
+	// series each (default: 12 sizes from 16 MiB to 64 GiB, geometric).
+	MRCSizes []int64
+	// MRCSampleRate is the initial SHARDS sampling rate (default 0.1); MRCMaxBytes bounds each
+	// tracker's memory (default 1 MiB), lowering the rate as needed.
+	MRCSampleRate float64
+	MRCMaxBytes   int64
+	// MRCDecayInterval is how often curves halve the weight of the past (default 1 minute).
+	MRCDecayInterval time.Duration
+	// GhostEntries bounds each tenant's ghost list (default mrc.DefaultGhostEntries).
+	GhostEntries int
+
+	// EngineVersion is reported in HELLO replies; empty asks a local engine once.
+	EngineVersion string
+}
+
+// Defaults for Options.
+const (
+	DefaultMaxRequestBytesRedis     = 64 << 20
+	DefaultMaxRequestBytesMemcached = 1 << 20
+	DefaultMaxPipeline              = 1024
+	DefaultMaxAuthFailures          = 3
+	DefaultThrottleMaxWait          = time.Second
+	DefaultBurstWindow              = 100 * time.Millisecond
+	DefaultMaxValueBytes            = 1 << 20
+	DefaultDialTimeout              = 2 * time.Second
+	DefaultBackendTimeout           = 10 * time.Second
+	DefaultClientWriteTimeout       = 60 * time.Second
+	DefaultPeerHandshakeTimeout     = 5 * time.Second
+	DefaultMaxIdleLinks             = 8
+	DefaultMRCSampleRate            = 0.1
+	DefaultMRCMaxBytes              = 1 << 20
+	DefaultMRCDecayInterval         = time.Minute
+	defaultMRCSizeCount             = 12
+)
+
+func (o Options) withDefaults() (Options, error) {
+	switch o.Protocol {
+	case Redis:
+		o.MaxRequestBytes = orDefault(o.MaxRequestBytes, DefaultMaxRequestBytesRedis)
+	case Memcached:
+		o.MaxRequestBytes = orDefault(o.MaxRequestBytes, DefaultMaxRequestBytesMemcached)
+	default:
+		return o, fmt.Errorf("proxy: protocol %q is neither %q nor %q", o.Protocol, Redis, Memcached)
+	}
+	if o.Registry == nil {
+		return o, errors.New("proxy: no metrics registry")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	o.MaxPipeline = orDefault(o.MaxPipeline, DefaultMaxPipeline)
+	o.MaxAuthFailures = orDefault(o.MaxAuthFailures, DefaultMaxAuthFailures)
+	o.ThrottleMaxWait = orDefault(o.ThrottleMaxWait, DefaultThrottleMaxWait)
+	o.BurstWindow = orDefault(o.BurstWindow, DefaultBurstWindow)
+	o.MaxValueBytes = orDefault(o.MaxValueBytes, DefaultMaxValueBytes)
+	o.DialTimeout = orDefault(o.DialTimeout, DefaultDialTimeout)
+	o.BackendTimeout = orDefault(o.BackendTimeout, DefaultBackendTimeout)
+	o.ClientWriteTimeout = orDefault(o.ClientWriteTimeout, DefaultClientWriteTimeout)
+	o.PeerHandshakeTimeout = orDefault(o.PeerHandshakeTimeout, DefaultPeerHandshakeTimeout)
+	o.MaxIdleLinks = orDefault(o.MaxIdleLinks, DefaultMaxIdleLinks)
+	o.MRCSampleRate = orDefault(o.MRCSampleRate, DefaultMRCSampleRate)
+	o.MRCMaxBytes = orDefault(o.MRCMaxBytes, DefaultMRCMaxBytes)
+	o.MRCDecayInterval = orDefault(o.MRCDecayInterval, DefaultMRCDecayInterval)
+	o.GhostEntries = orDefault(o.GhostEntries, mrc.DefaultGhostEntries)
+	if o.BackendTimeout <= o.ThrottleMaxWait {
+		return o, fmt.Errorf("proxy: backend timeout %v must exceed the throttle wait %v", o.BackendTimeout, o.ThrottleMaxWait)
+	}
+	if o.MRCSizes == nil {
+		sizes, err := mrc.GeometricSizes(16<<20, 64<<30, defaultMRCSizeCount)
+		if err != nil {
+			return o, err
+		}
+		o.MRCSizes = sizes
+	}
+	if err := mrc.ValidateSizes(o.MRCSizes); err != nil {
+		return o, fmt.Errorf("proxy: MRC sizes: %w", err)
+	}
+	o.MRCSizes = slices.Clone(o.MRCSizes)
+	return o, nil
+}
+
+func orDefault[T int | int64 | float64 | time.Duration](v, def T) T {
+	if v > 0 {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,190 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/cacheqos/cacheqos/internal/keyhash"
+	"github.com/cacheqos/cacheqos/internal/protocol"
+	"github.com/cacheqos/cacheqos/internal/protocol/resp"
+)
+
+// Reconnect delays of an eviction watcher whose engine connection failed.
+const (
+	minWatchBackoff = 100 * time.Millisecond
+	maxWatchBackoff = 10 * time.Second
+	// watchHealthy: a watch that lasted this long resets the backoff.
+	watchHealthy = 30 * time.Second
+	// maxEvictionLine bounds one line of memcached's eviction log.
+	maxEvictionLine = 4 << 10
+)
+
+// watchEvictions follows the local engine's evictions into the partition's ghost list until
+// the returned function is called: redis reports them as keyspace events ("evicted", turned
+// on by the watcher), memcached on a "watch evictions" log stream.
+func (p *Proxy) watchEvictions(t *tenant, ps *partitionState) context.CancelFunc {
+	ctx, cancel := context.WithCancel(p.ctx)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return cancel
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		backoff := minWatchBackoff
+		for {
+			began := time.Now()
+			err := p.followEvictions(ctx, t, ps)
+			if ctx.Err() != nil {
+				return
+			}
+			p.log.Debug("eviction watch ended; reconnecting", "tenant", t.id, "engine", ps.engine, "err", err)
+			if time.Since(began) > watchHealthy {
+				backoff = minWatchBackoff
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, maxWatchBackoff)
+		}
+	}()
+	return cancel
+}
+
+// followEvictions records evictions until the connection fails or ctx ends.
+func (p *Proxy) followEvictions(ctx context.Context, t *tenant, ps *partitionState) error {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "unix", ps.engine)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	stop := context.AfterFunc(ctx, func() { nc.Close() })
+	defer stop()
+	br := bufio.NewReader(nc)
+	if p.opts.Protocol == Redis {
+		return followRedisEvictions(nc, br, t, ps)
+	}
+	return followMemcachedEvictions(nc, br, ps)
+}
+
+// evictedChannel is redis' keyevent channel for evictions in database 0.
+const evictedChannel = "__keyevent@0__:evicted"
+
+func followRedisEvictions(nc net.Conn, br *bufio.Reader, t *tenant, ps *partitionState) error {
+	rr := resp.NewReplyReader(br, resp.ReplyLimits{})
+	call := func(args ...string) (resp.Value, error) {
+		if _, err := nc.Write(resp.AppendCommandStrings(nil, args...)); err != nil {
+			return resp.Value{}, err
+		}
+		reply, err := rr.ReadReply()
+		if err != nil {
+			return resp.Value{}, err
+		}
+		v, err := reply.Decode()
+		if err == nil && v.IsError() {
+			err = fmt.Errorf("%s: %s", args[0], v.Str)
+		}
+		return v, err
+	}
+	v, err := call("CONFIG", "GET", "notify-keyspace-events")
+	if err != nil {
+		return err
+	}
+	if len(v.Elems) != 2 {
+		return errors.New("unexpected CONFIG GET notify-keyspace-events reply")
+	}
+	// Add keyevent notifications (E) for evictions (e, or A, which includes it), keeping
+	// whatever else is on.
+	flags := string(v.Elems[1].Str)
+	wanted := flags
+	if !strings.Contains(wanted, "E") {
+		wanted += "E"
+	}
+	if !strings.ContainsAny(wanted, "eA") {
+		wanted += "e"
+	}
+	if wanted != flags {
+		if _, err := call("CONFIG", "SET", "notify-keyspace-events", wanted); err != nil {
+			return err
+		}
+	}
+	if _, err := call("SUBSCRIBE", evictedChannel); err != nil {
+		return err
+	}
+	for {
+		reply, err := rr.ReadReply()
+		if err != nil {
+			return err
+		}
+		v, err := reply.Decode()
+		if err != nil {
+			return err
+		}
+		// A pub/sub message: ["message", channel, key].
+		if len(v.Elems) == 3 && string(v.Elems[0].Str) == "message" {
+			ps.ghost.RecordEvictionHash(keyhash.Sum64(v.Elems[2].Str), t.meanValueSize())
+		}
+	}
+}
+
+func followMemcachedEvictions(nc net.Conn, br *bufio.Reader, ps *partitionState) error {
+	if _, err := nc.Write([]byte("watch evictions\r\n")); err != nil {
+		return err
+	}
+	line, err := protocol.AppendLine(br, nil, maxEvictionLine)
+	if err != nil {
+		return err
+	}
+	if reply := string(protocol.TrimEOL(line)); reply != "OK" {
+		return fmt.Errorf("watch evictions answered %q", reply)
+	}
+	for {
+		line, err = protocol.AppendLine(br, line[:0], maxEvictionLine)
+		if err != nil {
+			return err
+		}
+		if key, size, ok := parseEvictionLine(protocol.TrimEOL(line)); ok {
+			ps.ghost.RecordEvictionHash(keyhash.Sum64(key), size)
+		}
+	}
+}
+
+// parseEvictionLine reads the key and size of a memcached eviction log line
+// ("ts=... gid=... type=eviction key=<uri-encoded key> ... size=<bytes>").
+func parseEvictionLine(line []byte) (key []byte, size int64, ok bool) {
+	var isEviction bool
+	for _, field := range bytes.Fields(line) {
+		name, value, found := bytes.Cut(field, []byte("="))
+		if !found {
+			continue
+		}
+		switch string(name) {
+		case "type":
+			isEviction = string(value) == "eviction"
+		case "key":
+			decoded, err := url.PathUnescape(string(value))
+			if err != nil {
+				return nil, 0, false
+			}
+			key = []byte(decoded)
+		case "size":
+			n, valid := protocol.ParseInt(value)
+			if !valid {
+				return nil, 0, false
+			}
+			size = n
+		}
+	}
+	return key, size, isEviction && len(key) > 0
+}

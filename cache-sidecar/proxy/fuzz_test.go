@@ -1,0 +1,75 @@
+package proxy
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/cacheqos/cacheqos/internal/protocol/resp"
+)
+
+// fuzzConnection feeds arbitrary bytes into a connection handler (over net.Pipe) in front of a
+// real engine and fails if the handler panics or does not finish once the client hangs up.
+func fuzzConnection(f *testing.F, protocol Protocol, login func(account) []byte, engineArgs []string, seeds []string) {
+	acct := newAccount(f, "team-a/cache")
+	engine := startEngine(f, protocol, engineArgs...)
+	n := startNode(f, "node-a", Options{Protocol: protocol, MaxPipeline: 64})
+	n.update(f, Tenant{ID: acct.id, CredentialHash: acct.hash, LocalEngine: engine, Routes: []Route{n.route(1)}})
+	auth := login(acct)
+	for _, s := range seeds {
+		f.Add(true, []byte(s))
+		f.Add(false, []byte(s))
+	}
+	f.Fuzz(func(t *testing.T, authenticate bool, input []byte) {
+		client, server := net.Pipe()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			n.p.runConn(n.p.newConn(server, nil, nil))
+		}()
+		go func() { _, _ = io.Copy(io.Discard, client) }()
+		client.SetWriteDeadline(time.Now().Add(5 * time.Second))
+		// Writes fail once the proxy closes the connection (QUIT, a protocol error): expected.
+		if authenticate {
+			_, _ = client.Write(auth)
+		}
+		_, _ = client.Write(input)
+		client.Close()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the connection handler did not finish after the client closed (input %q)", input)
+		}
+	})
+}
+
+func FuzzRedisConnection(f *testing.F) {
+	login := func(a account) []byte { return resp.AppendCommandStrings(nil, "AUTH", a.id, a.password) }
+	fuzzConnection(f, Redis, login,
+		// Small limits, so no input makes the engine allocate much.
+		[]string{"--proto-max-bulk-len", "1048576", "--maxmemory", "64mb"},
+		[]string{
+			"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n",
+			"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n*2\r\n$3\r\nGET\r\n$1\r\nk\r\n",
+			"PING\r\nECHO hi\r\nMGET a b c\r\nDEL a b\r\nSCAN 0\r\nDBSIZE\r\n",
+			"HELLO 3\r\nGET k\r\nHELLO 2\r\nRESET\r\nGET k\r\n",
+			"*1\r\n$abc\r\n", "*-1\r\n*0\r\n", "\"unbalanced\r\n", "$5\r\nhello\r\n",
+			"MULTI\r\nEXEC\r\nSUBSCRIBE x\r\nCLIENT SETNAME a\r\nCLIENT GETNAME\r\nSELECT 1\r\n",
+			"AUTH a b\r\nAUTH a b\r\nAUTH a b\r\n", "SCAN 18446744073709551615\r\n", "QUIT\r\nGET k\r\n",
+		})
+}
+
+func FuzzMemcacheConnection(f *testing.F) {
+	login := func(a account) []byte {
+		creds := a.id + " " + a.password
+		return fmt.Appendf(nil, "set auth 0 0 %d\r\n%s\r\n", len(creds), creds)
+	}
+	fuzzConnection(f, Memcached, login, []string{"-m", "64"}, []string{
+		"get k\r\n", "set k 0 0 1\r\nv\r\nget k k k\r\n", "gets a b c\r\ngat 10 a\r\n",
+		"mg k v\r\nms k 1 q\r\nx\r\nmd k q\r\nmn\r\n", "set k 0 0 99999999999\r\n",
+		"set k 0 0 2\r\nabcdef\r\n", "incr k 1 noreply\r\ndelete k noreply\r\n", "stats\r\nflush_all\r\n",
+		"version\r\nquit\r\n", "mg bWs= b v\r\n", "\x00\xff\r\n",
+	})
+}

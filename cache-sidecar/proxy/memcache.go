@@ -1,0 +1,335 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"slices"
+
+	"github.com/cacheqos/cacheqos/internal/keyhash"
+	"github.com/cacheqos/cacheqos/internal/protocol"
+	"github.com/cacheqos/cacheqos/internal/protocol/memcache"
+)
+
+// memcacheHandler serves memcached text-protocol connections (classic and meta commands).
+type memcacheHandler struct {
+	c   *conn
+	rr  *memcache.RequestReader
+	buf []byte // a request followed by the no-op sentinel
+}
+
+// maxRetainedForwardBuffer bounds the sentinel buffer kept between requests.
+const maxRetainedForwardBuffer = 64 << 10
+
+func newMemcacheHandler(c *conn) *memcacheHandler {
+	lim := memcache.RequestLimits{MaxValueLen: c.p.opts.MaxRequestBytes}
+	return &memcacheHandler{c: c, rr: memcache.NewRequestReader(c.br, lim)}
+}
+
+func (h *memcacheHandler) readLoop() error {
+	c := h.c
+	for !c.closing {
+		if h.rr.Buffered() == 0 {
+			c.flushLinks()
+		}
+		req, err := h.rr.ReadRequest()
+		if err != nil {
+			var pe *memcache.ProtocolError
+			if !errors.As(err, &pe) {
+				return err
+			}
+			c.protocolError()
+			if pe.Fatal {
+				c.pushClose(pe.AppendReply(nil))
+				return err
+			}
+			c.pushLocal(pe.AppendReply(nil), 0)
+			continue
+		}
+		h.handle(req, now())
+	}
+	return nil
+}
+
+func (h *memcacheHandler) handle(req *memcache.Request, start int64) {
+	c := h.c
+	if c.tenant == nil {
+		h.unauthenticated(req)
+		return
+	}
+	spec := req.Command.Spec()
+	if c.peer {
+		start = 0
+	} else {
+		c.tenant.stats.requests[spec.Class].Add(1)
+	}
+	switch spec.Handling {
+	case protocol.HandleRefuse:
+		c.pushLocal(protocol.AppendReplyLine(nil, spec.Refusal), start)
+	case protocol.HandleProxy:
+		if req.Command == memcache.CmdQuit {
+			c.pushClose(nil)
+		} else {
+			c.pushLocal(memcache.AppendStatusLine(nil, "MN"), start)
+		}
+	case protocol.HandleAnyEngine:
+		rt := c.tenant.cfg.Load().routes
+		if rt.any < 0 && !c.peer {
+			h.failed(errNoRoute, start)
+			return
+		}
+		h.forward(rt, rt.any, req, entry{kind: entryForward, start: start})
+	case protocol.HandleRoute:
+		h.route(req, start)
+	case protocol.HandleSplit:
+		h.retrieve(req, start)
+	}
+}
+
+// unauthenticated applies memcached's -Y convention: the first set carries "<user> <password>"
+// as its data; anything else is refused until then.
+func (h *memcacheHandler) unauthenticated(req *memcache.Request) {
+	c := h.c
+	switch req.Command {
+	case memcache.CmdQuit:
+		c.pushClose(nil)
+	case memcache.CmdSet:
+		user, password, err := memcache.ParseAuthSet(req)
+		var t *tenant
+		ok := false
+		if err == nil {
+			t, ok = c.authenticate(user, password)
+		}
+		if !ok || !c.setTenant(t) {
+			reply := memcache.AppendClientError(nil, memcache.AuthFailureMessage)
+			if c.authFailed(t) {
+				c.pushClose(reply)
+			} else {
+				c.pushLocal(reply, 0)
+			}
+			return
+		}
+		c.pushLocal(memcache.AppendStatusLine(nil, "STORED"), 0)
+	default:
+		c.pushLocal(memcache.AppendClientError(nil, memcache.UnauthenticatedMessage), 0)
+	}
+}
+
+// failed answers a request that could not be forwarded.
+func (h *memcacheHandler) failed(err error, start int64) {
+	var reply []byte
+	switch {
+	case errors.Is(err, errThrottledBytes), errors.Is(err, errThrottledOps):
+		reply = memcache.AppendServerError(nil, "throttled: "+err.Error())
+	case errors.Is(err, context.Canceled):
+		reply = memcache.AppendServerError(nil, "cacheqos: connection closing")
+	default:
+		reply = memcache.AppendServerError(nil, "cacheqos: "+err.Error())
+	}
+	h.c.pushLocal(reply, start)
+}
+
+// forward sends a request to a node; requests whose reply may be suppressed (noreply, meta q)
+// carry the no-op sentinel, so their reply is always framed.
+func (h *memcacheHandler) forward(rt *routes, node int, req *memcache.Request, e entry) {
+	raw := req.Raw()
+	if req.MayOmitResponse() {
+		if cap(h.buf) > maxRetainedForwardBuffer {
+			h.buf = nil
+		}
+		h.buf = req.AppendForward(h.buf[:0])
+		raw = h.buf
+	}
+	e.expect = req.Expect()
+	if err := h.c.forward(rt, node, raw, len(req.Raw()), e); err != nil {
+		h.failed(err, e.start)
+	}
+}
+
+// accessOfRequest says what a keyed request's reply tells the curves.
+func accessOfRequest(cmd memcache.Command) access {
+	switch {
+	case cmd == memcache.CmdMetaGet, cmd.IsRetrieval():
+		return accessRead
+	case cmd.IsStorage(), cmd == memcache.CmdMetaSet, cmd == memcache.CmdMetaArithmetic,
+		cmd == memcache.CmdIncr, cmd == memcache.CmdDecr, cmd == memcache.CmdTouch:
+		return accessWrite
+	default:
+		return accessNone
+	}
+}
+
+func (h *memcacheHandler) route(req *memcache.Request, start int64) {
+	c := h.c
+	rt := c.tenant.cfg.Load().routes
+	routing, full := keyHashes(req.Key())
+	node := rt.any
+	if !c.peer {
+		owner, ok := rt.owner(routing)
+		if !ok {
+			h.failed(errNoRoute, start)
+			return
+		}
+		node = owner
+	}
+	h.forward(rt, node, req, entry{kind: entryForward, start: start, keyHash: full, access: accessOfRequest(req.Command)})
+}
+
+// retrieve forwards get/gets/gat/gats, split by node when the keys live on several.
+func (h *memcacheHandler) retrieve(req *memcache.Request, start int64) {
+	c := h.c
+	if len(req.Keys) == 1 {
+		h.route(req, start)
+		return
+	}
+	rt := c.tenant.cfg.Load().routes
+	keys := req.Keys
+	owners := make([]int, len(keys))
+	hashes := make([]uint64, len(keys))
+	same := true
+	for n, key := range keys {
+		routing, full := keyHashes(key)
+		hashes[n] = full
+		if c.peer {
+			continue
+		}
+		owner, ok := rt.owner(routing)
+		if !ok {
+			h.failed(errNoRoute, start)
+			return
+		}
+		owners[n] = owner
+		same = same && owner == owners[0]
+	}
+	if same {
+		e := entry{kind: entryForward, start: start, access: accessReadMulti, more: &entryMore{keyHashes: hashes}}
+		h.forward(rt, owners[0], req, e)
+		return
+	}
+	var nodes []int
+	var partKeys [][][]byte
+	s := &split{cmd: req.Command, owner: make([]int, len(keys)), keyHashes: hashes}
+	for n, key := range keys {
+		part := slices.Index(nodes, owners[n])
+		if part < 0 {
+			part = len(nodes)
+			nodes = append(nodes, owners[n])
+			partKeys = append(partKeys, nil)
+		}
+		s.owner[n] = part
+		partKeys[part] = append(partKeys[part], key)
+	}
+	raws := make([][]byte, len(nodes))
+	for p := range nodes {
+		raws[p] = memcache.AppendRetrieval(nil, req.Command, req.Exptime, partKeys[p])
+	}
+	if err := c.sendSplit(rt, nodes, raws, s, start); err != nil {
+		h.failed(err, start)
+	}
+}
+
+// read reads a link's next response; a failure becomes an error reply to the client.
+func (h *memcacheHandler) read(l *link, exp memcache.Expect) (*memcache.Response, []byte) {
+	l.prepareRead(h.c.p.opts.BackendTimeout)
+	r, err := l.responses.ReadResponse(exp)
+	if err != nil {
+		return nil, memcache.AppendServerError(nil, "cacheqos: "+h.c.readFailed(l, err).Error())
+	}
+	return r, nil
+}
+
+func (h *memcacheHandler) deliver(e *entry) {
+	c := h.c
+	switch e.kind {
+	case entryForward:
+		r, failure := h.read(e.link, e.expect)
+		if failure != nil {
+			c.write(failure)
+			return
+		}
+		if e.link.local {
+			h.count(e, r)
+		}
+		c.write(r.Raw())
+	case entrySplit:
+		h.deliverSplit(e)
+	}
+}
+
+// count updates the counters of the local partition for one response.
+func (h *memcacheHandler) count(e *entry, r *memcache.Response) {
+	t := e.tenant
+	t.served(len(r.Raw()))
+	if r.IsError() {
+		return
+	}
+	switch e.access {
+	case accessRead:
+		if e.expect.Command.IsRetrieval() {
+			recordValue(t, e.keyHash, r.Values, 0)
+			return
+		}
+		switch r.Status { // mg
+		case memcache.StatusVA, memcache.StatusHD:
+			t.recordRead(e.keyHash, true, len(r.Raw()))
+		case memcache.StatusEN, memcache.StatusSuppressed:
+			t.recordRead(e.keyHash, false, 0)
+		}
+	case accessReadMulti:
+		next := 0
+		for _, h := range e.more.keyHashes {
+			next += recordValue(t, h, r.Values, next)
+		}
+	case accessWrite:
+		t.recordWrite(e.keyHash)
+	}
+}
+
+// recordValue counts the read of the key hashed h, which found the next value if that value
+// has the key. It returns how many values it consumed (0 or 1).
+func recordValue(t *tenant, h uint64, values []memcache.Value, next int) int {
+	if next < len(values) && keyhash.Sum64(values[next].Key) == h {
+		t.recordRead(h, true, len(values[next].Data))
+		return 1
+	}
+	t.recordRead(h, false, 0)
+	return 0
+}
+
+// deliverSplit merges the parts of a retrieval into one response, values in key order.
+func (h *memcacheHandler) deliverSplit(e *entry) {
+	c := h.c
+	s := e.split
+	responses := make([]*memcache.Response, len(s.parts))
+	var failure []byte
+	for p, l := range s.parts {
+		r, readFailure := h.read(l, memcache.Expect{Command: s.cmd})
+		switch {
+		case readFailure != nil:
+			failure = firstFailure(failure, readFailure)
+		case r.IsError():
+			failure = firstFailure(failure, slices.Clone(r.Raw()))
+		default:
+			responses[p] = r
+		}
+		if readFailure == nil && l.local {
+			e.tenant.served(len(r.Raw()))
+		}
+	}
+	if failure != nil {
+		c.write(failure)
+		return
+	}
+	next := make([]int, len(s.parts))
+	for n, p := range s.owner {
+		values := responses[p].Values
+		found := next[p] < len(values) && keyhash.Sum64(values[next[p]].Key) == s.keyHashes[n]
+		if s.parts[p].local {
+			recordValue(e.tenant, s.keyHashes[n], values, next[p])
+		}
+		if found {
+			c.write(values[next[p]].Raw)
+			next[p]++
+		}
+	}
+	c.write(memcache.AppendEnd(nil))
+}

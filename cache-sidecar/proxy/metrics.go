@@ -1,0 +1,205 @@
+package proxy
+
+import (
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cacheqos/cacheqos/internal/protocol"
+)
+
+// numClasses is the number of command classes (protocol.Class values).
+const numClasses = int(protocol.ClassAdmin) + 1
+
+// latencyBuckets are the upper bounds of the request latency histogram, in seconds: few, so the
+// histogram stays a small part of a tenant's series, spread from a pipelined cache hit to a
+// request that waited for its tenant's tokens.
+var latencyBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.005, 0.025, 0.1, 1}
+
+// latencyHistogram is a fixed-bucket histogram updated with atomics.
+type latencyHistogram struct {
+	counts   [9]atomic.Uint64 // len(latencyBuckets) + the +Inf bucket
+	sumNanos atomic.Uint64
+}
+
+// bucketNanos are latencyBuckets in nanoseconds.
+var bucketNanos = func() []int64 {
+	out := make([]int64, len(latencyBuckets))
+	for i, b := range latencyBuckets {
+		out[i] = int64(b * 1e9)
+	}
+	return out
+}()
+
+func (h *latencyHistogram) observe(d time.Duration) {
+	i := 0
+	for i < len(bucketNanos) && int64(d) > bucketNanos[i] {
+		i++
+	}
+	h.counts[i].Add(1)
+	h.sumNanos.Add(uint64(max(d, 0)))
+}
+
+func (h *latencyHistogram) snapshot() (count uint64, sum float64, buckets map[float64]uint64) {
+	buckets = make(map[float64]uint64, len(latencyBuckets))
+	for i, b := range latencyBuckets {
+		count += h.counts[i].Load()
+		buckets[b] = count
+	}
+	count += h.counts[len(latencyBuckets)].Load()
+	return count, float64(h.sumNanos.Load()) / 1e9, buckets
+}
+
+// tenantStats are a tenant's counters on this node. Ingress counters (requests, latency,
+// connections, forwarded, auth failures) count where clients connect; serving counters (served,
+// hits, misses, bytes, ghost hits, throttling) count where the partition that serves the
+// request lives, whichever node the client connected to.
+type tenantStats struct {
+	requests                [numClasses]atomic.Uint64
+	served, hits, misses    atomic.Uint64
+	bytesIn, bytesOut       atomic.Uint64
+	ghostHits, authFailures atomic.Uint64
+	connections             atomic.Int64
+	latency                 latencyHistogram
+	forwardedMu             sync.Mutex
+	forwarded               map[string]*atomic.Uint64 // by peer node
+}
+
+func (s *tenantStats) init() { s.forwarded = make(map[string]*atomic.Uint64) }
+
+// forwardedTo returns the counter of requests forwarded to a peer node.
+func (s *tenantStats) forwardedTo(node string) *atomic.Uint64 {
+	s.forwardedMu.Lock()
+	defer s.forwardedMu.Unlock()
+	c := s.forwarded[node]
+	if c == nil {
+		c = new(atomic.Uint64)
+		s.forwarded[node] = c
+	}
+	return c
+}
+
+// proxyStats are the proxy's counters that belong to no tenant.
+type proxyStats struct {
+	unauthenticated     atomic.Int64
+	protocolErrors      atomic.Uint64
+	authFailuresUnknown atomic.Uint64
+}
+
+// unknownTenant labels authentication failures for a user name that is no tenant: the claimed
+// name itself must not become a label value, or anyone could create series at will.
+const unknownTenant = "unknown"
+
+func desc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc("cacheqos_proxy_"+name, help, labels, nil)
+}
+
+// The metrics. A tenant's series exist on a node only while it holds a partition of the tenant
+// or the tenant's clients use the node; with the default 12 curve sizes they are:
+//   - ingress, on any node a client of the tenant uses: requests 5 (one per class) + latency
+//     histogram 11 (8 buckets, +Inf, sum, count) + connections 1 + auth failures 1 +
+//     forwarded requests P (one per peer node the tenant's keys are forwarded to) = 18 + P;
+//   - serving, on a node holding a partition: served 1 + hits 1 + misses 1 + bytes 2 +
+//     throttled 2 + ghost hits 1 + curve hit ratios 12 = 20.
+//
+// So 38 + P series per tenant-partition, well under the budget of ~100.
+var (
+	descRequests = desc("requests_total",
+		"Requests received from the tenant's clients on this node, by command class.", "tenant", "class")
+	descServed = desc("served_requests_total",
+		"Requests served by the tenant's partition on this node, from local clients and peer sidecars.", "tenant")
+	descHits = desc("hits_total",
+		"Reads served by the tenant's partition on this node that found their key (per key for multi-key reads).", "tenant")
+	descMisses = desc("misses_total",
+		"Reads served by the tenant's partition on this node that did not find their key.", "tenant")
+	descBytesIn = desc("received_bytes_total",
+		"Request bytes sent to the tenant's partition on this node.", "tenant")
+	descBytesOut = desc("sent_bytes_total",
+		"Reply bytes from the tenant's partition on this node.", "tenant")
+	descLatency = desc("request_duration_seconds",
+		"Time from reading a request of the tenant's client on this node to queueing its reply.", "tenant")
+	descThrottled = desc("throttled_requests_total",
+		"Requests for the tenant's partition on this node refused because they would have waited too long for tokens.", "tenant")
+	descThrottleSeconds = desc("throttle_wait_seconds_total",
+		"Time requests for the tenant's partition on this node spent waiting for tokens.", "tenant")
+	descConnections = desc("connections",
+		"Client connections authenticated as the tenant on this node.", "tenant")
+	descForwarded = desc("forwarded_requests_total",
+		"Requests of the tenant's clients on this node forwarded to the partition on a peer node.", "tenant", "peer")
+	descAuthFailures = desc("auth_failures_total",
+		"Failed authentications as the tenant on this node (tenant \""+unknownTenant+"\": user names that are no tenant).", "tenant")
+	descGhostHits = desc("ghost_hits_total",
+		"Reads that missed in the tenant's partition on this node but would have hit in a partition a quarter larger.", "tenant")
+	descMRC = desc("mrc_hit_ratio",
+		"Estimated LRU hit ratio of the tenant's partition on this node if it had size bytes (sampled miss-ratio curve).", "tenant", "size")
+	descUnauthenticated = desc("unauthenticated_connections",
+		"Client connections that have not authenticated.")
+	descProtocolErrors = desc("protocol_errors_total",
+		"Requests refused as malformed.")
+)
+
+// collector exports the proxy's counters at scrape time, so a removed tenant's series vanish
+// with it and the request path only touches atomics.
+type collector struct{ p *Proxy }
+
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{
+		descRequests, descServed, descHits, descMisses, descBytesIn, descBytesOut, descLatency,
+		descThrottled, descThrottleSeconds, descConnections, descForwarded, descAuthFailures,
+		descGhostHits, descMRC, descUnauthenticated, descProtocolErrors,
+	} {
+		ch <- d
+	}
+}
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	p := c.p
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	for id, t := range *p.tenants.Load() {
+		s := &t.stats
+		ps := t.part.Load()
+		var requests uint64
+		for class := range numClasses {
+			requests += s.requests[class].Load()
+		}
+		if ps == nil && requests == 0 && s.connections.Load() == 0 && s.authFailures.Load() == 0 {
+			continue
+		}
+		for class := range numClasses {
+			counter(descRequests, s.requests[class].Load(), id, protocol.Class(class).String())
+		}
+		count, sum, buckets := s.latency.snapshot()
+		ch <- prometheus.MustNewConstHistogram(descLatency, count, sum, buckets, id)
+		ch <- prometheus.MustNewConstMetric(descConnections, prometheus.GaugeValue, float64(s.connections.Load()), id)
+		counter(descAuthFailures, s.authFailures.Load(), id)
+		s.forwardedMu.Lock()
+		for node, n := range s.forwarded {
+			counter(descForwarded, n.Load(), id, node)
+		}
+		s.forwardedMu.Unlock()
+		if ps == nil {
+			continue
+		}
+		counter(descServed, s.served.Load(), id)
+		counter(descHits, s.hits.Load(), id)
+		counter(descMisses, s.misses.Load(), id)
+		counter(descBytesIn, s.bytesIn.Load(), id)
+		counter(descBytesOut, s.bytesOut.Load(), id)
+		limiter := t.limiter.Stats()
+		counter(descThrottled, limiter.Throttled, id)
+		ch <- prometheus.MustNewConstMetric(descThrottleSeconds, prometheus.CounterValue, limiter.WaitedSeconds, id)
+		counter(descGhostHits, s.ghostHits.Load(), id)
+		curve := ps.tracker.Snapshot()
+		for i, size := range curve.Sizes {
+			ch <- prometheus.MustNewConstMetric(descMRC, prometheus.GaugeValue, curve.HitRatio[i], id, strconv.FormatInt(size, 10))
+		}
+	}
+	counter(descAuthFailures, p.stats.authFailuresUnknown.Load(), unknownTenant)
+	ch <- prometheus.MustNewConstMetric(descUnauthenticated, prometheus.GaugeValue, float64(p.stats.unauthenticated.Load()))
+	counter(descProtocolErrors, p.stats.protocolErrors.Load())
+}

@@ -1,0 +1,332 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cacheqos/cacheqos/internal/credentials"
+	"github.com/cacheqos/cacheqos/internal/protocol"
+)
+
+// Proxy is the sidecar's data plane: it serves tenants' clients on the engine protocol and
+// peer sidecars on the peer protocol. Safe for concurrent use.
+type Proxy struct {
+	opts Options
+	log  *slog.Logger
+
+	tenants atomic.Pointer[map[string]*tenant]
+	conf    atomic.Pointer[nodeConfig]
+	loaded  atomic.Bool
+
+	pool    *linkPool
+	connIDs atomic.Int64
+	stats   proxyStats
+	version atomic.Pointer[string]
+
+	updateMu sync.Mutex // one Update at a time
+
+	mu              sync.Mutex
+	listeners       map[net.Listener]bool // value: peer listener
+	conns           map[*conn]struct{}
+	closed          bool
+	clientListeners atomic.Int32
+	peerListeners   atomic.Int32
+
+	ctx    context.Context // cancelled by Close: stops background work
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// nodeConfig is the node-wide part of the configuration.
+type nodeConfig struct {
+	nodeID      string
+	peerToken   string
+	tokenDigest [sha256.Size]byte
+	// multiNode: some tenant has a route to another node, so peers need the peer listener.
+	multiNode bool
+}
+
+// dummyCredentialHash is checked against when a client names an unknown tenant, so that the
+// answer takes as long as for a known one.
+var dummyCredentialHash = func() string {
+	h, err := credentials.Hash("cacheqos-no-such-tenant")
+	if err != nil {
+		panic(err)
+	}
+	return h
+}()
+
+func verifyPassword(hash string, password []byte) bool {
+	return credentials.Verify(hash, string(password))
+}
+
+// New returns a proxy with an empty tenant table; Update loads one.
+func New(opts Options) (*Proxy, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &Proxy{
+		opts:      opts,
+		log:       opts.Logger,
+		pool:      newLinkPool(opts.MaxIdleLinks),
+		listeners: make(map[net.Listener]bool),
+		conns:     make(map[*conn]struct{}),
+		ctx:       ctx,
+		cancel:    cancel,
+	}
+	empty := map[string]*tenant{}
+	p.tenants.Store(&empty)
+	p.conf.Store(&nodeConfig{})
+	if opts.EngineVersion != "" {
+		p.version.Store(&opts.EngineVersion)
+	}
+	if err := opts.Registry.Register(collector{p}); err != nil {
+		cancel()
+		return nil, fmt.Errorf("proxy: register metrics: %w", err)
+	}
+	p.wg.Add(1)
+	go p.decayLoop()
+	return p, nil
+}
+
+// Update replaces the configuration atomically: new tenants become reachable, removed
+// tenants' connections are closed, changed tenants keep their connections and counters and
+// their new routes and limits apply to the next request. An invalid configuration changes
+// nothing.
+func (p *Proxy) Update(cfg Config) error {
+	if p.isClosed() {
+		return ErrClosed
+	}
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("proxy: invalid configuration: %w", err)
+	}
+	p.updateMu.Lock()
+	defer p.updateMu.Unlock()
+	old := *p.tenants.Load()
+	next := make(map[string]*tenant, len(cfg.Tenants))
+	multiNode := false
+	for i := range cfg.Tenants {
+		tc := &cfg.Tenants[i]
+		t, err := p.applyTenant(old[tc.ID], tc, cfg.NodeID)
+		if err != nil {
+			return fmt.Errorf("proxy: %w", err)
+		}
+		next[tc.ID] = t
+		for _, r := range tc.Routes {
+			multiNode = multiNode || r.Node != cfg.NodeID
+		}
+	}
+	p.conf.Store(&nodeConfig{
+		nodeID:      cfg.NodeID,
+		peerToken:   cfg.PeerToken,
+		tokenDigest: sha256.Sum256([]byte(cfg.PeerToken)),
+		multiNode:   multiNode,
+	})
+	p.tenants.Store(&next)
+	p.loaded.Store(true)
+	for id, t := range old {
+		if next[id] == nil {
+			t.remove()
+			p.pool.drop(func(k linkKey) bool { return k.tenant == id })
+		}
+	}
+	return nil
+}
+
+func (p *Proxy) nodeID() string    { return p.conf.Load().nodeID }
+func (p *Proxy) peerToken() string { return p.conf.Load().peerToken }
+
+// lookupTenant finds a tenant by ID without allocating.
+func (p *Proxy) lookupTenant(id []byte) *tenant { return (*p.tenants.Load())[string(id)] }
+
+// Serve accepts client connections on l until l fails or the proxy closes.
+func (p *Proxy) Serve(l net.Listener) error { return p.serve(l, false) }
+
+// ServePeer accepts peer sidecars' connections on l (see the peer protocol in the package
+// documentation) until l fails or the proxy closes.
+func (p *Proxy) ServePeer(l net.Listener) error { return p.serve(l, true) }
+
+// ErrClosed is returned by Serve and ServePeer after Close.
+var ErrClosed = errors.New("proxy: closed")
+
+func (p *Proxy) serve(l net.Listener, peer bool) error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return ErrClosed
+	}
+	p.listeners[l] = peer
+	p.mu.Unlock()
+	counter := &p.clientListeners
+	if peer {
+		counter = &p.peerListeners
+	}
+	counter.Add(1)
+	defer counter.Add(-1)
+	defer func() {
+		p.mu.Lock()
+		delete(p.listeners, l)
+		p.mu.Unlock()
+	}()
+	var backoff time.Duration
+	for {
+		nc, err := l.Accept()
+		if err != nil {
+			if p.isClosed() {
+				return ErrClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				// Out of file descriptors and the like: wait a little and go on serving.
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				time.Sleep(backoff)
+				continue
+			}
+			return err
+		}
+		backoff = 0
+		p.mu.Lock()
+		if p.closed { // Close may already be waiting for the connections it knows of
+			p.mu.Unlock()
+			nc.Close()
+			return ErrClosed
+		}
+		p.wg.Add(1)
+		p.mu.Unlock()
+		go func() {
+			defer p.wg.Done()
+			if peer {
+				p.servePeerConn(nc)
+			} else {
+				p.runConn(p.newConn(nc, nil, nil))
+			}
+		}()
+	}
+}
+
+func (p *Proxy) isClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
+}
+
+// runConn serves a connection, tracked so Close can end it.
+func (p *Proxy) runConn(c *conn) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		c.nc.Close()
+		if c.tenant != nil {
+			c.tenant.unregister(c)
+		}
+		return
+	}
+	p.conns[c] = struct{}{}
+	p.mu.Unlock()
+	c.serve()
+	p.mu.Lock()
+	delete(p.conns, c)
+	p.mu.Unlock()
+}
+
+// servePeerConn runs the peer handshake, then serves the connection for the tenant it names.
+func (p *Proxy) servePeerConn(nc net.Conn) {
+	nc.SetDeadline(time.Now().Add(p.opts.PeerHandshakeTimeout))
+	br := bufio.NewReaderSize(nc, ioBufferSize)
+	refuse := func(reason string) {
+		// The connection closes either way; a peer that cannot read the reason sees the close.
+		_, _ = nc.Write(protocol.AppendReplyLine([]byte("ERR "), reason))
+		nc.Close()
+	}
+	line, err := protocol.AppendLine(br, nil, maxPeerLineLen)
+	if err != nil {
+		refuse("peer handshake: " + err.Error())
+		return
+	}
+	conf := p.conf.Load()
+	id, err := parsePeerHello(line, conf.tokenDigest)
+	if err == nil && conf.peerToken == "" {
+		err = errors.New("this node accepts no peers: it has no peer token")
+	}
+	if err != nil {
+		p.log.Warn("refused a peer connection", "remote", nc.RemoteAddr().String(), "err", err)
+		refuse(err.Error())
+		return
+	}
+	t := p.lookupTenant([]byte(id))
+	if t == nil {
+		refuse(fmt.Sprintf("unknown tenant %q", id))
+		return
+	}
+	if _, err := nc.Write([]byte(peerOK + "\r\n")); err != nil {
+		nc.Close()
+		return
+	}
+	nc.SetDeadline(time.Time{})
+	c := p.newConn(nc, br, t)
+	if !t.register(c) {
+		nc.Close()
+		return
+	}
+	p.runConn(c)
+}
+
+// Close stops the listeners, closes every connection and idle link and stops background
+// work. Engines are not touched.
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	for l := range p.listeners {
+		l.Close()
+	}
+	for c := range p.conns {
+		c.nc.Close()
+	}
+	p.mu.Unlock()
+	p.cancel()
+	for _, t := range *p.tenants.Load() {
+		if ps := t.part.Load(); ps != nil {
+			ps.stop()
+		}
+	}
+	p.wg.Wait()
+	p.pool.closeAll()
+	p.opts.Registry.Unregister(collector{p})
+	return nil
+}
+
+// decayLoop halves the weight of the past in every curve once per interval, so curves follow
+// changes in the workload.
+func (p *Proxy) decayLoop() {
+	defer p.wg.Done()
+	ticker := time.NewTicker(p.opts.MRCDecayInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-ticker.C:
+			for _, t := range *p.tenants.Load() {
+				if ps := t.part.Load(); ps != nil {
+					if err := ps.tracker.Decay(0.5); err != nil {
+						p.log.Error("decaying a miss-ratio curve", "tenant", t.id, "err", err)
+					}
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,694 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/cacheqos/cacheqos/internal/protocol"
+	"github.com/cacheqos/cacheqos/internal/protocol/resp"
+)
+
+// Replies the redis side of the proxy makes itself.
+const (
+	replyNoAuth    = "NOAUTH Authentication required."
+	replyWrongPass = "WRONGPASS invalid username-password pair or user is disabled."
+)
+
+var (
+	specAuth  = resp.Lookup([]byte("auth"))
+	specHello = resp.Lookup([]byte("hello"))
+	specQuit  = resp.Lookup([]byte("quit"))
+	specMGet  = resp.Lookup([]byte("mget"))
+)
+
+// SCAN cursors: the low scanNodeBits bits number the tenant's node (in node ID order) and the
+// rest is that node's engine cursor. Cursor 0 starts at the first node; when a node's engine
+// cursor returns to 0 the proxy moves on to the next node, and answers 0 after the last.
+const (
+	scanNodeBits = 10
+	scanNodeMask = 1<<scanNodeBits - 1
+)
+
+// redisHandler serves RESP2/RESP3 connections.
+type redisHandler struct {
+	c      *conn
+	cr     *resp.CommandReader
+	proto  resp.Proto
+	name   []byte
+	keyIdx []int
+}
+
+func newRedisHandler(c *conn) *redisHandler {
+	lim := resp.Limits{MaxBulkLen: c.p.opts.MaxRequestBytes, MaxCommandLen: c.p.opts.MaxRequestBytes}
+	return &redisHandler{c: c, cr: resp.NewCommandReader(c.br, lim), proto: resp.RESP2}
+}
+
+func (h *redisHandler) readLoop() error {
+	c := h.c
+	for !c.closing {
+		if h.cr.Buffered() == 0 {
+			c.flushLinks()
+		}
+		cmd, err := h.cr.ReadCommand()
+		if err != nil {
+			var pe *resp.ProtocolError
+			if errors.As(err, &pe) {
+				c.protocolError()
+				c.pushClose(resp.AppendError(nil, "ERR "+pe.Error()))
+			}
+			return err
+		}
+		h.handle(cmd, now())
+	}
+	return nil
+}
+
+func (h *redisHandler) handle(cmd *resp.Command, start int64) {
+	c := h.c
+	spec, err := resp.Classify(cmd.Args)
+	if c.tenant == nil {
+		h.unauthenticated(spec, err, cmd.Args)
+		return
+	}
+	if c.peer {
+		start = 0 // the ingress node measures latency and counts requests
+	} else {
+		class := protocol.ClassOther
+		if spec != nil {
+			class = spec.Class
+		}
+		c.tenant.stats.requests[class].Add(1)
+	}
+	if err != nil {
+		h.replyError(err.Error(), start)
+		return
+	}
+	switch spec.Handling {
+	case protocol.HandleProxy:
+		h.local(spec, cmd.Args, start)
+	case protocol.HandleRoute:
+		h.route(spec, cmd, start)
+	case protocol.HandleSplit:
+		h.split(spec, cmd, start)
+	case protocol.HandleAnyEngine:
+		h.forwardAny(cmd, start)
+	case protocol.HandleAllEngines:
+		if spec.Merge == resp.MergeScan {
+			h.scan(cmd, start)
+		} else {
+			h.fanOut(spec, cmd, start)
+		}
+	}
+}
+
+func (h *redisHandler) replyError(msg string, start int64) {
+	h.c.pushLocal(resp.AppendError(nil, msg), start)
+}
+
+// failed answers a request that could not be forwarded.
+func (h *redisHandler) failed(err error, start int64) {
+	switch {
+	case errors.Is(err, errThrottledBytes), errors.Is(err, errThrottledOps):
+		h.replyError("ERR cacheqos: throttled: "+err.Error(), start)
+	case errors.Is(err, context.Canceled):
+		h.replyError("ERR cacheqos: connection closing", start)
+	default:
+		h.replyError("ERR cacheqos: "+err.Error(), start)
+	}
+}
+
+func (h *redisHandler) unauthenticated(spec *resp.CommandSpec, err error, args [][]byte) {
+	switch {
+	case (spec == specAuth || spec == specHello) && err != nil:
+		h.replyError(err.Error(), 0)
+	case spec == specAuth:
+		h.auth(args, 0)
+	case spec == specHello:
+		h.hello(args, 0)
+	case spec == specQuit:
+		h.c.pushClose(resp.AppendSimpleString(nil, "OK"))
+	default:
+		h.replyError(replyNoAuth, 0)
+	}
+}
+
+// login authenticates the connection as a tenant, answering failures itself.
+func (h *redisHandler) login(user, password []byte, start int64) bool {
+	c := h.c
+	if c.peer {
+		h.replyError("ERR cacheqos: a peer connection is bound to one tenant", start)
+		return false
+	}
+	t, ok := c.authenticate(user, password)
+	if !ok {
+		reply := resp.AppendError(nil, replyWrongPass)
+		if c.authFailed(t) {
+			c.pushClose(reply)
+		} else {
+			c.pushLocal(reply, 0)
+		}
+		return false
+	}
+	if !c.setTenant(t) {
+		h.replyError(replyWrongPass, start)
+		return false
+	}
+	return true
+}
+
+func (h *redisHandler) auth(args [][]byte, start int64) {
+	user, password, err := resp.ParseAuth(args)
+	if err != nil {
+		h.replyError(err.Error(), start)
+		return
+	}
+	if h.login(user, password, start) {
+		h.c.pushLocal(resp.AppendSimpleString(nil, "OK"), start)
+	}
+}
+
+func (h *redisHandler) hello(args [][]byte, start int64) {
+	c := h.c
+	hl, err := resp.ParseHello(args)
+	if err != nil {
+		h.replyError(err.Error(), start)
+		return
+	}
+	if hl.HasAuth {
+		if !h.login(hl.User, hl.Password, start) {
+			return
+		}
+	} else if c.tenant == nil {
+		h.replyError(replyNoAuth, start)
+		return
+	}
+	if hl.ClientName != nil {
+		if msg := checkClientName(hl.ClientName); msg != "" {
+			h.replyError(msg, start)
+			return
+		}
+		h.name = slices.Clone(hl.ClientName)
+	}
+	if hl.Proto != 0 {
+		h.setProto(hl.Proto)
+	}
+	info := resp.HelloInfo{Server: "redis", Version: c.p.engineVersion(c.tenant), ID: c.id}
+	c.pushLocal(resp.AppendHelloReply(nil, h.proto, info), start)
+}
+
+// setProto switches the connection, and the links it has open, to a RESP version: replies
+// pass through unchanged, so every engine behind the connection must speak the client's
+// version.
+func (h *redisHandler) setProto(proto resp.Proto) {
+	if proto == h.proto {
+		return
+	}
+	h.proto = proto
+	cmd := resp.AppendCommandStrings(nil, "HELLO", strconv.Itoa(int(proto)))
+	for _, l := range h.c.links {
+		l.write(cmd, time.Now(), h.c.p.opts.BackendTimeout)
+		l.key.proto = proto
+		h.c.push(entry{kind: entryDiscard, link: l})
+	}
+}
+
+// checkClientName applies redis' rule for client names.
+func checkClientName(name []byte) string {
+	for _, ch := range name {
+		if ch < '!' || ch > '~' {
+			return "ERR Client names cannot contain spaces, newlines or special characters."
+		}
+	}
+	return ""
+}
+
+// local answers the connection commands.
+func (h *redisHandler) local(spec *resp.CommandSpec, args [][]byte, start int64) {
+	c := h.c
+	var reply []byte
+	switch spec.Name {
+	case "auth":
+		h.auth(args, start)
+		return
+	case "hello":
+		h.hello(args, start)
+		return
+	case "quit":
+		c.pushClose(resp.AppendSimpleString(nil, "OK"))
+		return
+	case "reset":
+		h.setProto(resp.RESP2)
+		h.name = nil
+		if !c.peer {
+			c.setTenant(nil)
+		}
+		reply = resp.AppendSimpleString(nil, "RESET")
+	case "ping":
+		switch len(args) {
+		case 1:
+			reply = resp.AppendSimpleString(nil, "PONG")
+		case 2:
+			reply = resp.AppendBulk(nil, args[1])
+		default:
+			reply = resp.AppendError(nil, "ERR wrong number of arguments for 'ping' command")
+		}
+	case "echo":
+		reply = resp.AppendBulk(nil, args[1])
+	case "select":
+		switch db, ok := protocol.ParseInt(args[1]); {
+		case !ok:
+			reply = resp.AppendError(nil, "ERR value is not an integer or out of range")
+		case db != 0:
+			reply = resp.AppendError(nil, "ERR DB index is out of range")
+		default:
+			reply = resp.AppendSimpleString(nil, "OK")
+		}
+	case "client|setname":
+		if msg := checkClientName(args[2]); msg != "" {
+			reply = resp.AppendError(nil, msg)
+			break
+		}
+		h.name = slices.Clone(args[2])
+		if len(h.name) == 0 {
+			h.name = nil
+		}
+		reply = resp.AppendSimpleString(nil, "OK")
+	case "client|getname":
+		if h.name == nil {
+			reply = resp.AppendNull(nil, h.proto)
+		} else {
+			reply = resp.AppendBulk(nil, h.name)
+		}
+	case "client|id":
+		reply = resp.AppendInteger(nil, c.id)
+	case "client|setinfo":
+		reply = resp.AppendSimpleString(nil, "OK")
+	default:
+		reply = resp.AppendError(nil, fmt.Sprintf("ERR %s is not supported by the cacheqos proxy", spec.Name))
+	}
+	c.pushLocal(reply, start)
+}
+
+// accessOf says what a routed command's reply tells the curves.
+func accessOf(spec *resp.CommandSpec) access {
+	switch spec.Class {
+	case protocol.ClassRead:
+		return accessRead
+	case protocol.ClassWrite:
+		return accessWrite
+	default:
+		return accessNone
+	}
+}
+
+// route forwards a command whose keys must all live on one node.
+func (h *redisHandler) route(spec *resp.CommandSpec, cmd *resp.Command, start int64) {
+	c := h.c
+	args := cmd.Args
+	idx, err := spec.KeyIndexes(args, h.keyIdx[:0])
+	h.keyIdx = idx
+	if err != nil {
+		h.replyError(err.Error(), start)
+		return
+	}
+	rt := c.tenant.cfg.Load().routes
+	e := entry{kind: entryForward, start: start}
+	node := rt.any
+	for n, i := range idx {
+		routing, full := keyHashes(args[i])
+		if c.peer {
+			e.keyHash = full
+			break
+		}
+		owner, ok := rt.owner(routing)
+		if !ok {
+			h.failed(errNoRoute, start)
+			return
+		}
+		if n == 0 {
+			node, e.keyHash = owner, full
+		} else if owner != node {
+			h.replyError(fmt.Sprintf("CROSSSLOT cacheqos: the keys of %s live on different nodes of this tenant; "+
+				"give them a common {hash tag} to keep them together", spec.Name), start)
+			return
+		}
+	}
+	if len(idx) == 1 {
+		e.access = accessOf(spec)
+	}
+	if err := c.forward(rt, node, cmd.Raw(), len(cmd.Raw()), e); err != nil {
+		h.failed(err, start)
+	}
+}
+
+// errNoRoute answers requests of a tenant without any node with a positive weight.
+var errNoRoute = errors.New("the tenant has no partition to serve this key")
+
+// split forwards a multi-key command as one sub-command per node that owns some of its keys.
+func (h *redisHandler) split(spec *resp.CommandSpec, cmd *resp.Command, start int64) {
+	c := h.c
+	args := cmd.Args
+	idx, err := spec.KeyIndexes(args, h.keyIdx[:0])
+	h.keyIdx = idx
+	if err != nil {
+		h.replyError(err.Error(), start)
+		return
+	}
+	rt := c.tenant.cfg.Load().routes
+	step := spec.Keys.Step
+	if step > 1 && (len(args)-spec.Keys.First)%step != 0 {
+		h.replyError(fmt.Sprintf("ERR wrong number of arguments for '%s' command", spec.Name), start)
+		return
+	}
+	owners := make([]int, len(idx))
+	var hashes []uint64
+	if spec == specMGet {
+		hashes = make([]uint64, len(idx))
+	}
+	same := true
+	for n, i := range idx {
+		routing, full := keyHashes(args[i])
+		if hashes != nil {
+			hashes[n] = full
+		}
+		if c.peer {
+			continue
+		}
+		owner, ok := rt.owner(routing)
+		if !ok {
+			h.failed(errNoRoute, start)
+			return
+		}
+		owners[n] = owner
+		same = same && owner == owners[0]
+	}
+	if same {
+		e := entry{kind: entryForward, start: start}
+		if hashes != nil {
+			e.access, e.more = accessReadMulti, &entryMore{keyHashes: hashes}
+		}
+		if err := c.forward(rt, owners[0], cmd.Raw(), len(cmd.Raw()), e); err != nil {
+			h.failed(err, start)
+		}
+		return
+	}
+	// One sub-command per node, in the order nodes first appear among the keys.
+	var nodes []int
+	var subArgs [][][]byte
+	s := &split{merge: spec.Merge, owner: make([]int, len(idx)), keyHashes: hashes}
+	for n, i := range idx {
+		part := slices.Index(nodes, owners[n])
+		if part < 0 {
+			part = len(nodes)
+			nodes = append(nodes, owners[n])
+			subArgs = append(subArgs, [][]byte{args[0]})
+		}
+		s.owner[n] = part
+		subArgs[part] = append(subArgs[part], args[i:i+step]...)
+	}
+	raws := make([][]byte, len(nodes))
+	for p := range nodes {
+		raws[p] = resp.AppendCommand(nil, subArgs[p])
+	}
+	if err := c.sendSplit(rt, nodes, raws, s, start); err != nil {
+		h.failed(err, start)
+	}
+}
+
+// fanOut sends a keyless command to every node of the tenant and merges the replies (DBSIZE).
+func (h *redisHandler) fanOut(spec *resp.CommandSpec, cmd *resp.Command, start int64) {
+	c := h.c
+	rt := c.tenant.cfg.Load().routes
+	if c.peer || len(rt.nodes) == 1 {
+		h.forwardAny(cmd, start)
+		return
+	}
+	if len(rt.nodes) == 0 {
+		h.failed(errNoRoute, start)
+		return
+	}
+	nodes := make([]int, len(rt.nodes))
+	raws := make([][]byte, len(rt.nodes))
+	for i := range nodes {
+		nodes[i], raws[i] = i, cmd.Raw()
+	}
+	if err := c.sendSplit(rt, nodes, raws, &split{merge: spec.Merge}, start); err != nil {
+		h.failed(err, start)
+	}
+}
+
+// forwardAny sends a keyless command to one engine of the tenant (this node's if it has one).
+func (h *redisHandler) forwardAny(cmd *resp.Command, start int64) {
+	c := h.c
+	rt := c.tenant.cfg.Load().routes
+	if rt.any < 0 && !c.peer {
+		h.failed(errNoRoute, start)
+		return
+	}
+	if err := c.forward(rt, rt.any, cmd.Raw(), len(cmd.Raw()), entry{kind: entryForward, start: start}); err != nil {
+		h.failed(err, start)
+	}
+}
+
+// scan runs SCAN over the tenant's nodes one after the other (see scanNodeBits).
+func (h *redisHandler) scan(cmd *resp.Command, start int64) {
+	c := h.c
+	args := cmd.Args
+	if c.peer {
+		h.forwardAny(cmd, start)
+		return
+	}
+	rt := c.tenant.cfg.Load().routes
+	cursor, ok := protocol.ParseUint(args[1])
+	node, engineCursor := int(cursor&scanNodeMask), cursor>>scanNodeBits
+	switch {
+	case !ok:
+		h.replyError("ERR invalid cursor", start)
+		return
+	case len(rt.nodes) == 0:
+		h.failed(errNoRoute, start)
+		return
+	case len(rt.nodes) > scanNodeMask+1:
+		h.replyError(fmt.Sprintf("ERR cacheqos: SCAN supports tenants on at most %d nodes", scanNodeMask+1), start)
+		return
+	case node >= len(rt.nodes):
+		h.replyError("ERR invalid cursor", start)
+		return
+	}
+	sub := slices.Clone(args)
+	sub[1] = strconv.AppendUint(nil, engineCursor, 10)
+	raw := resp.AppendCommand(nil, sub)
+	e := entry{kind: entryScan, start: start, more: &entryMore{scanNode: node, scanNodes: len(rt.nodes)}}
+	if err := c.forward(rt, node, raw, len(raw), e); err != nil {
+		h.failed(err, start)
+	}
+}
+
+// readReply reads a link's next reply; a failure becomes an error reply to the client.
+func (h *redisHandler) readReply(l *link) (resp.Reply, []byte) {
+	l.prepareRead(h.c.p.opts.BackendTimeout)
+	reply, err := l.replies.ReadReply()
+	if err != nil {
+		return reply, resp.AppendError(nil, "ERR cacheqos: "+h.c.readFailed(l, err).Error())
+	}
+	return reply, nil
+}
+
+func (h *redisHandler) deliver(e *entry) {
+	c := h.c
+	switch e.kind {
+	case entryForward, entryDiscard:
+		reply, failure := h.readReply(e.link)
+		switch {
+		case failure != nil:
+			if e.kind == entryForward {
+				c.write(failure)
+			}
+		case e.kind == entryForward:
+			if e.link.local {
+				h.count(e, reply)
+			}
+			c.write(reply.Raw())
+		}
+	case entryScan:
+		h.deliverScan(e)
+	case entrySplit:
+		h.deliverSplit(e)
+	}
+}
+
+// count updates the counters of the local partition for one reply.
+func (h *redisHandler) count(e *entry, reply resp.Reply) {
+	t := e.tenant
+	t.served(len(reply.Raw()))
+	switch e.access {
+	case accessRead:
+		if hit, counted := classifyRead(reply); counted {
+			t.recordRead(e.keyHash, hit, len(reply.Raw()))
+		}
+	case accessReadMulti:
+		if v, err := reply.Decode(); err == nil && v.Type == resp.TypeArray && len(v.Elems) == len(e.more.keyHashes) {
+			for i, elem := range v.Elems {
+				recordElement(t, e.more.keyHashes[i], elem)
+			}
+		}
+	case accessWrite:
+		t.recordWrite(e.keyHash)
+	}
+}
+
+// recordElement counts one key of a multi-key read.
+func recordElement(t *tenant, h uint64, elem resp.Value) {
+	t.recordRead(h, !elem.Null, len(elem.Raw))
+}
+
+// classifyRead tells whether a read's reply found its key: a null, or an empty aggregate (what
+// redis answers for a missing list, set, hash or sorted set) is a miss; a string or a non-empty
+// aggregate is a hit. Integers and status replies (EXISTS, TTL, TYPE) and errors are neither.
+func classifyRead(reply resp.Reply) (hit, counted bool) {
+	raw := reply.Raw()
+	if len(raw) < 3 || resp.Type(raw[0]) != reply.Type() {
+		return false, false // an attribute precedes the value: redis sends none for reads
+	}
+	switch reply.Type() {
+	case resp.TypeNull:
+		return false, true
+	case resp.TypeBulkString, resp.TypeArray:
+		return raw[1] != '-' && !isEmptyAggregate(raw), true
+	case resp.TypeVerbatim:
+		return true, true
+	case resp.TypeSet, resp.TypeMap:
+		return !isEmptyAggregate(raw), true
+	}
+	return false, false
+}
+
+func isEmptyAggregate(raw []byte) bool {
+	t := resp.Type(raw[0])
+	return (t == resp.TypeArray || t == resp.TypeSet || t == resp.TypeMap) && bytes.HasPrefix(raw[1:], []byte("0\r\n"))
+}
+
+// deliverScan rewrites an engine's SCAN cursor into the tenant-wide cursor.
+func (h *redisHandler) deliverScan(e *entry) {
+	c := h.c
+	reply, failure := h.readReply(e.link)
+	if failure != nil {
+		c.write(failure)
+		return
+	}
+	if e.link.local {
+		e.tenant.served(len(reply.Raw()))
+	}
+	if reply.IsError() {
+		c.write(reply.Raw())
+		return
+	}
+	v, err := reply.Decode()
+	if err != nil || v.Type != resp.TypeArray || len(v.Elems) != 2 {
+		c.write(resp.AppendError(nil, "ERR cacheqos: unexpected SCAN reply from the engine"))
+		return
+	}
+	engineCursor, ok := protocol.ParseUint(v.Elems[0].Str)
+	if !ok || engineCursor >= 1<<(64-scanNodeBits) {
+		c.write(resp.AppendError(nil, "ERR cacheqos: engine SCAN cursor out of the proxy's range"))
+		return
+	}
+	var cursor uint64
+	switch {
+	case engineCursor != 0:
+		cursor = engineCursor<<scanNodeBits | uint64(e.more.scanNode)
+	case e.more.scanNode+1 < e.more.scanNodes:
+		cursor = uint64(e.more.scanNode + 1)
+	}
+	out := resp.AppendArrayHeader(nil, 2)
+	out = resp.AppendBulk(out, strconv.AppendUint(nil, cursor, 10))
+	c.write(out)
+	c.write(v.Elems[1].Raw)
+}
+
+// deliverSplit reads every part's reply and merges them.
+func (h *redisHandler) deliverSplit(e *entry) {
+	c := h.c
+	s := e.split
+	values := make([]resp.Value, len(s.parts))
+	var failure []byte
+	for p, l := range s.parts {
+		reply, readFailure := h.readReply(l)
+		if readFailure != nil {
+			failure = firstFailure(failure, readFailure)
+			continue
+		}
+		if l.local {
+			e.tenant.served(len(reply.Raw()))
+		}
+		if reply.IsError() {
+			failure = firstFailure(failure, slices.Clone(reply.Raw()))
+			continue
+		}
+		v, err := reply.Decode()
+		if err != nil {
+			failure = firstFailure(failure, resp.AppendError(nil, "ERR cacheqos: "+err.Error()))
+			continue
+		}
+		values[p] = v
+	}
+	if failure != nil {
+		c.write(failure)
+		return
+	}
+	switch s.merge {
+	case resp.MergeArrayInKeyOrder:
+		h.mergeArrays(e, values)
+	case resp.MergeSumIntegers:
+		var sum int64
+		for _, v := range values {
+			if v.Type != resp.TypeInteger {
+				c.write(resp.AppendError(nil, "ERR cacheqos: a node answered "+v.Type.String()+" where an integer was expected"))
+				return
+			}
+			sum += v.Int
+		}
+		c.write(resp.AppendInteger(nil, sum))
+	case resp.MergeAllOK:
+		c.write(resp.AppendSimpleString(nil, "OK"))
+	}
+}
+
+// mergeArrays puts the elements of the parts' arrays back in the order of the keys.
+func (h *redisHandler) mergeArrays(e *entry, values []resp.Value) {
+	c := h.c
+	s := e.split
+	next := make([]int, len(values))
+	for _, p := range s.owner {
+		next[p]++
+	}
+	for p, v := range values {
+		if v.Type != resp.TypeArray || len(v.Elems) != next[p] {
+			c.write(resp.AppendError(nil, "ERR cacheqos: a node answered a reply that does not match its keys"))
+			return
+		}
+		next[p] = 0
+	}
+	c.write(resp.AppendArrayHeader(nil, len(s.owner)))
+	for n, p := range s.owner {
+		elem := values[p].Elems[next[p]]
+		next[p]++
+		if s.parts[p].local && s.keyHashes != nil {
+			recordElement(e.tenant, s.keyHashes[n], elem)
+		}
+		c.write(elem.Raw)
+	}
+}
+
+// firstFailure keeps the first failure.
+func firstFailure(first, next []byte) []byte {
+	if first != nil {
+		return first
+	}
+	return next
+}
