@@ -1,0 +1,123 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cacheqos/cacheqos/internal/allocator"
+	"github.com/cacheqos/cacheqos/internal/allocator/planning"
+)
+
+const example = "testdata/example.yaml"
+
+func runCLI(args ...string) (code int, stdout, stderr string) {
+	var out, errOut bytes.Buffer
+	code = run(args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// solverFlags keeps the tests fast and reproducible whether or not OR-Tools is configured.
+var solverFlags = []string{"-workers", "1", "-time-limit", "10s"}
+
+func TestPlanTable(t *testing.T) {
+	code, out, errOut := runCLI(append([]string{"plan", "-f", example}, solverFlags...)...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"policy optimal:", "TENANT", "shop/orders", "MeetsSLO", "NODE", "cache-c"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestPlanJSONAndYAMLDecode(t *testing.T) {
+	for _, format := range []string{"json", "yaml"} {
+		code, out, errOut := runCLI(append([]string{"plan", "-f", example, "-policy", "maxperf", "-o", format}, solverFlags...)...)
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", format, code, errOut)
+		}
+		plan, err := planning.DecodePlan([]byte(out))
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", format, err, out)
+		}
+		if plan.Policy != "maxperf" || len(plan.Tenants) != 5 || plan.Cluster != "shop-cache" {
+			t.Errorf("%s: plan %s with %d tenants", format, plan.Policy, len(plan.Tenants))
+		}
+	}
+}
+
+func TestPlanCompareListsEveryPolicy(t *testing.T) {
+	code, out, errOut := runCLI(append([]string{"plan", "-f", example, "-compare"}, solverFlags...)...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range append([]string{"STRICT SLOS MET", "EXPECTED HITS/S", "MOVEMENT", "SOLVE TIME", "STATUS"}, allocator.PolicyNames()...) {
+		if !strings.Contains(out, want) {
+			t.Errorf("comparison lacks %q:\n%s", want, out)
+		}
+	}
+	code, out, _ = runCLI(append([]string{"plan", "-f", example, "-compare", "-o", "json"}, solverFlags...)...)
+	if code != 0 || !strings.Contains(out, `"kind": "PlanComparison"`) || strings.Count(out, `"policy"`) != len(allocator.PolicyNames()) {
+		t.Errorf("JSON comparison (exit %d):\n%s", code, out)
+	}
+}
+
+func TestPlanErrors(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	data, err := os.ReadFile(example)
+	if err != nil {
+		t.Fatal(err)
+	}
+	typo := write("typo.yaml", strings.Replace(string(data), "minBytes: 536870912", "minBytez: 536870912", 1))
+	tooSmall := write("small.yaml", strings.Replace(string(data), "minBytes: 536870912", "minBytes: 536870912000", 1))
+	cases := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"no command", nil, 2, "Usage:"},
+		{"unknown command", []string{"deploy"}, 2, `unknown command "deploy"`},
+		{"missing file flag", []string{"plan"}, 2, "-f FILE is required"},
+		{"missing file", []string{"plan", "-f", filepath.Join(dir, "nope.yaml")}, 1, "reading the snapshot"},
+		{"unknown field", []string{"plan", "-f", typo}, 1, `typo.yaml: tenants[0].memory: unknown field "minBytez"`},
+		{"infeasible", []string{"plan", "-f", tooSmall}, 1, "exceeds the"},
+		{"unknown policy", []string{"plan", "-f", example, "-policy", "fastest"}, 2, `-policy "fastest"`},
+		{"bad output", []string{"plan", "-f", example, "-o", "xml"}, 2, `-o "xml"`},
+		{"bad objective", []string{"plan", "-f", example, "-objective", "cost"}, 2, `-objective "cost"`},
+		{"stray argument", []string{"plan", "-f", example, "extra"}, 2, `unexpected argument "extra"`},
+		{"unknown flag", []string{"plan", "-x"}, 2, "flag provided but not defined: -x"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, _, errOut := runCLI(c.args...)
+			if code != c.code || !strings.Contains(errOut, c.want) {
+				t.Errorf("exit %d, stderr %q; want exit %d and %q", code, errOut, c.code, c.want)
+			}
+		})
+	}
+}
+
+func TestPoliciesAndHelp(t *testing.T) {
+	code, out, _ := runCLI("policies")
+	if code != 0 || !strings.Contains(out, "lacs") || !strings.Contains(out, "optimal") {
+		t.Errorf("policies: exit %d\n%s", code, out)
+	}
+	if code, out, _ := runCLI("help"); code != 0 || !strings.Contains(out, "cacheqos plan -f FILE") {
+		t.Errorf("help: exit %d\n%s", code, out)
+	}
+	if code, _, errOut := runCLI("plan", "-h"); code != 0 || !strings.Contains(errOut, "-compare") {
+		t.Errorf("plan -h: exit %d\n%s", code, errOut)
+	}
+}

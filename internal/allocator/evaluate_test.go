@@ -1,0 +1,81 @@
+package allocator
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/cacheqos/cacheqos/internal/allocator/planning"
+)
+
+func TestPredictionsFollowTheLatencyModel(t *testing.T) {
+	// One node serving 1000 ops/s with 500 ops/s of background and a tenant at 300: utilization
+	// 0.8, M/M/1 delay (1/1000)/(1-0.8) = 5 ms. The tenant gets 600 of the 1000 bytes (hit
+	// ratio 0.6 on a linear curve): latency 0.6*1 ms + 0.4*10 ms + 5 ms = 9.6 ms.
+	s := snapshotOf([]planning.Node{{Name: "n1", MemoryBytes: 1000, OpsPerSecond: 1000, BandwidthBytesPerSecond: bigRate,
+		Load: planning.Load{OpsPerSecond: 800}}},
+		planning.Tenant{ID: "a/web", Objective: &planning.Objective{LatencySeconds: ptr(0.0097)},
+			Memory: planning.Memory{MaxBytes: 600}, MissRatioCurve: mrc(1000, 1), Rates: rates("n1", 300),
+			Observed: planning.Observation{HitLatencySeconds: 0.001, MissLatencySeconds: 0.01}})
+	plan := mustPlan(t, s, Options{Policy: PolicyEqual})
+	tp := tenantOf(t, plan, "a/web")
+	if math.Abs(tp.Predicted.HitRatio-0.6) > 1e-12 || tp.Predicted.LatencySeconds == nil ||
+		math.Abs(*tp.Predicted.LatencySeconds-0.0096) > 1e-12 {
+		t.Fatalf("prediction %+v, latency %v; want hit ratio 0.6 and 9.6 ms", tp.Predicted, tp.Predicted.LatencySeconds)
+	}
+	if tp.Verdict != planning.VerdictMeetsSLO {
+		t.Errorf("verdict %s %q, want MeetsSLO (9.6 ms <= 9.7 ms)", tp.Verdict, tp.Reason)
+	}
+	n := plan.Nodes[0]
+	if math.Abs(n.Utilization-0.8) > 1e-12 || n.QueueDelaySeconds == nil || math.Abs(*n.QueueDelaySeconds-0.005) > 1e-12 {
+		t.Errorf("node %+v", n)
+	}
+	if tp.Partitions[0].RoutingWeight != 1_000_000 {
+		t.Errorf("routing weight %d ppm, want all of it", tp.Partitions[0].RoutingWeight)
+	}
+}
+
+func TestAnOpsLimitBelowDemandSaturatesTheTenant(t *testing.T) {
+	s := snapshotOf([]planning.Node{memNode("n1", 100)},
+		planning.Tenant{ID: "a/busy", OpsLimitPerSecond: 50, Rates: rates("n1", 80),
+			Objective: &planning.Objective{LatencySeconds: ptr(0.01)}, MissRatioCurve: mrc(100, 0.9),
+			Observed: planning.Observation{HitLatencySeconds: 0.001, MissLatencySeconds: 0.005}})
+	tp := tenantOf(t, mustPlan(t, s, Options{Policy: PolicyEqual}), "a/busy")
+	if !tp.Predicted.Saturated || tp.Predicted.LatencySeconds != nil || tp.Verdict != planning.VerdictBestEffort {
+		t.Errorf("prediction %+v verdict %s; want saturated by its own 50 ops/s limit", tp.Predicted, tp.Verdict)
+	}
+	if tp.Partitions[0].OpsLimitPerSecond != 50 {
+		t.Errorf("ops limit %d, want 50", tp.Partitions[0].OpsLimitPerSecond)
+	}
+}
+
+func TestLatencyObjectiveWeighsHitsByTheMissPenalty(t *testing.T) {
+	// Same curves and rates; misses of a/slow cost 20 ms, of a/fast 2 ms. Maximizing hits is
+	// indifferent; minimizing latency gives the memory to a/slow.
+	tenant := func(id string, miss float64) planning.Tenant {
+		return planning.Tenant{ID: id, MissRatioCurve: mrc(100, 1), Rates: rates("n1", 100), Memory: planning.Memory{MaxBytes: 100},
+			Observed: planning.Observation{HitLatencySeconds: 0.0005, MissLatencySeconds: miss}}
+	}
+	s := snapshotOf([]planning.Node{memNode("n1", 100)}, tenant("a/slow", 0.02), tenant("a/fast", 0.002))
+	m := memoryOf(mustPlan(t, s, Options{Objective: ObjectiveLatency, DisableSolver: true}))
+	if m["a/slow"] != 100 || m["a/fast"] != 0 {
+		t.Errorf("memory %v, want everything for the tenant whose misses cost most", m)
+	}
+}
+
+func TestExplanationsSayWhereTheCurveCameFrom(t *testing.T) {
+	s := snapshotOf([]planning.Node{memNode("n1", 1000)},
+		planning.Tenant{ID: "a/mrc", MissRatioCurve: mrc(500, 0.8), Current: on("n1", 200), Observed: planning.Observation{HitRatio: ptr(0.2)}},
+		planning.Tenant{ID: "a/hist", History: history(100, 0.3, 300, 0.5)},
+		planning.Tenant{ID: "a/none"})
+	plan := mustPlan(t, s, Options{Policy: PolicyEqual})
+	for id, want := range map[string]string{
+		"a/mrc":  "miss-ratio curve corrected to the observed 0.200",
+		"a/hist": "monotone fit of 2 observed points",
+		"a/none": "no curve data yet",
+	} {
+		if tp := tenantOf(t, plan, id); !strings.Contains(tp.Explanation, want) {
+			t.Errorf("%s: %q, want it to mention %q", id, tp.Explanation, want)
+		}
+	}
+}

@@ -1,0 +1,380 @@
+package allocator
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/cacheqos/cacheqos/internal/allocator/planning"
+	"github.com/cacheqos/cacheqos/internal/cpsat"
+)
+
+// jointModelLimit is the largest joint model (sum over tenants of levels x candidate nodes,
+// its number of unit variables) solved in one piece; larger problems are decomposed into
+// sizing and placement.
+const jointModelLimit = 10000
+
+// sizingTimeShare is the share of the remaining time the sizing stage of the decomposed
+// method may use; the greedy sizing is usually within a few millionths of the LP bound, so
+// most of the time goes to the placement.
+const sizingTimeShare = 0.3
+
+// targetHitsGap is the gap on the expected-hits tier at which the solver may stop early, and
+// targetMovementGap the relative gap at which the placement stage (movement only) may.
+const (
+	targetHitsGap     = 0.0005
+	targetMovementGap = 0.01
+)
+
+// stage is one solve of the optimal policy.
+type stage int
+
+const (
+	stageJoint     stage = iota // sizes and placement in one model
+	stageSizing                 // decomposed, first stage
+	stagePlacement              // decomposed, second stage
+)
+
+// optCandidate is a complete answer of the optimal policy.
+type optCandidate struct {
+	levels []int
+	parts  [][]part
+	obj    int64
+}
+
+// runOptimal is the default policy; see the package documentation and docs/allocator.md.
+func runOptimal(ctx context.Context, p *problem) (*allocation, error) {
+	// Keep a little of the limit for turning the answer into a plan.
+	limit := p.opts.timeLimit()
+	deadline := p.start.Add(limit - min(limit/20, 250*time.Millisecond))
+	o := newOptInstance(p)
+	levels, reserved := o.greedyPlace(o.greedySizing())
+	o.chooseCandidates(reserved)
+	parts := o.trimToLevels(levels, reserved)
+	greedy := optCandidate{levels: levels, parts: parts, obj: o.objective(levels, parts)}
+	report := &planning.SolverReport{Status: "Greedy", GreedyObjective: float64(greedy.obj), Objective: float64(greedy.obj)}
+	a := newAllocation(len(p.tenants))
+	best := greedy
+	solverBound := math.Inf(1)
+	switch {
+	case p.opts.DisableSolver:
+		report.Fallback = "solver disabled by options"
+	case cpsat.Available() != nil:
+		report.Fallback = "OR-Tools unavailable: " + cpsat.Available().Error()
+	default:
+		var res optResult
+		var err error
+		if o.jointSize() <= jointModelLimit {
+			res, err = o.solveJoint(ctx, deadline, greedy)
+		} else {
+			res, err = o.solveDecomposed(ctx, deadline, greedy)
+		}
+		a.planNotes = append(a.planNotes, res.notes...)
+		report.Method = res.method
+		if res.hasBound {
+			solverBound = res.bound
+		}
+		switch {
+		case err != nil:
+			report.Fallback = err.Error()
+		case greedy.obj-res.candidate.obj >= o.sc.w2 && o.withinChurn(greedy.parts):
+			// The greedy wins on strict objectives or hits, not merely on movement rounding.
+			report.Status = res.status
+			report.Fallback = "the greedy solution scored higher than the solver's within the time limit"
+		default:
+			report.Status = res.status
+			best = res.candidate
+		}
+	}
+	if kept, ok := o.keepCurrent(best); ok {
+		best = kept
+		a.planNotes = append(a.planNotes, "optimal: the plan in force is within the solver's tolerance of the best plan found; kept")
+	}
+	// The LP bound of the pooled sizing, less the overload no plan avoids, bounds every answer
+	// (the final movement is at least the sizing's movement lower bound): it gives the greedy
+	// fallback a gap too, and caps a solver bound that the search did not get to tighten.
+	var capacity int64
+	for _, q := range o.memQuanta {
+		capacity += q
+	}
+	report.Bound = math.Min(o.lpBound(capacity)-float64(o.sc.w2*o.overloadLowerBound()), solverBound)
+	report.Objective = float64(best.obj)
+	report.Bound = math.Max(report.Bound, report.Objective)
+	_, hits, _ := o.tiers(best.levels, best.parts)
+	report.Gap = (report.Bound - report.Objective) / float64(o.sc.w2) / math.Max(1, float64(hits))
+	a.solver = report
+	a.parts = best.parts
+	method := "CP-SAT"
+	if report.Fallback != "" {
+		method = "the greedy fallback"
+	}
+	for k := range p.tenants {
+		l := &o.levels[k]
+		a.note(k, "optimal: %s chose level %d of %d candidate sizes (strict objectives by priority, then expected hits, then least movement)",
+			method, best.levels[k]+1, l.len())
+	}
+	return a, nil
+}
+
+// jointSize is the number of unit variables (levels x candidate nodes) of the joint model.
+func (o *optInstance) jointSize() int {
+	n := 0
+	for k := range o.p.tenants {
+		n += o.levels[k].len() * o.candidateLimit(k)
+	}
+	return n
+}
+
+// keepCurrent is the optimal policy's hysteresis: when every tenant has memory now, at sizes
+// that are among its levels, and the plan in force satisfies every constraint, it is kept
+// unless the best plan found beats it by at least the solver's own tolerance on expected hits
+// (or on a strict objective). The solver stops within that tolerance of the bound, so a plan a
+// little better than the one in force may only reflect where a search stopped: moving for it
+// would make small input changes reshuffle the fleet.
+func (o *optInstance) keepCurrent(best optCandidate) (optCandidate, bool) {
+	levels := make([]int, len(o.p.tenants))
+	parts := make([][]part, len(o.p.tenants))
+	for k, t := range o.p.tenants {
+		if t.currentTotal == 0 {
+			return best, false
+		}
+		i := slices.Index(o.levels[k].bytes, t.currentTotal)
+		if i < 0 {
+			return best, false
+		}
+		levels[k] = i
+		for _, c := range t.current {
+			if _, allowed := slices.BinarySearch(t.allowed, c.node); !allowed || !slices.Contains(o.cands[k], c.node) {
+				return best, false
+			}
+			if c.bytes > 0 {
+				parts[k] = append(parts[k], part{node: c.node, bytes: c.bytes})
+			}
+		}
+		if n := len(parts[k]); n < o.spreadMin[k] || n > o.spreadMax[k] {
+			return best, false
+		}
+	}
+	if !o.fitsInBytes(parts) {
+		return best, false
+	}
+	current := optCandidate{levels: levels, parts: parts, obj: o.objective(levels, parts)}
+	_, hits, _ := o.tiers(best.levels, best.parts)
+	tolerance := float64(o.sc.w2) * math.Max(1, targetHitsGap*float64(hits))
+	if float64(best.obj-current.obj) < tolerance {
+		return current, true
+	}
+	return best, false
+}
+
+// fitsInBytes reports whether parts stay within every node's memory and keep the bandwidth
+// guarantees within every node's bandwidth.
+func (o *optInstance) fitsInBytes(parts [][]part) bool {
+	used := make([]int64, len(o.p.nodes))
+	guaranteed := make([]float64, len(o.p.nodes))
+	for k, ps := range parts {
+		fr := fractions(ps)
+		for i, pt := range ps {
+			used[pt.node] += pt.bytes
+			guaranteed[pt.node] += o.p.tenants[k].guaranteed * fr[i]
+		}
+	}
+	for j, n := range o.p.nodes {
+		if used[j] > n.memory || guaranteed[j] > n.bandwidth {
+			return false
+		}
+	}
+	return true
+}
+
+// withinChurn reports whether parts move at most MaxChurnBytes (always, without a cap).
+func (o *optInstance) withinChurn(parts [][]part) bool {
+	if o.p.opts.MaxChurnBytes <= 0 {
+		return true
+	}
+	var moved int64
+	for k, t := range o.p.tenants {
+		moved += movement(t.current, parts[k])
+	}
+	return moved <= o.p.opts.MaxChurnBytes
+}
+
+type optResult struct {
+	candidate optCandidate
+	// solution is the solver's answer in model terms (joint method).
+	solution solution
+	status   string
+	method   string
+	// bound is the solver's proven bound on the objective, when hasBound.
+	bound    float64
+	hasBound bool
+	notes    []string
+}
+
+// timeForModel reports whether a model with about perCandidate variables per (tenant,
+// candidate node) can still be built and solved usefully before the deadline: at least twice
+// its estimated overhead plus 100 ms must be left.
+func (o *optInstance) timeForModel(deadline time.Time, perCandidate int) bool {
+	items := 0
+	for k := range o.p.tenants {
+		items += len(o.cands[k]) * perCandidate * 2 // variables and about as many constraints
+	}
+	return time.Until(deadline) > 2*time.Duration(items)*solverOverheadPerItem+100*time.Millisecond
+}
+
+// solverOverheadPerItem estimates the time a solve spends outside the solver's own clock
+// (validation, encoding, loading, decoding) per variable and constraint, measured at about
+// 2 µs on the development machine; it is taken off the time limit so that plans arrive in time.
+const solverOverheadPerItem = 2 * time.Microsecond
+
+func (o *optInstance) params(deadline time.Time, st stage, greedy optCandidate, m *cpsat.Model) cpsat.Params {
+	overhead := time.Duration(m.NumVars()+m.NumConstraints()) * solverOverheadPerItem
+	left := time.Until(deadline) - overhead
+	if st == stageSizing {
+		left = time.Duration(float64(left) * sizingTimeShare)
+	}
+	_, hits, _ := o.tiers(greedy.levels, greedy.parts)
+	gap := 0.0
+	switch {
+	case o.p.opts.ProveOptimal:
+	case st == stagePlacement:
+		// With the sizes fixed only the movement (and overload) is left to optimize.
+		gap = targetMovementGap
+	case greedy.obj > 0:
+		gap = math.Min(0.01, targetHitsGap*float64(o.sc.w2)*float64(hits)/float64(greedy.obj))
+	}
+	return cpsat.Params{
+		TimeLimit: max(left, 10*time.Millisecond), Workers: o.p.opts.Workers, Seed: o.p.opts.Seed, RelativeGap: gap,
+		// Presolve pays off on small models only; on large ones it takes seconds before the
+		// first solution while the greedy hint is already close to the bound.
+		Presolve: o.jointSize() < 1000,
+	}
+}
+
+// solveModel solves a placement model, rebuilding it without the churn cap when that cap
+// makes it infeasible, and checks the answer.
+func (o *optInstance) solveModel(ctx context.Context, pm *placementModel, hint solution, params cpsat.Params) (solution, *cpsat.Result, []string, error) {
+	var notes []string
+	churn := o.churnUnits >= 0
+	for {
+		pm.hint(hint)
+		res, err := cpsat.Solve(ctx, pm.m, params)
+		if err != nil {
+			return solution{}, nil, notes, fmt.Errorf("solver error: %w", err)
+		}
+		if res.Stopped {
+			notes = append(notes, "optimal: the solve was cancelled; using the best solution found so far")
+		}
+		if res.Status == cpsat.Infeasible && churn {
+			notes = append(notes, fmt.Sprintf("optimal: no plan moves at most %s; planned without the churn cap", bytesHuman(o.p.opts.MaxChurnBytes)))
+			churn = false
+			pm = o.buildPlacementModel(pm.levels, false)
+			continue
+		}
+		if !res.HasSolution() {
+			return solution{}, res, notes, fmt.Errorf("solver found no solution (status %v) within %v", res.Status, params.TimeLimit)
+		}
+		s := pm.read(res)
+		if err := o.check(s, churn); err != nil {
+			return solution{}, res, notes, fmt.Errorf("solver answer rejected: %w", err)
+		}
+		res.BestBound -= float64(pm.constMove)
+		return s, res, notes, nil
+	}
+}
+
+// solveJoint solves sizes and placement in one model warm-started from the greedy solution.
+func (o *optInstance) solveJoint(ctx context.Context, deadline time.Time, greedy optCandidate) (optResult, error) {
+	r := optResult{method: "joint"}
+	pm := o.buildPlacementModel(nil, o.churnUnits >= 0)
+	s, res, notes, err := o.solveModel(ctx, pm, o.bestHint(o.toSolution(greedy.levels, greedy.parts)), o.params(deadline, stageJoint, greedy, pm.m))
+	r.notes = notes
+	if err != nil {
+		return r, err
+	}
+	parts := o.partsOf(s)
+	r.solution = s
+	r.candidate = optCandidate{levels: s.level, parts: parts, obj: o.objective(s.level, parts)}
+	r.status = res.Status.String()
+	r.bound, r.hasBound = res.BestBound, true
+	return r, nil
+}
+
+// sizingHint is the better of the greedy levels and the levels closest to the plan in force
+// (when they fit the capacity), by the sizing objective.
+func (o *optInstance) sizingHint(greedy []int, capacity int64) []int {
+	current := o.currentSolution(solution{level: greedy, units: make([][]int64, len(greedy))}).level
+	value := func(levels []int) (v, quanta int64) {
+		for k, t := range levels {
+			v += o.levels[k].value(o.sc, t)
+			quanta += o.levels[k].quanta[t]
+		}
+		return v, quanta
+	}
+	gv, _ := value(greedy)
+	if cv, cq := value(current); cq <= capacity && cv >= gv {
+		return current
+	}
+	return greedy
+}
+
+// solveDecomposed sizes every tenant with the pooled sizing model (memory of every node as
+// one pool, plus one capacity per set of nodes some tenants are restricted to: a relaxation,
+// so its bound bounds the whole problem), places the sizes greedily (making room or dropping
+// levels where they do not pack, see greedyPlace), then improves the placement with the
+// placement model.
+func (o *optInstance) solveDecomposed(ctx context.Context, deadline time.Time, greedy optCandidate) (optResult, error) {
+	r := optResult{method: "decomposed", candidate: greedy}
+	var capacity int64
+	for _, q := range o.memQuanta {
+		capacity += q
+	}
+	churn := o.churnUnits >= 0
+	var levels []int
+	var sizingStatus cpsat.Status
+	for {
+		sm := o.buildSizingModel(churn, capacity)
+		sm.hint(o.sizingHint(greedy.levels, capacity))
+		res, err := cpsat.Solve(ctx, sm.m, o.params(deadline, stageSizing, greedy, sm.m))
+		if err != nil {
+			return r, fmt.Errorf("solver error (sizing): %w", err)
+		}
+		if res.Status == cpsat.Infeasible && churn {
+			r.notes = append(r.notes, fmt.Sprintf("optimal: no sizing moves at most %s; sized without the churn cap", bytesHuman(o.p.opts.MaxChurnBytes)))
+			churn = false
+			continue
+		}
+		if !res.HasSolution() {
+			return r, fmt.Errorf("solver found no sizing (status %v)", res.Status)
+		}
+		levels, sizingStatus = sm.read(res), res.Status
+		r.bound, r.hasBound = res.BestBound, true
+		break
+	}
+	r.status = sizingStatus.String()
+	placedLevels, reserved := o.greedyPlace(levels)
+	parts := o.trimToLevels(placedLevels, reserved)
+	placed := optCandidate{levels: placedLevels, parts: parts, obj: o.objective(placedLevels, parts)}
+	r.candidate = placed
+	o.chooseCandidates(reserved)
+	if !o.timeForModel(deadline, 3) {
+		r.notes = append(r.notes, fmt.Sprintf("optimal: sizing %v; no time left for the placement model (greedy placement kept)", sizingStatus))
+		return r, nil
+	}
+	pm := o.buildPlacementModel(placedLevels, churn)
+	s, res, notes, err := o.solveModel(ctx, pm, o.toSolution(placedLevels, parts), o.params(deadline, stagePlacement, greedy, pm.m))
+	r.notes = append(r.notes, notes...)
+	if err == nil {
+		improved := o.partsOf(s)
+		if obj := o.objective(s.level, improved); obj >= placed.obj {
+			placed = optCandidate{levels: s.level, parts: improved, obj: obj}
+		}
+		r.notes = append(r.notes, fmt.Sprintf("optimal: sizing %v, placement %v", sizingStatus, res.Status))
+	} else {
+		r.notes = append(r.notes, fmt.Sprintf("optimal: sizing %v; placement model: %v (greedy placement kept)", sizingStatus, err))
+	}
+	r.candidate = placed
+	return r, nil
+}

@@ -1,0 +1,310 @@
+package allocator
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cacheqos/cacheqos/internal/allocator/planning"
+	"github.com/cacheqos/cacheqos/internal/cpsat"
+)
+
+// tinySnapshot is a random instance small enough for exhaustive search: two nodes with a few
+// hundred bytes and tight ops, three tenants with random curves, objectives, priorities,
+// spreads, minimums and current placements.
+func tinySnapshot(rng *rand.Rand) *planning.Snapshot {
+	var nodes []planning.Node
+	for _, name := range []string{"n1", "n2"} {
+		nodes = append(nodes, planning.Node{Name: name, MemoryBytes: 80 + rng.Int64N(120),
+			OpsPerSecond: 10 + rng.Int64N(20), BandwidthBytesPerSecond: bigRate})
+	}
+	var tenants []planning.Tenant
+	for k := range 3 {
+		t := planning.Tenant{ID: fmt.Sprintf("tiny/t%d", k)}
+		h := 0.0
+		for _, size := range []float64{20 + float64(rng.IntN(20)), 60 + float64(rng.IntN(40)), 150 + float64(rng.IntN(100))} {
+			h = math.Min(0.99, h+0.1+0.4*rng.Float64())
+			t.MissRatioCurve = append(t.MissRatioCurve, planning.MissRatioPoint{SizeBytes: int64(size), MissRatio: 1 - h})
+		}
+		node := nodes[rng.IntN(2)].Name
+		t.Rates = rates(node, 2+8*rng.Float64())
+		if rng.IntN(2) == 0 {
+			t.Current = on(node, rng.Int64N(60))
+		}
+		if rng.IntN(2) == 0 {
+			t.Class, t.Priority = planning.ClassStrict, int32(rng.IntN(4))
+			t.Objective = hitObjective(math.Round(h*(0.3+0.6*rng.Float64())*100) / 100)
+		}
+		if rng.IntN(3) == 0 {
+			t.Memory.MinBytes = 5 + rng.Int64N(20)
+		}
+		t.Spread = planning.Spread{MinNodes: 1, MaxNodes: int32(1 + rng.IntN(2))}
+		tenants = append(tenants, t)
+	}
+	return snapshotOf(nodes, tenants...)
+}
+
+// exhaustiveBest enumerates every level and every split of every tenant over its candidates
+// and returns the best objective of a solution satisfying every constraint.
+func exhaustiveBest(o *optInstance) (int64, bool) {
+	type option struct {
+		level int
+		units []int64
+	}
+	var compositions func(total int64, parts int) [][]int64
+	compositions = func(total int64, parts int) [][]int64 {
+		if parts == 1 {
+			return [][]int64{{total}}
+		}
+		var out [][]int64
+		for first := int64(0); first <= total; first++ {
+			for _, rest := range compositions(total-first, parts-1) {
+				out = append(out, append([]int64{first}, rest...))
+			}
+		}
+		return out
+	}
+	options := make([][]option, len(o.p.tenants))
+	for k := range o.p.tenants {
+		for t := range o.levels[k].len() {
+			for _, units := range compositions(o.units[k], len(o.cands[k])) {
+				options[k] = append(options[k], option{level: t, units: units})
+			}
+		}
+	}
+	s := solution{level: make([]int, len(o.p.tenants)), units: make([][]int64, len(o.p.tenants))}
+	best, found := int64(math.MinInt64), false
+	var search func(k int)
+	search = func(k int) {
+		if k == len(o.p.tenants) {
+			if o.check(s, true) == nil {
+				best, found = max(best, o.modelObjective(s)), true
+			}
+			return
+		}
+		for _, op := range options[k] {
+			s.level[k], s.units[k] = op.level, op.units
+			search(k + 1)
+		}
+	}
+	search(0)
+	return best, found
+}
+
+func TestOptimalEqualsExhaustiveSearch(t *testing.T) {
+	needSolver(t)
+	rng := rand.New(rand.NewPCG(7, 11))
+	compared := 0
+	for i := range 8 {
+		s := tinySnapshot(rng)
+		p, err := newProblem(s, Options{SizeLevels: 4, Workers: 1, ProveOptimal: true, TimeLimit: 20 * time.Second})
+		if err != nil {
+			t.Fatalf("instance %d: %v", i, err)
+		}
+		o := newOptInstance(p)
+		levels, parts := o.greedyPlace(o.greedySizing())
+		o.chooseCandidates(parts)
+		want, feasible := exhaustiveBest(o)
+		res, err := o.solveJoint(context.Background(), time.Now().Add(20*time.Second), optCandidate{levels: levels, parts: parts, obj: o.objective(levels, parts)})
+		if !feasible {
+			if err == nil {
+				t.Errorf("instance %d: exhaustive search finds nothing feasible but the solver returned %+v", i, res.solution)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("instance %d: %v", i, err)
+		}
+		if got := o.modelObjective(res.solution); got != want || res.status != "Optimal" {
+			t.Errorf("instance %d: solver objective %d (%s), exhaustive optimum %d", i, got, res.status, want)
+		}
+		compared++
+	}
+	if compared < 6 {
+		t.Errorf("only %d of 8 random instances were feasible: the generator needs slack", compared)
+	}
+}
+
+// cliffAndConcave has 100 bytes for a cliff tenant (nothing below 75 bytes, 0.95 from there)
+// and a concave one (1 - e^{-s/20}); both serve 100 requests/s.
+func cliffAndConcave() *planning.Snapshot {
+	concave := mrc(10, 1-math.Exp(-0.5), 20, 1-math.Exp(-1), 30, 1-math.Exp(-1.5), 40, 1-math.Exp(-2),
+		60, 1-math.Exp(-3), 100, 1-math.Exp(-5))
+	return snapshotOf([]planning.Node{memNode("n1", 100)},
+		planning.Tenant{ID: "a/cliff", MissRatioCurve: mrc(74, 0, 75, 0.95), Rates: rates("n1", 100)},
+		planning.Tenant{ID: "a/concave", MissRatioCurve: concave, Rates: rates("n1", 100)})
+}
+
+func TestOptimalBeatsGreedyOnACliff(t *testing.T) {
+	needSolver(t)
+	// Marginal allocation follows the steep start of the concave curve, then the cliff's hull
+	// segment (75 bytes) no longer fits: it ends with everything on the concave tenant. The
+	// solver jumps the cliff: 75 + 25 bytes, about 95 + 71 hits/s instead of 99.
+	greedy := mustPlan(t, cliffAndConcave(), Options{DisableSolver: true})
+	solved := mustPlan(t, cliffAndConcave(), Options{Workers: 1})
+	if greedy.Solver.Fallback == "" || greedy.Solver.Status != "Greedy" {
+		t.Errorf("greedy plan solver report %+v", greedy.Solver)
+	}
+	if m := memoryOf(solved); m["a/cliff"] < 75 {
+		t.Errorf("solver gave the cliff tenant %d bytes, want at least 75: %v", m["a/cliff"], m)
+	}
+	if g, s := greedy.Summary.ExpectedHitsPerSecond, solved.Summary.ExpectedHitsPerSecond; s < g*1.5 {
+		t.Errorf("solver %v hits/s vs greedy %v: want the cliff jumped", s, g)
+	}
+	if solved.Solver.Status != "Optimal" || solved.Solver.Objective <= solved.Solver.GreedyObjective {
+		t.Errorf("solver report %+v", solved.Solver)
+	}
+	// With a strict objective on the concave tenant (hit ratio 0.7: 25 bytes), the solver still
+	// jumps the cliff and meets the objective.
+	s := cliffAndConcave()
+	s.Tenants[1].Class, s.Tenants[1].Objective = planning.ClassStrict, hitObjective(0.7)
+	withSLO := mustPlan(t, s, Options{Workers: 1})
+	if m := memoryOf(withSLO); m["a/cliff"] < 75 || tenantOf(t, withSLO, "a/concave").Verdict != planning.VerdictMeetsSLO {
+		t.Errorf("with an objective: memory %v, concave verdict %s", m, tenantOf(t, withSLO, "a/concave").Verdict)
+	}
+}
+
+func TestOptimalRespectsPriorityWhenObjectivesConflict(t *testing.T) {
+	needSolver(t)
+	// 100 bytes, two strict tenants each needing 80: only one objective can be met, and it is
+	// the higher priority one's; the other is Infeasible with the reason.
+	tenant := func(id string, priority int32) planning.Tenant {
+		return planning.Tenant{ID: id, Class: planning.ClassStrict, Priority: priority,
+			Objective: hitObjective(0.8), MissRatioCurve: mrc(100, 1), Rates: rates("n1", 10)}
+	}
+	for _, order := range [][2]int32{{1, 5}, {5, 1}} {
+		s := snapshotOf([]planning.Node{memNode("n1", 100)}, tenant("a/first", order[0]), tenant("a/second", order[1]))
+		plan := mustPlan(t, s, Options{Workers: 1})
+		winner, loser := "a/second", "a/first"
+		if order[0] > order[1] {
+			winner, loser = loser, winner
+		}
+		w, l := tenantOf(t, plan, winner), tenantOf(t, plan, loser)
+		if w.Verdict != planning.VerdictMeetsSLO || w.MemoryBytes < 80 {
+			t.Errorf("priorities %v: winner %s %s with %d bytes", order, winner, w.Verdict, w.MemoryBytes)
+		}
+		if l.Verdict != planning.VerdictInfeasible || !strings.Contains(l.Reason, "higher priority") {
+			t.Errorf("priorities %v: loser %s %s %q", order, loser, l.Verdict, l.Reason)
+		}
+		if plan.Summary.StrictMet != 1 || plan.Summary.StrictTenants != 2 {
+			t.Errorf("summary %+v", plan.Summary)
+		}
+	}
+}
+
+// withCurrent returns a copy of s whose current allocations are the plan's, with the hit
+// ratios observed at those sizes being the ones the plan predicted.
+func withCurrent(s *planning.Snapshot, plan *planning.Plan) *planning.Snapshot {
+	out := *s
+	out.Tenants = append([]planning.Tenant(nil), s.Tenants...)
+	for i := range out.Tenants {
+		tp := plan.Tenants[i]
+		var cur planning.Current
+		for _, part := range tp.Partitions {
+			cur.Partitions = append(cur.Partitions, planning.CurrentPartition{Node: part.Node, MemoryBytes: part.MemoryBytes})
+		}
+		out.Tenants[i].Current = cur
+		out.Tenants[i].Observed.HitRatio = ptr(tp.Predicted.HitRatio)
+	}
+	return &out
+}
+
+func TestOptimalSmallChangesGiveSmallPlanChanges(t *testing.T) {
+	needSolver(t)
+	rng := rand.New(rand.NewPCG(3, 5))
+	s := randomSnapshot(rng, genConfig{tenants: 30, nodes: 4, oversubscription: 1.3, strictShare: 0.3, maxSpread: 2})
+	first := mustPlan(t, s, Options{Workers: 1, TimeLimit: 10 * time.Second})
+	// The same fleet with the plan in force and every rate 1% higher.
+	next := withCurrent(s, first)
+	for i := range next.Tenants {
+		rs := append([]planning.NodeRate(nil), next.Tenants[i].Rates...)
+		for j := range rs {
+			rs[j].RequestsPerSecond *= 1.01
+		}
+		next.Tenants[i].Rates = rs
+	}
+	second := mustPlan(t, next, Options{Workers: 1, TimeLimit: 10 * time.Second})
+	share := float64(second.Summary.MovementBytes) / float64(second.Summary.MemoryBytes)
+	t.Logf("first plan moved %.1f%% of the memory, the second %.2f%%", 100*float64(first.Summary.MovementBytes)/float64(first.Summary.MemoryBytes), 100*share)
+	if share > 0.05 {
+		t.Errorf("a 1%% rate change moved %.1f%% of the memory", 100*share)
+		for i, tp := range second.Tenants {
+			if f := first.Tenants[i]; f.MemoryBytes != tp.MemoryBytes || len(f.Partitions) != len(tp.Partitions) || f.Partitions[0].Node != tp.Partitions[0].Node {
+				t.Logf("%s: %d on %v -> %d on %v", tp.ID, f.MemoryBytes, f.Partitions, tp.MemoryBytes, tp.Partitions)
+			}
+		}
+		t.Logf("first %+v\nsecond %+v", first.Solver, second.Solver)
+	}
+}
+
+func TestOptimalMaxChurnCapsMovement(t *testing.T) {
+	needSolver(t)
+	rng := rand.New(rand.NewPCG(8, 9))
+	s := randomSnapshot(rng, genConfig{tenants: 12, nodes: 3, oversubscription: 1.5, maxSpread: 2})
+	free := mustPlan(t, s, Options{Workers: 1})
+	limit := free.Summary.MovementBytes / 2
+	capped := mustPlan(t, s, Options{Workers: 1, MaxChurnBytes: limit})
+	// Movement is counted in units of at most 1/5000 of the memory: allow that rounding.
+	slack := capped.Summary.MemoryBytes / 1000
+	if capped.Summary.MovementBytes > limit+slack {
+		t.Errorf("movement %d above the cap %d (solver %+v, notes %v)", capped.Summary.MovementBytes, limit, capped.Solver, capped.Notes)
+	}
+}
+
+func TestOptimalFallsBackToGreedyWithoutTheLibrary(t *testing.T) {
+	if os.Getenv("CACHEQOS_TEST_CHILD") == "fallback" {
+		plan := mustPlan(t, cliffAndConcave(), Options{})
+		if plan.Solver.Status != "Greedy" || !strings.Contains(plan.Solver.Fallback, "OR-Tools unavailable") {
+			t.Fatalf("solver report %+v", plan.Solver)
+		}
+		return
+	}
+	// The library is loaded once per process: check the fallback in a child process whose
+	// library path does not exist.
+	cmd := exec.Command(os.Args[0], "-test.run=^TestOptimalFallsBackToGreedyWithoutTheLibrary$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "CACHEQOS_TEST_CHILD=fallback", cpsat.LibraryEnv+"="+t.TempDir()+"/missing.so")
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "PASS") {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+}
+
+func TestOptimalCancellationReturnsPromptly(t *testing.T) {
+	needSolver(t)
+	s := randomSnapshot(rand.New(rand.NewPCG(1, 1)), genConfig{tenants: 300, nodes: 30, oversubscription: 1.5, strictShare: 0.3, maxSpread: 3})
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(300*time.Millisecond, cancel)
+	start := time.Now()
+	plan, err := Plan(ctx, s, Options{TimeLimit: time.Minute, ProveOptimal: true})
+	if err != nil {
+		t.Fatalf("Plan: %v", err)
+	}
+	if elapsed := time.Since(start); elapsed > 20*time.Second {
+		t.Errorf("cancelled plan took %v", elapsed)
+	}
+	if len(plan.Tenants) != 300 {
+		t.Errorf("plan has %d tenants", len(plan.Tenants))
+	}
+	if _, err := Plan(ctx, s, Options{}); err == nil {
+		t.Error("Plan with a done context succeeded")
+	}
+}
+
+func TestPlansAreDeterministic(t *testing.T) {
+	needSolver(t)
+	s := randomSnapshot(rand.New(rand.NewPCG(4, 4)), genConfig{tenants: 10, nodes: 3, oversubscription: 1.4, strictShare: 0.4, cliffShare: 0.3, maxSpread: 2})
+	for _, policy := range PolicyNames() {
+		opts := Options{Policy: policy, Workers: 1, ProveOptimal: true, TimeLimit: 30 * time.Second}
+		a, b := mustPlan(t, s, opts), mustPlan(t, s, opts)
+		a.Solver, b.Solver = nil, nil // wall times differ
+		if !reflect.DeepEqual(a, b) {
+			t.Errorf("%s: two plans of the same snapshot differ", policy)
+		}
+	}
+}
