@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/cacheqos/cacheqos/internal/protocol/memcache"
@@ -96,13 +97,17 @@ type protocolHandler interface {
 	readLoop() error
 	// deliver writes e's reply to the client writer.
 	deliver(e *entry)
+	// buffered is how many bytes of the client's next requests the reader already holds.
+	buffered() int
 }
 
 // conn is one client (or peer sidecar) connection. Two goroutines serve it: the reader
 // (readLoop) parses requests, writes them to backend links without waiting for replies and
 // queues an entry per request; the writer (writeLoop) takes entries in order, reads each
 // reply from its link and writes it to the client. Both buffer, and flush only when they
-// have nothing more to do, so pipelined requests and replies move in batches.
+// have nothing more to do, so pipelined requests and replies move in batches. A request
+// that arrives alone, with nothing in flight, the reader serves itself (see push): an
+// unpipelined client then costs no goroutine hand-off per request.
 type conn struct {
 	p      *Proxy
 	nc     net.Conn
@@ -115,6 +120,10 @@ type conn struct {
 	bw      *bufio.Writer
 	queue   chan entry
 	handler protocolHandler
+	// inflight counts the entries queued and not yet finished by the writer. While it is 0
+	// the writer is idle and everything it did happened before the reader's load of 0, so
+	// the reader may finish an entry itself with the writer's state.
+	inflight atomic.Int32
 
 	// Reader-owned.
 	tenant       *tenant
@@ -123,6 +132,8 @@ type conn struct {
 	dialFailed   map[string]time.Time
 	authFailures int
 	closing      bool
+	// inline is the entry the reader finishes itself (a field, so it never escapes).
+	inline entry
 
 	// Writer-owned.
 	current       entry
@@ -238,8 +249,18 @@ func (c *conn) setTenant(t *tenant) bool {
 }
 
 // push queues an entry; if the pipeline is full it first flushes the links, whose replies the
-// writer needs to make room.
+// writer needs to make room. When nothing is in flight and no further request is buffered,
+// the client is waiting for this one reply: the reader then produces it itself instead of
+// waking the writer.
 func (c *conn) push(e entry) {
+	if c.inflight.Load() == 0 && c.handler.buffered() == 0 {
+		c.flushLinks()
+		c.inline = e
+		c.finish(&c.inline)
+		c.inline = entry{} // drop the references
+		return
+	}
+	c.inflight.Add(1)
 	select {
 	case c.queue <- e:
 	default:
@@ -413,33 +434,39 @@ func (c *conn) sendSplit(rt *routes, nodes []int, raws [][]byte, s *split, start
 // writeLoop produces the replies in request order until the reader closes the queue.
 func (c *conn) writeLoop() {
 	for c.current = range c.queue {
-		e := &c.current // a field, not a loop variable, so entries never escape to the heap
-		if c.clientGone {
-			c.abandon(e)
-			continue
-		}
-		switch e.kind {
-		case entryLocal:
-			c.write(e.more.reply)
-		case entryRelease:
-			for _, l := range e.more.links {
-				c.p.pool.put(l)
-			}
-		default:
-			c.handler.deliver(e)
-		}
-		if e.tenant != nil && e.start != 0 {
-			e.tenant.stats.latency.observe(time.Duration(now() - e.start))
-		}
-		if e.close || len(c.queue) == 0 {
-			c.flushClient()
-		}
-		if e.close {
-			c.clientGone = true
-			c.nc.Close()
-		}
+		c.finish(&c.current) // a field, not a loop variable, so entries never escape to the heap
+		c.inflight.Add(-1)
 	}
 	c.flushClient()
+}
+
+// finish produces an entry's reply, flushing the client's replies unless more are queued.
+// The writer runs it, or the reader while the writer is idle.
+func (c *conn) finish(e *entry) {
+	if c.clientGone {
+		c.abandon(e)
+		return
+	}
+	switch e.kind {
+	case entryLocal:
+		c.write(e.more.reply)
+	case entryRelease:
+		for _, l := range e.more.links {
+			c.p.pool.put(l)
+		}
+	default:
+		c.handler.deliver(e)
+	}
+	if e.tenant != nil && e.start != 0 {
+		e.tenant.stats.latency.observe(time.Duration(now() - e.start))
+	}
+	if e.close || len(c.queue) == 0 {
+		c.flushClient()
+	}
+	if e.close {
+		c.clientGone = true
+		c.nc.Close()
+	}
 }
 
 // abandon disposes of an entry whose reply nobody will read: links with replies still due

@@ -12,7 +12,9 @@
 // reply, and queues an entry per request; the writer takes entries in order, reads each reply
 // from its link and copies it to the client. Requests and replies are forwarded as the bytes
 // received (no re-encoding); both sides buffer and flush only when they run out of buffered
-// input, so pipelined batches move in few system calls. At most Options.MaxPipeline requests
+// input, so pipelined batches move in few system calls. A request that arrives alone with
+// nothing in flight (an unpipelined client) the reader serves itself, writing it, reading the
+// reply and copying it to the client, so it costs no hand-off between goroutines. At most Options.MaxPipeline requests
 // are in flight per connection and a request is at most Options.MaxRequestBytes, which bounds
 // a connection's memory; a client must therefore read replies while it sends (as clients do):
 // one that sends a deep pipeline and never reads stalls once the socket buffers fill and is
@@ -76,8 +78,8 @@
 // tokens (requests are never dropped silently); one that would wait longer than
 // Options.ThrottleMaxWait is answered "-ERR cacheqos: throttled: tenant over its bandwidth
 // limit" (or "... operations limit"; memcached: "SERVER_ERROR throttled: ..."). A reply's
-// size is known only after the request passed, so its bytes are charged to the tenant's next
-// request. Bucket depth is the rate times Options.BurstWindow, at least Options.MaxValueBytes
+// size is known only after the request passed, so its bytes are charged to the bucket when it
+// arrives, which may leave it in debt for the tenant's next requests to pay. Bucket depth is the rate times Options.BurstWindow, at least Options.MaxValueBytes
 // bytes; a larger request passes when the bucket is full and leaves it in debt.
 //
 // # Configuration

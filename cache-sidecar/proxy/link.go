@@ -32,7 +32,8 @@ type linkKey struct {
 
 // link is a connection from the proxy to an engine or a peer sidecar, used by one client
 // connection at a time: its reader goroutine writes requests (bw) and its writer goroutine
-// reads the replies (br) in the same order.
+// reads the replies (br) in the same order (the reader too, while the writer is idle: see
+// conn.push).
 type link struct {
 	key   linkKey
 	node  string

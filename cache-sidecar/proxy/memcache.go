@@ -333,3 +333,5 @@ func (h *memcacheHandler) deliverSplit(e *entry) {
 	}
 	c.write(memcache.AppendEnd(nil))
 }
+
+func (h *memcacheHandler) buffered() int { return h.rr.Buffered() }

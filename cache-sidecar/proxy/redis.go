@@ -692,3 +692,5 @@ func firstFailure(first, next []byte) []byte {
 	}
 	return next
 }
+
+func (h *redisHandler) buffered() int { return h.cr.Buffered() }

@@ -104,9 +104,6 @@ type tenant struct {
 	cfg atomic.Pointer[tenantConfig]
 
 	limiter *tokenbucket.Limiter
-	// owed are reply bytes not yet taken from the bytes bucket: a reply's size is known only
-	// after the request went through, so the next request of the tenant pays for it.
-	owed atomic.Int64
 
 	stats tenantStats
 	// part is the curve tracker and ghost list of the local partition; nil without one.
@@ -185,16 +182,14 @@ var (
 	errThrottledOps   = errors.New("tenant over its operations limit")
 )
 
-// admit waits until the local partition may serve a request of n bytes (plus the reply bytes
-// owed by earlier requests). It returns errThrottledBytes or errThrottledOps when the wait
-// would exceed the bound, or the context's error.
+// admit waits until the local partition may serve a request of n bytes. It returns
+// errThrottledBytes or errThrottledOps when the wait would exceed the bound, or the context's
+// error.
 func (t *tenant) admit(ctx context.Context, n int) error {
-	owed := t.owed.Swap(0)
-	err := t.limiter.Wait(ctx, int64(n)+owed)
+	err := t.limiter.Wait(ctx, int64(n))
 	if err == nil {
 		return nil
 	}
-	t.owed.Add(owed)
 	var te *tokenbucket.ThrottledError
 	if errors.As(err, &te) {
 		if te.Limit == "ops" {
@@ -205,10 +200,11 @@ func (t *tenant) admit(ctx context.Context, n int) error {
 	return err
 }
 
-// charge takes a reply's bytes from the bucket (through the next request).
+// charge takes a reply's bytes from the bucket. A reply's size is known only after its
+// request went through, so the bucket may go into debt, which the tenant's next requests pay.
 func (t *tenant) charge(n int) {
 	if t.cfg.Load().limited {
-		t.owed.Add(int64(n))
+		t.limiter.Charge(int64(n))
 	}
 }
 

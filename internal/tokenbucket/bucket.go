@@ -223,6 +223,20 @@ func (b *Bucket) Reserve(n int64) time.Duration {
 	return d
 }
 
+// Charge takes n tokens now, without waiting and whatever the bucket holds (n <= 0 takes
+// none). It is for costs known only after the fact, such as a reply's size: the bucket may go
+// into debt, which requests queued later pay off by waiting longer. Charges are not requests,
+// so they do not count in Stats.
+func (b *Bucket) Charge(n int64) {
+	if n <= 0 {
+		return
+	}
+	b.mu.Lock()
+	b.refill(b.clock.Now())
+	b.granted += n
+	b.mu.Unlock()
+}
+
 // Wait blocks until n tokens may be used, the maximum wait would be exceeded
 // (*ThrottledError) or ctx ends (its error). Only a nil return takes the tokens.
 func (b *Bucket) Wait(ctx context.Context, n int64) error {

@@ -403,3 +403,46 @@ func TestRealClock(t *testing.T) {
 		t.Errorf("real-clock rate %.0f/s, want %d/s within 10%%", got, rate)
 	}
 }
+
+// TestCharge: a charge takes tokens at once, even past empty, and later requests pay the
+// debt; it is not a request in the stats.
+func TestCharge(t *testing.T) {
+	tests := []struct {
+		name     string
+		charge   int64
+		wantWait time.Duration // of a 1-token request right after the charge
+	}{
+		{"within the bucket", 50, 0},
+		{"empties the bucket", 100, 10 * time.Millisecond},
+		{"into debt", 300, 2010 * time.Millisecond},
+		{"zero", 0, 0},
+		{"negative takes nothing", -500, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, _ := newManual(t, Limit{Rate: 100, Burst: 100}, time.Minute)
+			b.Charge(tt.charge)
+			if d := b.Reserve(1); d != tt.wantWait {
+				t.Errorf("wait after charging %d: %v, want %v", tt.charge, d, tt.wantWait)
+			}
+			if s := b.Stats(); s.Requests != 1 || s.Throttled != 0 {
+				t.Errorf("stats %+v, want only the Reserve counted", s)
+			}
+		})
+	}
+	t.Run("refills after a debt", func(t *testing.T) {
+		b, clock := newManual(t, Limit{Rate: 100, Burst: 100}, time.Minute)
+		b.Charge(300)
+		clock.Advance(3 * time.Second) // pays 200 tokens of debt, then refills 100
+		if !b.Allow(100) || b.Allow(1) {
+			t.Error("want exactly a full bucket once the debt is paid and the bucket refilled")
+		}
+	})
+	t.Run("unlimited", func(t *testing.T) {
+		b, _ := newManual(t, Limit{}, time.Minute)
+		b.Charge(1 << 40)
+		if d := b.Reserve(1); d != 0 {
+			t.Errorf("unlimited bucket waits %v after a charge", d)
+		}
+	})
+}

@@ -44,6 +44,10 @@ func (l *Limiter) Wait(ctx context.Context, n int64) error {
 	return waitAll(ctx, l.clock, l.maxWait, &l.stats, claim{l.bytes, n}, claim{l.ops, 1})
 }
 
+// Charge takes n bytes from the bytes bucket now, allowing debt (see Bucket.Charge): for
+// bytes known only after a request went through, such as its reply's.
+func (l *Limiter) Charge(n int64) { l.bytes.Charge(n) }
+
 // SetLimits changes both limits (see Bucket.SetLimit). Both are validated before either
 // changes.
 func (l *Limiter) SetLimits(bytes, ops Limit) error {

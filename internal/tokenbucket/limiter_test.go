@@ -113,3 +113,23 @@ func TestLimiterSetLimits(t *testing.T) {
 		t.Error("negative request accepted")
 	}
 }
+
+// TestLimiterCharge: Charge takes bytes only, so a later request waits for the bytes debt but
+// not for an ops token.
+func TestLimiterCharge(t *testing.T) {
+	l, clock := newManualLimiter(t, Limit{Rate: 1000, Burst: 1000}, Limit{Rate: 1, Burst: 1}, time.Minute)
+	l.Charge(1499) // the 1-byte request below then misses 500 bytes: half a second
+	result := make(chan error, 1)
+	go func() { result <- l.Wait(context.Background(), 1) }()
+	waitTimers(t, clock, 1)
+	clock.Advance(500 * time.Millisecond)
+	if err := <-result; err != nil {
+		t.Fatal(err)
+	}
+	if got := clock.Now().Sub(epoch); got != 500*time.Millisecond {
+		t.Errorf("request after a 499-byte debt proceeded at %v, want 500ms", got)
+	}
+	if s := l.Stats(); s.Requests != 1 || s.Delayed != 1 {
+		t.Errorf("stats %+v, want 1 request, delayed", s)
+	}
+}
