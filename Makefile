@@ -77,6 +77,10 @@ test-unit: ## Only the unit layer (no bootstrap).
 bench: ## Allocator and sidecar benchmarks (ratios measured in one run).
 	go test -run '^$$' -bench . -benchtime 1x ./internal/...
 
+.PHONY: bench-sidecar
+bench-sidecar: ## Sidecar proxy vs direct engine vs twemproxy: throughput, p50/p99 ratios (PROFILE=dir adds CPU hot spots).
+	hack/bench-sidecar.sh
+
 .PHONY: verify-generated
 verify-generated: generate manifests ## Fail when generated files are out of date.
 	git diff --exit-code -- api config internal

@@ -140,6 +140,9 @@ type Options struct {
 	Protocol Protocol
 	// Registry receives the proxy's metrics and serves them on Handler's /metrics. Required.
 	Registry *prometheus.Registry
+	// NodeName, when set, labels every proxy series `node`, so series from many sidecars stay
+	// apart however they are scraped (docs/metrics.md).
+	NodeName string
 	// Logger logs connection-level problems; nil discards them.
 	Logger *slog.Logger
 

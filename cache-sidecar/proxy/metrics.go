@@ -94,7 +94,7 @@ type proxyStats struct {
 const unknownTenant = "unknown"
 
 func desc(name, help string, labels ...string) *prometheus.Desc {
-	return prometheus.NewDesc("cacheqos_proxy_"+name, help, labels, nil)
+	return prometheus.NewDesc("cacheqos_sidecar_"+name, help, labels, nil)
 }
 
 // The metrics. A tenant's series exist on a node only while it holds a partition of the tenant
@@ -115,15 +115,15 @@ var (
 		"Reads served by the tenant's partition on this node that found their key (per key for multi-key reads).", "tenant")
 	descMisses = desc("misses_total",
 		"Reads served by the tenant's partition on this node that did not find their key.", "tenant")
-	descBytesIn = desc("received_bytes_total",
+	descBytesIn = desc("bytes_in_total",
 		"Request bytes sent to the tenant's partition on this node.", "tenant")
-	descBytesOut = desc("sent_bytes_total",
+	descBytesOut = desc("bytes_out_total",
 		"Reply bytes from the tenant's partition on this node.", "tenant")
 	descLatency = desc("request_duration_seconds",
 		"Time from reading a request of the tenant's client on this node to queueing its reply.", "tenant")
 	descThrottled = desc("throttled_requests_total",
 		"Requests for the tenant's partition on this node refused because they would have waited too long for tokens.", "tenant")
-	descThrottleSeconds = desc("throttle_wait_seconds_total",
+	descThrottleSeconds = desc("throttled_seconds_total",
 		"Time requests for the tenant's partition on this node spent waiting for tokens.", "tenant")
 	descConnections = desc("connections",
 		"Client connections authenticated as the tenant on this node.", "tenant")
@@ -134,7 +134,7 @@ var (
 	descGhostHits = desc("ghost_hits_total",
 		"Reads that missed in the tenant's partition on this node but would have hit in a partition a quarter larger.", "tenant")
 	descMRC = desc("mrc_hit_ratio",
-		"Estimated LRU hit ratio of the tenant's partition on this node if it had size bytes (sampled miss-ratio curve).", "tenant", "size")
+		"Estimated LRU hit ratio of the tenant's partition on this node if it had size bytes (sampled miss-ratio curve).", "tenant", "size_bytes")
 	descUnauthenticated = desc("unauthenticated_connections",
 		"Client connections that have not authenticated.")
 	descProtocolErrors = desc("protocol_errors_total",

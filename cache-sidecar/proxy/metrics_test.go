@@ -87,31 +87,31 @@ func TestMetricsPerTenant(t *testing.T) {
 
 	series := tenantSeries(scrape(t, n), acct.id)
 	checks := map[string]float64{
-		"cacheqos_proxy_requests_total{class=write}":    keys,
-		"cacheqos_proxy_requests_total{class=read}":     2*keys + 1,
-		"cacheqos_proxy_requests_total{class=delete}":   1,
-		"cacheqos_proxy_requests_total{class=other}":    1, // PING: AUTH came before the tenant was known
-		"cacheqos_proxy_hits_total{}":                   keys + 2,
-		"cacheqos_proxy_misses_total{}":                 keys + 1,
-		"cacheqos_proxy_served_requests_total{}":        3*keys + 2,
-		"cacheqos_proxy_connections{}":                  1,
-		"cacheqos_proxy_request_duration_seconds_count": 3*keys + 3,
-		"cacheqos_proxy_throttled_requests_total{}":     0,
-		"cacheqos_proxy_auth_failures_total{}":          0,
+		"cacheqos_sidecar_requests_total{class=write}":    keys,
+		"cacheqos_sidecar_requests_total{class=read}":     2*keys + 1,
+		"cacheqos_sidecar_requests_total{class=delete}":   1,
+		"cacheqos_sidecar_requests_total{class=other}":    1, // PING: AUTH came before the tenant was known
+		"cacheqos_sidecar_hits_total{}":                   keys + 2,
+		"cacheqos_sidecar_misses_total{}":                 keys + 1,
+		"cacheqos_sidecar_served_requests_total{}":        3*keys + 2,
+		"cacheqos_sidecar_connections{}":                  1,
+		"cacheqos_sidecar_request_duration_seconds_count": 3*keys + 3,
+		"cacheqos_sidecar_throttled_requests_total{}":     0,
+		"cacheqos_sidecar_auth_failures_total{}":          0,
 	}
 	for key, want := range checks {
 		if got, ok := series[key]; !ok || got != want {
 			t.Errorf("%s = %v (present %v), want %v", key, got, ok, want)
 		}
 	}
-	for _, key := range []string{"cacheqos_proxy_received_bytes_total{}", "cacheqos_proxy_sent_bytes_total{}"} {
+	for _, key := range []string{"cacheqos_sidecar_bytes_in_total{}", "cacheqos_sidecar_bytes_out_total{}"} {
 		if series[key] <= 0 {
 			t.Errorf("%s = %v, want > 0", key, series[key])
 		}
 	}
 	curve := 0
 	for key, v := range series {
-		if strings.HasPrefix(key, "cacheqos_proxy_mrc_hit_ratio{") {
+		if strings.HasPrefix(key, "cacheqos_sidecar_mrc_hit_ratio{") {
 			curve++
 			if v < 0 || v > 1 {
 				t.Errorf("%s = %v outside [0, 1]", key, v)
@@ -127,7 +127,7 @@ func TestMetricsPerTenant(t *testing.T) {
 	t.Logf("%d series per tenant-partition", len(series))
 
 	// The hit ratio at the largest candidate size: every key read after its write hits there.
-	largest := fmt.Sprintf("cacheqos_proxy_mrc_hit_ratio{size=%d}", n.p.opts.MRCSizes[len(n.p.opts.MRCSizes)-1])
+	largest := fmt.Sprintf("cacheqos_sidecar_mrc_hit_ratio{size_bytes=%d}", n.p.opts.MRCSizes[len(n.p.opts.MRCSizes)-1])
 	if _, ok := series[largest]; !ok {
 		t.Errorf("no %s", largest)
 	}
@@ -142,19 +142,19 @@ func TestMetricsForwardedAndBudgetAcrossNodes(t *testing.T) {
 	}
 	pipeline(via, cmds)
 	a, b := tenantSeries(scrape(t, c.a), c.acct.id), tenantSeries(scrape(t, c.b), c.acct.id)
-	forwarded := a["cacheqos_proxy_forwarded_requests_total{peer=node-b}"]
-	servedB := b["cacheqos_proxy_served_requests_total{}"]
+	forwarded := a["cacheqos_sidecar_forwarded_requests_total{peer=node-b}"]
+	servedB := b["cacheqos_sidecar_served_requests_total{}"]
 	if forwarded < 50 || forwarded != servedB {
 		t.Errorf("node a forwarded %v requests, node b served %v; want equal and about half of 200", forwarded, servedB)
 	}
-	if got := a["cacheqos_proxy_served_requests_total{}"] + servedB; got != 200 {
+	if got := a["cacheqos_sidecar_served_requests_total{}"] + servedB; got != 200 {
 		t.Errorf("served on both nodes: %v, want 200", got)
 	}
 	if len(a) > seriesBudget+1 || len(b) > seriesBudget+1 {
 		t.Errorf("series per tenant: node a %d, node b %d; budget %d + 1 peer", len(a), len(b), seriesBudget)
 	}
 	// Node b measured the partition but saw no client: its requests counters stay zero.
-	if got := b["cacheqos_proxy_requests_total{class=write}"]; got != 0 {
+	if got := b["cacheqos_sidecar_requests_total{class=write}"]; got != 0 {
 		t.Errorf("node b counts %v client writes, want 0 (peer requests count where the client is)", got)
 	}
 }
@@ -168,10 +168,10 @@ func TestAuthFailuresOfUnknownUsersShareOneSeries(t *testing.T) {
 	}
 	c.do("AUTH", acct.id, "wrong")
 	families := scrape(t, n)
-	if got := tenantSeries(families, unknownTenant)["cacheqos_proxy_auth_failures_total{}"]; got != 5 {
+	if got := tenantSeries(families, unknownTenant)["cacheqos_sidecar_auth_failures_total{}"]; got != 5 {
 		t.Errorf("unknown-tenant auth failures %v, want 5", got)
 	}
-	if got := tenantSeries(families, acct.id)["cacheqos_proxy_auth_failures_total{}"]; got != 1 {
+	if got := tenantSeries(families, acct.id)["cacheqos_sidecar_auth_failures_total{}"]; got != 1 {
 		t.Errorf("tenant auth failures %v, want 1", got)
 	}
 	for i := range 5 {
@@ -247,8 +247,8 @@ func expectGhostHits(t *testing.T, n *testNode, acct account, readEvicted func()
 		return tenant.stats.ghostHits.Load() > 0
 	})
 	series := tenantSeries(scrape(t, n), acct.id)
-	if series["cacheqos_proxy_ghost_hits_total{}"] == 0 || series["cacheqos_proxy_misses_total{}"] == 0 {
-		t.Fatalf("ghost hits %v, misses %v", series["cacheqos_proxy_ghost_hits_total{}"], series["cacheqos_proxy_misses_total{}"])
+	if series["cacheqos_sidecar_ghost_hits_total{}"] == 0 || series["cacheqos_sidecar_misses_total{}"] == 0 {
+		t.Fatalf("ghost hits %v, misses %v", series["cacheqos_sidecar_ghost_hits_total{}"], series["cacheqos_sidecar_misses_total{}"])
 	}
 }
 

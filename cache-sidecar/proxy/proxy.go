@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"log/slog"
 	"net"
 	"sync"
@@ -90,7 +91,7 @@ func New(opts Options) (*Proxy, error) {
 	if opts.EngineVersion != "" {
 		p.version.Store(&opts.EngineVersion)
 	}
-	if err := opts.Registry.Register(collector{p}); err != nil {
+	if err := p.registerer().Register(collector{p}); err != nil {
 		cancel()
 		return nil, fmt.Errorf("proxy: register metrics: %w", err)
 	}
@@ -305,8 +306,16 @@ func (p *Proxy) Close() error {
 	}
 	p.wg.Wait()
 	p.pool.closeAll()
-	p.opts.Registry.Unregister(collector{p})
+	p.registerer().Unregister(collector{p})
 	return nil
+}
+
+// registerer is the registry the proxy's collector lives in, with the node label applied.
+func (p *Proxy) registerer() prometheus.Registerer {
+	if p.opts.NodeName == "" {
+		return p.opts.Registry
+	}
+	return prometheus.WrapRegistererWith(prometheus.Labels{"node": p.opts.NodeName}, p.opts.Registry)
 }
 
 // decayLoop halves the weight of the past in every curve once per interval, so curves follow

@@ -1,0 +1,185 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
+	"github.com/cacheqos/cacheqos/cache-sidecar/engine"
+	"github.com/cacheqos/cacheqos/cache-sidecar/proxy"
+	"github.com/cacheqos/cacheqos/internal/credentials"
+)
+
+// PeerTokenKey is the credentials Secret's data key holding the token sidecars present to
+// each other's peer listeners. It contains no '.', so it never collides with a tenant's key
+// (credentials.SecretKey).
+const PeerTokenKey = "peer-token"
+
+// Credentials is what the agent knows of the plan's credentials Secret.
+type Credentials struct {
+	// Secret names the Secret, for messages.
+	Secret string
+	// Data is the Secret's data: a credentials.Hash per tenant key and the peer token.
+	Data map[string][]byte
+	// Err says why there are no credentials (no Secret named, or it cannot be read); Data is
+	// then empty.
+	Err error
+}
+
+// enginePartitions translates the plan's partitions for the engine manager. Partitions the
+// agent refuses before the engine sees them are returned as errors by tenant.
+func enginePartitions(plan *v1.CacheNodePlan) ([]engine.PartitionSpec, map[string]error) {
+	specs := make([]engine.PartitionSpec, 0, len(plan.Spec.Partitions))
+	errs := make(map[string]error)
+	for _, p := range plan.Spec.Partitions {
+		policy, err := evictionPolicy(p.EvictionPolicy)
+		if err != nil {
+			errs[p.Tenant] = err
+			continue
+		}
+		specs = append(specs, engine.PartitionSpec{Tenant: p.Tenant, MemoryBytes: p.Memory.Value(), EvictionPolicy: policy})
+	}
+	return specs, errs
+}
+
+func evictionPolicy(p v1.EvictionPolicy) (engine.EvictionPolicy, error) {
+	switch p {
+	case v1.EvictionLRU:
+		return engine.LRU, nil
+	case v1.EvictionLFU:
+		return engine.LFU, nil
+	default:
+		return "", fmt.Errorf("unknown eviction policy %q (want %q or %q)", p, v1.EvictionLRU, v1.EvictionLFU)
+	}
+}
+
+// engineKind maps the plan's engine to the engine manager's.
+func engineKind(e v1.Engine) (engine.Engine, error) {
+	switch e {
+	case v1.EngineRedis:
+		return engine.Redis, nil
+	case v1.EngineMemcached:
+		return engine.Memcached, nil
+	default:
+		return "", fmt.Errorf("unknown engine %q (want %q or %q)", e, v1.EngineRedis, v1.EngineMemcached)
+	}
+}
+
+// partitionErrors splits the engine manager's joined Reconcile error by tenant. An error that
+// names no partition fails the whole pass.
+func partitionErrors(err error, into map[string]error) error {
+	if err == nil {
+		return nil
+	}
+	var planErrs []error
+	errs := []error{err}
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = joined.Unwrap()
+	}
+	for _, e := range errs {
+		var pe *engine.PartitionError
+		if errors.As(e, &pe) {
+			into[pe.Tenant] = errors.Join(into[pe.Tenant], pe.Err)
+			continue
+		}
+		planErrs = append(planErrs, e)
+	}
+	return errors.Join(planErrs...)
+}
+
+// tenantHashes reads every tenant's credential hash from the Secret's data. Tenants without a
+// valid one are returned as errors by tenant; the whole Secret missing is one error.
+func tenantHashes(plan *v1.CacheNodePlan, creds Credentials) (hashes map[string]string, tenantErrs map[string]error, secretErr error) {
+	hashes = make(map[string]string, len(plan.Spec.Partitions))
+	tenantErrs = make(map[string]error)
+	if len(plan.Spec.Partitions) == 0 {
+		return hashes, tenantErrs, nil
+	}
+	if creds.Err != nil {
+		if creds.Secret == "" {
+			return hashes, tenantErrs, creds.Err
+		}
+		return hashes, tenantErrs, fmt.Errorf("credentials Secret %s: %w", creds.Secret, creds.Err)
+	}
+	for _, p := range plan.Spec.Partitions {
+		key, err := credentials.SecretKey(p.Tenant)
+		if err != nil {
+			tenantErrs[p.Tenant] = err
+			continue
+		}
+		hash, ok := creds.Data[key]
+		switch {
+		case !ok:
+			tenantErrs[p.Tenant] = fmt.Errorf("credentials Secret %s has no key %s", creds.Secret, key)
+		case !credentials.Valid(string(hash)):
+			tenantErrs[p.Tenant] = fmt.Errorf("credentials Secret %s key %s is not a credential hash", creds.Secret, key)
+		default:
+			hashes[p.Tenant] = string(hash)
+		}
+	}
+	return hashes, tenantErrs, nil
+}
+
+// localEngine is where the proxy reaches a tenant's engine on this node.
+type localEngine struct {
+	socket string
+	bytes  int64
+}
+
+// proxyConfig is the proxy's tenant table for the plan: every tenant with a credential hash,
+// its local engine, its routes and its limits. A tenant whose local partition the engine
+// manager does not run (it refused the spec) loses its route to this node, so its keys on
+// other nodes stay reachable; that partition is reported failed anyway. Each tenant is
+// validated on its own, so one bad entry costs only that tenant: it is left out and returned
+// in tenantErrs.
+func proxyConfig(nodeName string, plan *v1.CacheNodePlan, hashes map[string]string, peerToken string, local map[string]localEngine) (cfg proxy.Config, tenantErrs map[string]error) {
+	cfg = proxy.Config{NodeID: nodeName, PeerToken: peerToken}
+	tenantErrs = make(map[string]error)
+	for _, p := range plan.Spec.Partitions {
+		hash, ok := hashes[p.Tenant]
+		if !ok {
+			continue
+		}
+		t := proxy.Tenant{ID: p.Tenant, CredentialHash: hash}
+		if eng, ok := local[p.Tenant]; ok {
+			t.LocalEngine, t.LocalPartitionBytes = eng.socket, eng.bytes
+		}
+		for _, r := range p.Routes {
+			if r.NodeName == nodeName && t.LocalEngine == "" {
+				continue
+			}
+			route := proxy.Route{Node: r.NodeName, Weight: float64(r.Weight)}
+			if r.NodeName != nodeName {
+				route.PeerAddress = r.Endpoint
+			}
+			t.Routes = append(t.Routes, route)
+		}
+		if p.BandwidthLimit != nil {
+			t.BytesPerSecond = max(0, p.BandwidthLimit.AsApproximateFloat64())
+		}
+		if p.OpsLimit != nil {
+			t.OpsPerSecond = float64(max(0, *p.OpsLimit))
+		}
+		single := proxy.Config{NodeID: nodeName, PeerToken: peerToken, Tenants: []proxy.Tenant{t}}
+		if err := single.Validate(); err != nil {
+			tenantErrs[p.Tenant] = fmt.Errorf("proxy: %w", err)
+			continue
+		}
+		cfg.Tenants = append(cfg.Tenants, t)
+	}
+	slices.SortFunc(cfg.Tenants, func(a, b proxy.Tenant) int { return strings.Compare(a.ID, b.ID) })
+	return cfg, tenantErrs
+}
+
+// keepTenants is table without the tenants that are no longer in the plan.
+func keepTenants(table proxy.Config, plan *v1.CacheNodePlan) proxy.Config {
+	inPlan := make(map[string]bool, len(plan.Spec.Partitions))
+	for _, p := range plan.Spec.Partitions {
+		inPlan[p.Tenant] = true
+	}
+	out := table
+	out.Tenants = slices.DeleteFunc(slices.Clone(table.Tenants), func(t proxy.Tenant) bool { return !inPlan[t.ID] })
+	return out
+}

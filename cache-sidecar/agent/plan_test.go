@@ -1,0 +1,127 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+
+	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
+	"github.com/cacheqos/cacheqos/cache-sidecar/engine"
+	"github.com/cacheqos/cacheqos/cache-sidecar/proxy"
+	"github.com/cacheqos/cacheqos/internal/credentials"
+)
+
+func TestEnginePartitions(t *testing.T) {
+	plan := statusTestPlan("a/x", "b/y")
+	plan.Spec.Partitions[1].EvictionPolicy = v1.EvictionLFU
+	plan.Spec.Partitions[1].Memory = resource.MustParse("1.5Mi")
+	plan.Spec.Partitions = append(plan.Spec.Partitions, v1.PartitionPlan{Tenant: "c/z", Memory: resource.MustParse("8Mi"), EvictionPolicy: "random"})
+	specs, refused := enginePartitions(plan)
+	want := []engine.PartitionSpec{{Tenant: "a/x", MemoryBytes: 64 << 20, EvictionPolicy: engine.LRU}, {Tenant: "b/y", MemoryBytes: 3 << 19, EvictionPolicy: engine.LFU}}
+	if fmt.Sprint(specs) != fmt.Sprint(want) {
+		t.Errorf("specs %+v, want %+v", specs, want)
+	}
+	if err := refused["c/z"]; err == nil || !strings.Contains(err.Error(), `unknown eviction policy "random"`) || len(refused) != 1 {
+		t.Errorf("refused %v", refused)
+	}
+}
+
+func TestPartitionErrors(t *testing.T) {
+	into := map[string]error{"a/x": errors.New("refused earlier")}
+	err := errors.Join(
+		&engine.PartitionError{Tenant: "a/x", Err: errors.New("start failed")},
+		&engine.PartitionError{Tenant: "b/y", Err: engine.ErrInvalidSpec},
+		errors.New("state root unreadable"))
+	rest := partitionErrors(err, into)
+	if rest == nil || rest.Error() != "state root unreadable" {
+		t.Errorf("plan-wide errors: %v", rest)
+	}
+	if !strings.Contains(into["a/x"].Error(), "refused earlier") || !strings.Contains(into["a/x"].Error(), "start failed") || !errors.Is(into["b/y"], engine.ErrInvalidSpec) {
+		t.Errorf("by tenant: %v", into)
+	}
+	if partitionErrors(nil, into) != nil {
+		t.Error("nil error")
+	}
+}
+
+func TestTenantHashes(t *testing.T) {
+	good, err := credentials.Hash("pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := statusTestPlan("a/x", "b/y", "c/z")
+	data := map[string][]byte{"a.x": []byte(good), "b.y": []byte("plaintext")}
+	hashes, tenantErrs, secretErr := tenantHashes(plan, Credentials{Secret: "creds", Data: data})
+	if secretErr != nil || len(hashes) != 1 || hashes["a/x"] != good {
+		t.Fatalf("hashes %v, secret error %v", hashes, secretErr)
+	}
+	if !strings.Contains(tenantErrs["b/y"].Error(), "creds key b.y is not a credential hash") ||
+		!strings.Contains(tenantErrs["c/z"].Error(), "creds has no key c.z") {
+		t.Errorf("tenant errors %v", tenantErrs)
+	}
+	_, _, secretErr = tenantHashes(plan, Credentials{Secret: "creds", Err: errors.New("not found")})
+	if secretErr == nil || secretErr.Error() != "credentials Secret creds: not found" {
+		t.Errorf("missing Secret: %v", secretErr)
+	}
+	if _, _, err := tenantHashes(statusTestPlan(), Credentials{Err: errors.New("none")}); err != nil {
+		t.Errorf("a plan without partitions needs no credentials: %v", err)
+	}
+}
+
+func TestProxyConfig(t *testing.T) {
+	hash, err := credentials.Hash("pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := statusTestPlan("a/x", "b/y", "c/z", "d/w")
+	routes := []v1.TenantRoute{{NodeName: "node-a", Endpoint: "10.0.0.1:7380", Weight: 2}, {NodeName: "node-b", Endpoint: "10.0.0.2:7380", Weight: 1}}
+	for i := range plan.Spec.Partitions {
+		plan.Spec.Partitions[i].Routes = routes
+	}
+	plan.Spec.Partitions[0].BandwidthLimit = ptr.To(resource.MustParse("10Mi"))
+	plan.Spec.Partitions[0].OpsLimit = ptr.To[int64](5000)
+	hashes := map[string]string{"a/x": hash, "b/y": hash, "d/w": hash} // c/z has no credentials
+	local := map[string]localEngine{"a/x": {socket: "/s/a", bytes: 64 << 20}, "d/w": {socket: "/s/d", bytes: 1 << 20}}
+
+	cfg, tenantErrs := proxyConfig("node-a", plan, hashes, "token", local)
+	if len(tenantErrs) != 0 {
+		t.Fatalf("tenant errors %v", tenantErrs)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("the table does not validate: %v", err)
+	}
+	byID := map[string]proxy.Tenant{}
+	for _, tn := range cfg.Tenants {
+		byID[tn.ID] = tn
+	}
+	a := byID["a/x"]
+	if a.LocalEngine != "/s/a" || a.LocalPartitionBytes != 64<<20 || a.BytesPerSecond != 10<<20 || a.OpsPerSecond != 5000 ||
+		fmt.Sprint(a.Routes) != fmt.Sprint([]proxy.Route{{Node: "node-a", Weight: 2}, {Node: "node-b", Weight: 1, PeerAddress: "10.0.0.2:7380"}}) {
+		t.Errorf("a/x: %+v", a)
+	}
+	// b/y has no local engine (the manager refused it): its keys go to node-b only.
+	if b := byID["b/y"]; b.LocalEngine != "" || fmt.Sprint(b.Routes) != fmt.Sprint([]proxy.Route{{Node: "node-b", Weight: 1, PeerAddress: "10.0.0.2:7380"}}) {
+		t.Errorf("b/y: %+v", b)
+	}
+	if _, ok := byID["c/z"]; ok {
+		t.Error("a tenant without credentials is in the table")
+	}
+
+	// Without a peer token the tenants with remote routes are refused one by one.
+	cfg, tenantErrs = proxyConfig("node-a", plan, hashes, "", local)
+	if len(cfg.Tenants) != 0 || len(tenantErrs) != 3 || !strings.Contains(tenantErrs["a/x"].Error(), "peer token is empty") {
+		t.Errorf("without a peer token: %d tenants, errors %v", len(cfg.Tenants), tenantErrs)
+	}
+}
+
+func TestKeepTenants(t *testing.T) {
+	table := proxy.Config{NodeID: "n", Tenants: []proxy.Tenant{{ID: "a/x"}, {ID: "b/y"}}}
+	kept := keepTenants(table, statusTestPlan("b/y", "c/z"))
+	if len(kept.Tenants) != 1 || kept.Tenants[0].ID != "b/y" || len(table.Tenants) != 2 {
+		t.Errorf("kept %+v from %+v", kept, table)
+	}
+}

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// redis-benchmark 7.0's --csv output, as printed for -t set,get.
+const benchmarkCSV = `"test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms"
+"SET","45682.96","0.762","0.112","0.527","2.823","4.919","22.639"
+"GET","46860.36","0.632","0.040","0.527","1.039","4.063","11.095"
+`
+
+func TestParseBenchmarkCSV(t *testing.T) {
+	got, err := parseBenchmarkCSV([]byte(benchmarkCSV))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []result{{"SET", 45682.96, 0.527, 4.919}, {"GET", 46860.36, 0.527, 4.063}}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+	reordered := `"p99_latency_ms","test","p50_latency_ms","rps"` + "\n" + `"1.5","GET","0.5","1000"` + "\n"
+	if got, err := parseBenchmarkCSV([]byte(reordered)); err != nil || got[0] != (result{"GET", 1000, 0.5, 1.5}) {
+		t.Fatalf("columns found by name: %+v, %v", got, err)
+	}
+	for _, tc := range []struct{ name, in, want string }{
+		{"empty", "", "no CSV output"},
+		{"missing column", `"test","rps"` + "\n", `no column "p50_latency_ms"`},
+		{"not a number", strings.Replace(benchmarkCSV, "45682.96", "fast", 1), `rps "fast" is not a number`},
+		{"NaN", strings.Replace(benchmarkCSV, "45682.96", "NaN", 1), `rps "NaN" is not a number`},
+		{"negative", strings.Replace(benchmarkCSV, "0.527", "-1", 1), `p50_latency_ms "-1"`},
+		{"short row", benchmarkCSV + `"PING","1"` + "\n", "has 2 fields, the header 8"},
+		{"bad quoting", `"test` + "\n", "reading the CSV"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := parseBenchmarkCSV([]byte(tc.in)); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func FuzzParseBenchmarkCSV(f *testing.F) {
+	f.Add([]byte(benchmarkCSV))
+	f.Add([]byte(`"test","rps","p50_latency_ms","p99_latency_ms"` + "\n" + `"GET","1e3","0.1","Inf"` + "\n"))
+	f.Add([]byte("\"\n\"\"\"\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		results, err := parseBenchmarkCSV(data)
+		for _, r := range results {
+			if err == nil && (r.RPS < 0 || r.P50 < 0 || r.P99 < 0) {
+				t.Fatalf("accepted a negative number: %+v", r)
+			}
+		}
+	})
+}
+
+func TestMedianAndPercentile(t *testing.T) {
+	if got := median([]float64{3, 1, 2}); got != 2 {
+		t.Errorf("median of 3 = %v", got)
+	}
+	if got := median([]float64{4, 1, 3, 2}); got != 2.5 {
+		t.Errorf("median of 4 = %v", got)
+	}
+	rounds := [][]result{
+		{{"SET", 10, 1, 5}, {"GET", 20, 2, 6}},
+		{{"SET", 30, 3, 1}, {"GET", 10, 1, 7}},
+		{{"SET", 20, 2, 3}, {"GET", 30, 3, 8}},
+	}
+	got := medianResults(rounds)
+	if got[0] != (result{"SET", 20, 2, 3}) || got[1] != (result{"GET", 20, 2, 7}) {
+		t.Errorf("medianResults = %+v", got)
+	}
+	sorted := make([]time.Duration, 100)
+	for i := range sorted {
+		sorted[i] = time.Duration(i+1) * time.Millisecond
+	}
+	if p50, p99 := percentileMillis(sorted, 0.5), percentileMillis(sorted, 0.99); p50 != 51 || p99 != 100 {
+		t.Errorf("p50 %v, p99 %v", p50, p99)
+	}
+	if percentileMillis(nil, 0.5) != 0 {
+		t.Error("percentile of nothing")
+	}
+}

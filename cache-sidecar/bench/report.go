@@ -1,0 +1,95 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+)
+
+// The targets of the sidecar issue.
+const (
+	// Unpipelined, the proxy keeps at least this share of direct throughput ...
+	minUnpipelinedShare = 0.95
+	// ... and adds at most this much to the median latency (milliseconds).
+	maxAddedP50 = 0.2
+	// Pipelined, the proxy's throughput is at least twemproxy's (the aim is 1.5x).
+	minPipelinedVsTwemproxy = 1.0
+	aimPipelinedVsTwemproxy = 1.5
+)
+
+func printReports(w io.Writer, cfg *config, reports []engineReport) {
+	var verdicts []string
+	for _, rep := range reports {
+		for _, l := range cfg.loads {
+			byTarget := rep.results[l.name]
+			fmt.Fprintf(w, "\n== %s, %s: %d connections, pipeline %d, %d requests per test, %d-byte values, %d keys, tenant limits %s, median of %d rounds\n",
+				rep.engine, l.name, l.clients, l.pipeline, l.requests, valueSize, keyspace, onOff(cfg.limits), cfg.rounds)
+			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+			fmt.Fprintln(tw, "test\ttarget\tops/s\tp50 ms\tp99 ms\t")
+			for i, test := range byTarget[targetDirect] {
+				for _, target := range targets {
+					r := byTarget[target][i]
+					fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.3f\t%.3f\t\n", test.Test, target, r.RPS, r.P50, r.P99)
+				}
+			}
+			tw.Flush()
+			tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+			fmt.Fprintln(tw, "test\tratio\tops/s\tp50\tp99\t")
+			for i, test := range byTarget[targetDirect] {
+				direct, ours, twem := byTarget[targetDirect][i], byTarget[targetSidecar][i], byTarget[targetTwemproxy][i]
+				for _, pair := range []struct {
+					name string
+					a, b result
+				}{
+					{targetSidecar + "/" + targetDirect, ours, direct},
+					{targetTwemproxy + "/" + targetDirect, twem, direct},
+					{targetSidecar + "/" + targetTwemproxy, ours, twem},
+				} {
+					fmt.Fprintf(tw, "%s\t%s\t%.2fx\t%.2fx\t%.2fx\t\n", test.Test, pair.name,
+						ratio(pair.a.RPS, pair.b.RPS), ratio(pair.a.P50, pair.b.P50), ratio(pair.a.P99, pair.b.P99))
+				}
+				fmt.Fprintf(tw, "%s\tadded p50 (%s - %s)\t\t%+.3f ms\t\t\n", test.Test, targetSidecar, targetDirect, ours.P50-direct.P50)
+				verdicts = append(verdicts, verdict(rep.engine, l, test.Test, direct, ours, twem))
+			}
+			tw.Flush()
+		}
+	}
+	fmt.Fprintln(w, "\n== targets")
+	for _, v := range verdicts {
+		fmt.Fprintln(w, v)
+	}
+}
+
+func verdict(engine string, l load, test string, direct, ours, twem result) string {
+	prefix := fmt.Sprintf("%s %s %s:", engine, l.name, test)
+	if l.pipeline == 1 {
+		share, added := ratio(ours.RPS, direct.RPS), ours.P50-direct.P50
+		return fmt.Sprintf("%s %s/%s ops %.2fx (target >= %.2fx) %s; added p50 %.3f ms (target <= %.1f ms) %s",
+			prefix, targetSidecar, targetDirect, share, minUnpipelinedShare, met(share >= minUnpipelinedShare),
+			added, maxAddedP50, met(added <= maxAddedP50))
+	}
+	vsTwem := ratio(ours.RPS, twem.RPS)
+	return fmt.Sprintf("%s %s/%s ops %.2fx (target >= %.1fx, aim %.1fx) %s", prefix, targetSidecar, targetTwemproxy,
+		vsTwem, minPipelinedVsTwemproxy, aimPipelinedVsTwemproxy, met(vsTwem >= minPipelinedVsTwemproxy))
+}
+
+func met(ok bool) string {
+	if ok {
+		return "MET"
+	}
+	return "MISSED"
+}
+
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}

@@ -1,0 +1,407 @@
+// Command cache-sidecar is cacheqos' node agent and proxy: it runs one cache engine process
+// per tenant partition of the node's CacheNodePlan, serves tenants' clients on the engine's
+// protocol (authenticating them and routing keys across nodes), and reports what it applied
+// in the plan's status.
+//
+// In a cluster it runs in the CacheCluster's DaemonSet and follows the CacheNodePlan named by
+// --plan-name (default "<cluster>-<node>"):
+//
+//	cache-sidecar --engine redis --node-name $NODE_NAME --namespace $POD_NAMESPACE --cluster-name shared
+//
+// Standalone, for local runs and benchmarks, it follows a plan file and a credentials file
+// with the same code path:
+//
+//	cache-sidecar --engine redis --plan-file plan.yaml --credentials-file secret.yaml --status-file status.yaml
+//
+// Every flag can also be set through the environment variable named in its help. On SIGTERM
+// or SIGINT it turns not ready, keeps serving for --shutdown-delay so load balancers notice,
+// then stops accepting and closes connections; engines keep running for the next sidecar to
+// adopt unless --stop-engines-on-exit is set.
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"os/signal"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"k8s.io/klog/v2"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/client/config"
+
+	"github.com/cacheqos/cacheqos/cache-sidecar/agent"
+	"github.com/cacheqos/cacheqos/cache-sidecar/engine"
+	"github.com/cacheqos/cacheqos/cache-sidecar/proxy"
+)
+
+// version is stamped at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitError = 1 // the sidecar ran and failed
+	exitUsage = 2 // the command line is wrong
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// options are the command line, after defaults from the environment.
+type options struct {
+	showVersion bool
+
+	nodeName    string
+	namespace   string
+	clusterName string
+	planName    string
+	kubeconfig  string
+
+	planFile        string
+	credentialsFile string
+	statusFile      string
+
+	engine          string
+	stateRoot       string
+	redisServer     string
+	memcached       string
+	engineUser      string
+	memcachedThread int
+
+	clientListen  string
+	peerListen    string
+	metricsListen string
+	pprof         bool
+
+	refreshInterval   time.Duration
+	shutdownDelay     time.Duration
+	stopEnginesOnExit bool
+
+	logLevel  string
+	logFormat string
+}
+
+// Default listen addresses: the engine's usual client port, so clients need no change.
+const (
+	defaultRedisClientListen     = ":6379"
+	defaultMemcachedClientListen = ":11211"
+	defaultPeerListen            = ":7380"
+	defaultMetricsListen         = ":9380"
+	// defaultStateRoot is short on purpose: engine sockets live below it (at most 76 bytes).
+	defaultStateRoot = "/run/cacheqos"
+)
+
+// parseFlags reads the command line; every flag's default comes from its environment variable
+// when that is set.
+func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("cache-sidecar", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	str := func(p *string, name, env, def, help string) {
+		fs.StringVar(p, name, envOr(getenv, env, def), help+" ($"+env+")")
+	}
+	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
+	str(&o.nodeName, "node-name", "NODE_NAME", "", "the node this sidecar runs on (standalone: defaults to the plan's spec.nodeName)")
+	str(&o.namespace, "namespace", "POD_NAMESPACE", "", "namespace of the CacheCluster, its plans and its credentials Secret")
+	str(&o.clusterName, "cluster-name", "CLUSTER_NAME", "", "the CacheCluster; the plan is \"<cluster>-<node>\" unless --plan-name says otherwise")
+	str(&o.planName, "plan-name", "PLAN_NAME", "", "the node's CacheNodePlan")
+	str(&o.kubeconfig, "kubeconfig", "KUBECONFIG", "", "kubeconfig file; empty: the in-cluster service account")
+	str(&o.planFile, "plan-file", "PLAN_FILE", "", "standalone: follow this CacheNodePlan manifest instead of the API server")
+	str(&o.credentialsFile, "credentials-file", "CREDENTIALS_FILE", "", "standalone: Secret manifest with the credential hashes and the peer token")
+	str(&o.statusFile, "status-file", "STATUS_FILE", "", "standalone: write the plan with its status here after every pass")
+	str(&o.engine, "engine", "ENGINE", "", "engine of the cluster: redis or memcached (required)")
+	str(&o.stateRoot, "state-root", "STATE_ROOT", defaultStateRoot, "directory of the engines' sockets, pidfiles and logs (at most 76 bytes long)")
+	str(&o.redisServer, "redis-server", "REDIS_SERVER", "", "redis-server executable (default: from PATH)")
+	str(&o.memcached, "memcached", "MEMCACHED", "", "memcached executable (default: from PATH)")
+	str(&o.engineUser, "engine-user", "ENGINE_USER", "nobody", "user memcached runs as when the sidecar runs as root")
+	str(&o.clientListen, "client-listen", "CLIENT_LISTEN", "", "address for tenants' clients (default "+defaultRedisClientListen+" for redis, "+defaultMemcachedClientListen+" for memcached)")
+	str(&o.peerListen, "peer-listen", "PEER_LISTEN", defaultPeerListen, "address for peer sidecars (the plan's route endpoints point here)")
+	str(&o.metricsListen, "metrics-listen", "METRICS_LISTEN", defaultMetricsListen, "address of /metrics, /healthz and /readyz")
+	str(&o.logLevel, "log-level", "LOG_LEVEL", "info", "debug, info, warn or error")
+	str(&o.logFormat, "log-format", "LOG_FORMAT", "json", "json or text")
+	fs.IntVar(&o.memcachedThread, "memcached-threads", 0, "worker threads per memcached partition (default: the engine manager's)")
+	fs.BoolVar(&o.pprof, "pprof", false, "also serve /debug/pprof on the metrics address")
+	fs.DurationVar(&o.refreshInterval, "refresh-interval", agent.DefaultRefreshInterval, "how often status is refreshed without any change")
+	fs.DurationVar(&o.shutdownDelay, "shutdown-delay", 5*time.Second, "how long the sidecar keeps serving, not ready, after it was told to stop")
+	fs.BoolVar(&o.stopEnginesOnExit, "stop-engines-on-exit", false, "stop every engine on exit instead of leaving them for the next sidecar to adopt")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if o.showVersion {
+		return o, nil
+	}
+	return o, o.validate()
+}
+
+func envOr(getenv func(string) string, name, def string) string {
+	if v := getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// validate checks the options and fills the defaults that depend on others.
+func (o *options) validate() error {
+	var errs []error
+	switch o.engine {
+	case string(engine.Redis):
+		o.clientListen = cmp.Or(o.clientListen, defaultRedisClientListen)
+	case string(engine.Memcached):
+		o.clientListen = cmp.Or(o.clientListen, defaultMemcachedClientListen)
+	case "":
+		errs = append(errs, errors.New("--engine is required (redis or memcached)"))
+	default:
+		errs = append(errs, fmt.Errorf("--engine %q is neither redis nor memcached", o.engine))
+	}
+	if o.planFile == "" {
+		if o.nodeName == "" {
+			errs = append(errs, errors.New("--node-name (or $NODE_NAME) is required"))
+		}
+		if o.namespace == "" {
+			errs = append(errs, errors.New("--namespace (or $POD_NAMESPACE) is required"))
+		}
+		if o.planName == "" && o.clusterName == "" {
+			errs = append(errs, errors.New("--plan-name or --cluster-name is required to find the node's plan"))
+		}
+		if o.planName == "" && o.clusterName != "" && o.nodeName != "" {
+			o.planName = o.clusterName + "-" + o.nodeName
+		}
+		if o.credentialsFile != "" || o.statusFile != "" {
+			errs = append(errs, errors.New("--credentials-file and --status-file need --plan-file"))
+		}
+	}
+	if o.refreshInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--refresh-interval %v must be positive", o.refreshInterval))
+	}
+	if o.shutdownDelay < 0 {
+		errs = append(errs, fmt.Errorf("--shutdown-delay %v is negative", o.shutdownDelay))
+	}
+	if _, err := parseLevel(o.logLevel); err != nil {
+		errs = append(errs, err)
+	}
+	if o.logFormat != "json" && o.logFormat != "text" {
+		errs = append(errs, fmt.Errorf("--log-format %q is neither json nor text", o.logFormat))
+	}
+	return errors.Join(errs...)
+}
+
+// engineBinary is the executable flag of the chosen engine.
+func (o *options) engineBinary() string {
+	if o.engine == string(engine.Memcached) {
+		return o.memcached
+	}
+	return o.redisServer
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("--log-level %q is not debug, info, warn or error", s)
+	}
+	return l, nil
+}
+
+func newLogger(o *options, w io.Writer) *slog.Logger {
+	level, _ := parseLevel(o.logLevel)
+	hopts := &slog.HandlerOptions{Level: level}
+	if o.logFormat == "text" {
+		return slog.New(slog.NewTextHandler(w, hopts))
+	}
+	return slog.New(slog.NewJSONHandler(w, hopts))
+}
+
+// run is the whole command; main adds only signals and the exit code, so tests drive this.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o, err := parseFlags(args, os.Getenv, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		fmt.Fprintf(stderr, "cache-sidecar: %v\n", err)
+		return exitUsage
+	}
+	if o.showVersion {
+		fmt.Fprintf(stdout, "cache-sidecar %s (%s %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		return exitOK
+	}
+	log := newLogger(o, stderr)
+	// client-go logs through klog; send it to the same structured log.
+	klog.SetSlogLogger(log.With("component", "client-go"))
+	if err := serve(ctx, o, log); err != nil {
+		log.Error("cache-sidecar failed", "error", err)
+		return exitError
+	}
+	return exitOK
+}
+
+// serve runs the sidecar until ctx ends, then shuts it down.
+func serve(ctx context.Context, o *options, log *slog.Logger) error {
+	var plan string
+	if o.planFile != "" {
+		p, err := agent.LoadPlan(o.planFile)
+		if err != nil {
+			return err
+		}
+		o.nodeName = cmp.Or(o.nodeName, p.Spec.NodeName)
+		plan = p.Name
+	}
+	log = log.With("node", o.nodeName)
+	log.Info("starting", "version", version, "engine", o.engine, "stateRoot", o.stateRoot, "client", o.clientListen,
+		"peer", o.peerListen, "metrics", o.metricsListen, "planFile", o.planFile, "plan", cmp.Or(o.planName, plan))
+
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	px, err := proxy.New(proxy.Options{
+		Protocol: proxy.Protocol(o.engine),
+		Registry: registry,
+		NodeName: o.nodeName,
+		Logger:   log.With("component", "proxy"),
+	})
+	if err != nil {
+		return err
+	}
+	defer px.Close()
+
+	ag, err := agent.New(ctx, agent.Config{
+		NodeName: o.nodeName,
+		Engines: engine.Config{
+			Engine:           engine.Engine(o.engine),
+			Root:             o.stateRoot,
+			BinaryPath:       o.engineBinary(),
+			EngineUser:       o.engineUser,
+			MemcachedThreads: o.memcachedThread,
+		},
+		Proxy:           px,
+		Registry:        registry,
+		RefreshInterval: o.refreshInterval,
+		Logger:          log,
+	})
+	if err != nil {
+		return err
+	}
+	defer ag.Close()
+
+	clientLn, err := net.Listen("tcp", o.clientListen)
+	if err != nil {
+		return fmt.Errorf("client listener: %w", err)
+	}
+	peerLn, err := net.Listen("tcp", o.peerListen)
+	if err != nil {
+		clientLn.Close()
+		return fmt.Errorf("peer listener: %w", err)
+	}
+	metricsLn, err := net.Listen("tcp", o.metricsListen)
+	if err != nil {
+		clientLn.Close()
+		peerLn.Close()
+		return fmt.Errorf("metrics listener: %w", err)
+	}
+	var stopping atomic.Bool
+	httpServer := &http.Server{Handler: httpHandler(px, o.pprof, &stopping), ReadHeaderTimeout: 10 * time.Second}
+	go serveLogged(log, "client listener", func() error { return px.Serve(clientLn) })
+	go serveLogged(log, "peer listener", func() error { return px.ServePeer(peerLn) })
+	go serveLogged(log, "metrics listener", func() error { return httpServer.Serve(metricsLn) })
+	log.Info("listening", "client", clientLn.Addr().String(), "peer", peerLn.Addr().String(), "metrics", metricsLn.Addr().String())
+
+	var runErr error
+	if o.planFile != "" {
+		runErr = ag.RunStandalone(ctx, agent.StandaloneConfig{
+			PlanFile:        o.planFile,
+			CredentialsFile: o.credentialsFile,
+			StatusFile:      o.statusFile,
+		})
+	} else {
+		runErr = runInCluster(ctx, o, ag)
+	}
+	if runErr != nil && ctx.Err() == nil {
+		log.Error("the agent stopped", "error", runErr)
+	}
+
+	// Shutdown: not ready first, so endpoints stop sending new clients; then stop accepting and
+	// close every connection; engines stay for the next sidecar unless told otherwise.
+	stopping.Store(true)
+	log.Info("shutting down", "delay", o.shutdownDelay, "stopEngines", o.stopEnginesOnExit)
+	time.Sleep(o.shutdownDelay)
+	clientLn.Close()
+	peerLn.Close()
+	if o.stopEnginesOnExit {
+		stopCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := ag.StopEngines(stopCtx); err != nil {
+			log.Error("stopping engines", "error", err)
+		}
+	}
+	px.Close()
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := httpServer.Shutdown(shutdownCtx); err != nil {
+		log.Warn("stopping the metrics server", "error", err)
+	}
+	log.Info("stopped")
+	return runErr
+}
+
+func runInCluster(ctx context.Context, o *options, ag *agent.Agent) error {
+	fs := flag.NewFlagSet("kubeconfig", flag.ContinueOnError)
+	ctrlconfig.RegisterFlags(fs)
+	if o.kubeconfig != "" {
+		if err := fs.Set(ctrlconfig.KubeconfigFlagName, o.kubeconfig); err != nil {
+			return err
+		}
+	}
+	restConfig, err := ctrlconfig.GetConfig()
+	if err != nil {
+		return fmt.Errorf("reaching the API server: %w", err)
+	}
+	restConfig.UserAgent = "cache-sidecar/" + version
+	return ag.RunKubernetes(ctx, agent.KubeConfig{RestConfig: restConfig, Namespace: o.namespace, PlanName: o.planName})
+}
+
+func serveLogged(log *slog.Logger, what string, serve func() error) {
+	if err := serve(); err != nil && !errors.Is(err, proxy.ErrClosed) && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+		log.Error(what+" stopped", "error", err)
+	}
+}
+
+// httpHandler serves the proxy's /metrics, /healthz and /readyz, with /readyz failing once the
+// sidecar is stopping, and /debug/pprof when asked for.
+func httpHandler(px *proxy.Proxy, withPprof bool, stopping *atomic.Bool) http.Handler {
+	mux := http.NewServeMux()
+	proxyHandler := px.Handler()
+	mux.Handle("/", proxyHandler)
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		if stopping.Load() {
+			http.Error(w, "shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		proxyHandler.ServeHTTP(w, r)
+	})
+	if withPprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	return mux
+}

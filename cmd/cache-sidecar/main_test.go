@@ -1,0 +1,321 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cacheqos/cacheqos/internal/credentials"
+)
+
+func TestParseFlags(t *testing.T) {
+	clusterEnv := map[string]string{"NODE_NAME": "node-a", "POD_NAMESPACE": "cache", "CLUSTER_NAME": "shared", "ENGINE": "redis"}
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		wantErr []string
+		check   func(t *testing.T, o *options)
+	}{
+		{
+			name: "cluster mode from the environment",
+			env:  clusterEnv,
+			check: func(t *testing.T, o *options) {
+				if o.planName != "shared-node-a" || o.clientListen != defaultRedisClientListen || o.peerListen != defaultPeerListen ||
+					o.stateRoot != defaultStateRoot || o.namespace != "cache" {
+					t.Errorf("options %+v", o)
+				}
+			},
+		},
+		{
+			name: "flags override the environment",
+			args: []string{"--plan-name", "custom", "--engine", "memcached", "--node-name", "node-b"},
+			env:  clusterEnv,
+			check: func(t *testing.T, o *options) {
+				if o.planName != "custom" || o.engine != "memcached" || o.clientListen != defaultMemcachedClientListen || o.nodeName != "node-b" {
+					t.Errorf("options %+v", o)
+				}
+			},
+		},
+		{
+			name: "standalone needs no cluster settings",
+			args: []string{"--engine", "redis", "--plan-file", "plan.yaml", "--credentials-file", "secret.yaml"},
+			check: func(t *testing.T, o *options) {
+				if o.planFile != "plan.yaml" || o.credentialsFile != "secret.yaml" {
+					t.Errorf("options %+v", o)
+				}
+			},
+		},
+		{
+			name:    "nothing given",
+			wantErr: []string{"--engine is required", "--node-name", "--namespace", "--plan-name or --cluster-name"},
+		},
+		{
+			name:    "unknown engine",
+			args:    []string{"--engine", "valkey", "--plan-file", "p"},
+			wantErr: []string{`--engine "valkey" is neither redis nor memcached`},
+		},
+		{
+			name:    "standalone files without a plan file",
+			args:    []string{"--credentials-file", "s.yaml"},
+			env:     clusterEnv,
+			wantErr: []string{"--credentials-file and --status-file need --plan-file"},
+		},
+		{
+			name:    "bad values",
+			args:    []string{"--log-level", "loud", "--log-format", "xml", "--refresh-interval", "0s", "--shutdown-delay", "-1s"},
+			env:     clusterEnv,
+			wantErr: []string{`--log-level "loud"`, `--log-format "xml"`, "--refresh-interval 0s must be positive", "--shutdown-delay -1s is negative"},
+		},
+		{
+			name:    "stray argument",
+			args:    []string{"extra"},
+			env:     clusterEnv,
+			wantErr: []string{"unexpected arguments: extra"},
+		},
+		{
+			name:    "unknown flag",
+			args:    []string{"--nope"},
+			env:     clusterEnv,
+			wantErr: []string{"flag provided but not defined: -nope"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			getenv := func(k string) string { return tc.env[k] }
+			o, err := parseFlags(tc.args, getenv, io.Discard)
+			if len(tc.wantErr) > 0 {
+				if err == nil {
+					t.Fatalf("no error, options %+v", o)
+				}
+				for _, want := range tc.wantErr {
+					if !strings.Contains(err.Error(), want) {
+						t.Errorf("error %q lacks %q", err, want)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.check(t, o)
+		})
+	}
+}
+
+func TestVersion(t *testing.T) {
+	var out bytes.Buffer
+	if code := run(context.Background(), []string{"--version"}, &out, io.Discard); code != exitOK || !strings.HasPrefix(out.String(), "cache-sidecar "+version+" (go") {
+		t.Fatalf("exit %d, output %q", code, out.String())
+	}
+	if code := run(context.Background(), []string{"--engine"}, io.Discard, io.Discard); code != exitUsage {
+		t.Fatalf("a bad command line exits %d, want %d", code, exitUsage)
+	}
+}
+
+// logLines collects the sidecar's JSON log and finds records in it.
+type logLines struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// find returns the first record with message msg.
+func (l *logLines) find(msg string) (map[string]any, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	sc := bufio.NewScanner(bytes.NewReader(l.buf.Bytes()))
+	for sc.Scan() {
+		var rec map[string]any
+		if json.Unmarshal(sc.Bytes(), &rec) == nil && rec["msg"] == msg {
+			return rec, true
+		}
+	}
+	return nil, false
+}
+
+func (l *logLines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// TestStandaloneRun runs the whole command on a plan file with a real redis-server: a client
+// authenticates through the proxy; on shutdown the engine keeps running for adoption, unless
+// --stop-engines-on-exit says otherwise.
+func TestStandaloneRun(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("redis-server is not installed")
+	}
+	dir := t.TempDir()
+	root, err := os.MkdirTemp("", "cqs") // short: engine sockets live below it
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	password, err := credentials.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hash, err := credentials.Hash(password)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const tenant = "team-a/orders"
+	writeFile(t, filepath.Join(dir, "plan.yaml"), `apiVersion: cacheqos.io/v1alpha1
+kind: CacheNodePlan
+metadata: {name: local-node-1}
+spec:
+  clusterName: local
+  nodeName: node-1
+  engine: redis
+  planGeneration: 3
+  partitions:
+  - tenant: `+tenant+`
+    memory: 8Mi
+    evictionPolicy: lru
+    routes: [{nodeName: node-1, endpoint: "127.0.0.1:1", weight: 1}]
+`)
+	writeFile(t, filepath.Join(dir, "secret.yaml"), "apiVersion: v1\nkind: Secret\nmetadata: {name: creds}\nstringData:\n  team-a.orders: \""+hash+"\"\n")
+
+	start := func(extra ...string) (stop func() int, logs *logLines) {
+		args := append([]string{"--engine", "redis", "--plan-file", filepath.Join(dir, "plan.yaml"),
+			"--credentials-file", filepath.Join(dir, "secret.yaml"), "--status-file", filepath.Join(dir, "status.yaml"),
+			"--state-root", root, "--client-listen", "127.0.0.1:0", "--peer-listen", "127.0.0.1:0",
+			"--metrics-listen", "127.0.0.1:0", "--shutdown-delay", "0s"}, extra...)
+		ctx, cancel := context.WithCancel(context.Background())
+		logs = &logLines{}
+		done := make(chan int, 1)
+		go func() { done <- run(ctx, args, io.Discard, logs) }()
+		return func() int { cancel(); return <-done }, logs
+	}
+
+	stop, logs := start()
+	waitLog(t, logs, "plan applied")
+	listening := waitLog(t, logs, "listening")
+	pid := roundTrip(t, listening["client"].(string), tenant, password)
+	t.Cleanup(func() { // the safety net when the test fails with the engine still running
+		if cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil && bytes.Contains(cmdline, []byte(root)) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	if code := stop(); code != exitOK {
+		t.Fatalf("exit %d:\n%s", code, logs)
+	}
+	if !alive(pid) {
+		t.Fatalf("the engine (pid %d) stopped with the sidecar; it should stay for adoption", pid)
+	}
+
+	stop, logs = start("--stop-engines-on-exit")
+	listening = waitLog(t, logs, "listening")
+	waitLog(t, logs, "plan applied")
+	if again := roundTrip(t, listening["client"].(string), tenant, password); again != pid {
+		t.Errorf("the restarted sidecar runs engine pid %d, want the adopted %d", again, pid)
+	}
+	if code := stop(); code != exitOK {
+		t.Fatalf("exit %d:\n%s", code, logs)
+	}
+	if alive(pid) {
+		t.Fatalf("the engine (pid %d) still runs after --stop-engines-on-exit:\n%s", pid, logs)
+	}
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitLog(t *testing.T, logs *logLines, msg string) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if rec, ok := logs.find(msg); ok {
+			return rec
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("no %q in the log:\n%s", msg, logs)
+	return nil
+}
+
+// roundTrip authenticates through the proxy, writes and reads a key, and returns the engine's
+// process ID (INFO server's process_id).
+func roundTrip(t *testing.T, addr, user, password string) int {
+	t.Helper()
+	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(nc)
+	send := func(args ...string) string {
+		fmt.Fprintf(nc, "*%d\r\n", len(args))
+		for _, a := range args {
+			fmt.Fprintf(nc, "$%d\r\n%s\r\n", len(a), a)
+		}
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(line, "$") {
+			n, err := strconv.Atoi(strings.TrimSpace(line[1:]))
+			if err != nil || n < 0 {
+				t.Fatalf("bulk reply header %q", line)
+			}
+			body := make([]byte, n+2)
+			if _, err := io.ReadFull(br, body); err != nil {
+				t.Fatal(err)
+			}
+			return string(body[:n])
+		}
+		return strings.TrimSpace(line)
+	}
+	if got := send("AUTH", user, password); got != "+OK" {
+		t.Fatalf("AUTH: %q", got)
+	}
+	if got := send("SET", "k", "v"); got != "+OK" {
+		t.Fatalf("SET: %q", got)
+	}
+	if got := send("GET", "k"); got != "v" {
+		t.Fatalf("GET: %q", got)
+	}
+	var pid int
+	for _, line := range strings.Split(send("INFO", "server"), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+			pid, _ = strconv.Atoi(v)
+		}
+	}
+	if pid == 0 {
+		t.Fatal("INFO server has no process_id")
+	}
+	return pid
+}
+
+func alive(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	return len(fields) > 0 && fields[0] != "Z" && syscall.Kill(pid, 0) == nil
+}
