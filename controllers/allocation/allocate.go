@@ -1,0 +1,344 @@
+package allocation
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
+	"github.com/cacheqos/cacheqos/api/v1alpha1/decimal"
+	"github.com/cacheqos/cacheqos/controllers/conditions"
+	"github.com/cacheqos/cacheqos/controllers/internal/objects"
+	"github.com/cacheqos/cacheqos/controllers/internal/opmetrics"
+	"github.com/cacheqos/cacheqos/internal/allocator"
+	"github.com/cacheqos/cacheqos/internal/allocator/planning"
+)
+
+// inputs is what one allocation reads from the API server.
+type inputs struct {
+	key     types.NamespacedName
+	cluster *v1.CacheCluster
+	// plans are the cluster's CacheNodePlans, sorted by node; nodes are their node names.
+	plans []v1.CacheNodePlan
+	nodes []string
+	// tenants reference the cluster; admitted are those admitted and not being deleted,
+	// sorted by ID.
+	tenants  []v1.TenantSLO
+	admitted []*v1.TenantSLO
+	// endpoints maps nodes to their sidecar's peer endpoint.
+	endpoints map[string]string
+	// current is the allocation in force, read from the plans: partitions by tenant.
+	current view
+}
+
+// view is an allocation: each tenant's partitions, sorted by node.
+type view map[string][]planning.Partition
+
+// outcome is what an allocation decided.
+type outcome struct {
+	// desired is the allocation to write.
+	desired view
+	// plan is the allocator's answer; nil when the plan in force was kept.
+	plan *planning.Plan
+	// summary is the new status.lastPlan; nil when the plan in force was kept unplanned.
+	summary *v1.PlanSummary
+	// problems are the reasons the cluster is Degraded, in order of importance.
+	problems []problem
+	// specHash identifies the specs the desired allocation was made for.
+	specHash string
+}
+
+// problem is one reason for Degraded=True.
+type problem struct{ reason, message string }
+
+// allocate runs one allocation of a cluster and returns when the next is due (0: never, the
+// cluster is gone).
+func (l *Loop) allocate(ctx context.Context, key types.NamespacedName) (time.Duration, error) {
+	start := time.Now()
+	cluster := &v1.CacheCluster{}
+	if err := l.client.Get(ctx, key, cluster); err != nil {
+		return 0, client.IgnoreNotFound(err)
+	}
+	if !cluster.DeletionTimestamp.IsZero() {
+		return 0, nil
+	}
+	interval := cluster.Spec.Allocation.IntervalOrDefault()
+	in, err := l.gather(ctx, cluster)
+	if err != nil {
+		return interval, err
+	}
+	if len(in.nodes) == 0 {
+		// No node, nothing to plan: the cluster reconciler reports NoMatchingNodes.
+		return interval, nil
+	}
+	st := l.stateOf(key)
+	metrics := l.measure(ctx, in)
+	out := l.decide(ctx, in, metrics, st)
+	if out.summary != nil {
+		out.summary.Duration = metav1.Duration{Duration: time.Since(start)}
+	}
+	generations, writeErr := l.writePlans(ctx, in, out.desired, out.specHash)
+	counts, tenantErr := l.writeTenantStatuses(ctx, in, metrics, out, generations)
+	clusterErr := l.writeClusterStatus(ctx, in, metrics, out, generations, counts)
+	l.exportMetrics(in, out, start)
+	return interval, errors.Join(writeErr, tenantErr, clusterErr)
+}
+
+// gather reads the cluster's plans, tenants and sidecar pods.
+func (l *Loop) gather(ctx context.Context, cluster *v1.CacheCluster) (*inputs, error) {
+	in := &inputs{key: client.ObjectKeyFromObject(cluster), cluster: cluster}
+	var plans v1.CacheNodePlanList
+	if err := l.client.List(ctx, &plans, client.InNamespace(cluster.Namespace)); err != nil {
+		return nil, fmt.Errorf("listing CacheNodePlans: %w", err)
+	}
+	for _, p := range plans.Items {
+		if p.Spec.ClusterName == cluster.Name && p.DeletionTimestamp.IsZero() {
+			in.plans = append(in.plans, p)
+		}
+	}
+	slices.SortFunc(in.plans, func(a, b v1.CacheNodePlan) int { return cmp.Compare(a.Spec.NodeName, b.Spec.NodeName) })
+	for _, p := range in.plans {
+		in.nodes = append(in.nodes, p.Spec.NodeName)
+	}
+	var tenants v1.TenantSLOList
+	if err := l.client.List(ctx, &tenants, client.MatchingFields{objects.TenantClusterIndex: in.key.String()}); err != nil {
+		return nil, fmt.Errorf("listing TenantSLOs: %w", err)
+	}
+	in.tenants = tenants.Items
+	slices.SortFunc(in.tenants, func(a, b v1.TenantSLO) int { return cmp.Compare(a.TenantID(), b.TenantID()) })
+	for i := range in.tenants {
+		t := &in.tenants[i]
+		if t.DeletionTimestamp.IsZero() && meta.IsStatusConditionTrue(t.Status.Conditions, v1.ConditionAdmitted) {
+			in.admitted = append(in.admitted, t)
+		}
+	}
+	var pods corev1.PodList
+	if err := l.client.List(ctx, &pods, client.InNamespace(cluster.Namespace), client.MatchingLabels(objects.SidecarLabels(cluster.Name))); err != nil {
+		return nil, fmt.Errorf("listing sidecar pods: %w", err)
+	}
+	in.endpoints = objects.SidecarEndpoints(pods.Items)
+	in.current = currentView(in.plans)
+	return in, nil
+}
+
+// currentView reads the allocation in force from the plans. A partition's routing weight is
+// the one its routes give its node; a node missing from the routes (its sidecar had no
+// address yet) gets the share of the tenant's memory it holds.
+func currentView(plans []v1.CacheNodePlan) view {
+	out := view{}
+	for i := range plans {
+		p := &plans[i]
+		for _, pp := range p.Spec.Partitions {
+			part := planning.Partition{Node: p.Spec.NodeName, MemoryBytes: pp.Memory.Value()}
+			for _, r := range pp.Routes {
+				if r.NodeName == p.Spec.NodeName {
+					part.RoutingWeight = r.Weight
+				}
+			}
+			if pp.BandwidthLimit != nil {
+				part.BandwidthLimitBytesPerSecond = pp.BandwidthLimit.Value()
+			}
+			if pp.OpsLimit != nil {
+				part.OpsLimitPerSecond = *pp.OpsLimit
+			}
+			out[pp.Tenant] = append(out[pp.Tenant], part)
+		}
+	}
+	for _, parts := range out {
+		var total int64
+		for _, p := range parts {
+			total += p.MemoryBytes
+		}
+		for i := range parts {
+			if parts[i].RoutingWeight == 0 && total > 0 {
+				parts[i].RoutingWeight = int32(parts[i].MemoryBytes * routingWeightScale / total)
+			}
+		}
+	}
+	return out
+}
+
+// routingWeightScale is the allocator's unit of routing weights: parts per million.
+const routingWeightScale = 1_000_000
+
+// admittedIDs returns the IDs of the admitted tenants.
+func (in *inputs) admittedIDs() []string {
+	ids := make([]string, len(in.admitted))
+	for i, t := range in.admitted {
+		ids[i] = t.TenantID()
+	}
+	return ids
+}
+
+// kept is the allocation in force without the tenants that are no longer admitted.
+func (in *inputs) kept() view {
+	out := view{}
+	for _, id := range in.admittedIDs() {
+		if parts, ok := in.current[id]; ok {
+			out[id] = parts
+		}
+	}
+	return out
+}
+
+// decide plans, or keeps the plan in force when metrics are missing and no spec changed
+// (tenants that came or went change the specs). Without metrics (or with a cluster that names
+// no Prometheus) a plan is made from the specs and the current allocation only. A new plan
+// that differs from the plan in force only by noise is not taken (see stability.go).
+func (l *Loop) decide(ctx context.Context, in *inputs, mr metricsResult, st *clusterState) outcome {
+	hash := specHash(in)
+	changed := specsChanged(in, hash)
+	var problems []problem
+	if mr.err != nil {
+		problems = append(problems, problem{mr.reason, "metrics: " + mr.err.Error()})
+		if mr.reason != conditions.ReasonPrometheusNotConfigured && !changed {
+			return outcome{desired: in.kept(), problems: problems, specHash: hash}
+		}
+	}
+	if mr.m != nil {
+		recordHistory(st, in, mr.m)
+	}
+	snap := buildSnapshot(in, mr.m, st)
+	spec := in.cluster.Spec.Allocation
+	opts := allocator.Options{
+		Policy:        string(spec.Policy),
+		TimeLimit:     spec.SolverTimeLimitOrDefault(),
+		Workers:       l.opts.SolverWorkers,
+		MaxChurnBytes: maxChurnBytes(in),
+	}
+	planCtx, cancel := context.WithTimeout(ctx, spec.IntervalOrDefault())
+	defer cancel()
+	plan, err := allocator.Plan(planCtx, snap, opts)
+	fallback := ""
+	if err != nil && !errors.Is(err, allocator.ErrInfeasibleSnapshot) && ctx.Err() == nil {
+		// The solver (or the policy) failed: the greedy plan is the fallback.
+		opts.DisableSolver = true
+		var greedyErr error
+		if plan, greedyErr = allocator.Plan(ctx, snap, opts); greedyErr == nil {
+			fallback = "the solver failed: " + err.Error()
+			err = nil
+		}
+	}
+	if err != nil {
+		msg := truncate("no plan: "+err.Error(), maxPlanMessage)
+		return outcome{
+			desired:  in.kept(),
+			summary:  &v1.PlanSummary{Time: metav1.Now(), Policy: policyOf(spec), SolverStatus: v1.SolverStatusInfeasible, Message: msg},
+			problems: append(problems, problem{conditions.ReasonPlanInfeasible, msg}),
+			specHash: hash,
+		}
+	}
+	if plan.Solver != nil && plan.Solver.Fallback != "" && fallback == "" {
+		fallback = plan.Solver.Fallback
+	}
+	summary := summarize(plan, fallback)
+	if fallback != "" {
+		problems = append(problems, problem{v1.ReasonSolverFallback, "the plan came from the greedy fallback: " + fallback})
+	}
+	desired := viewOf(plan)
+	if !changed {
+		if current, reason := keepCurrent(planCtx, in, snap, opts, plan); reason != "" {
+			desired = in.kept()
+			summary.MovedMemory = resource.Quantity{}
+			if current != nil {
+				plan = current
+				summary.Objective = summarize(current, "").Objective
+			}
+			summary.Message = truncate(reason+"; "+summary.Message, maxPlanMessage)
+		}
+	}
+	for _, tp := range plan.Tenants {
+		st.isolated[tp.ID] = tp.Isolated
+	}
+	return outcome{desired: desired, plan: plan, summary: summary, problems: problems, specHash: hash}
+}
+
+// maxChurnBytes turns maxChurnPercent (memory moved, counted once: the sum of |new - old|
+// halved) into the allocator's movement cap (the sum of |new - old|).
+func maxChurnBytes(in *inputs) int64 {
+	pct := int64(in.cluster.Spec.Allocation.MaxChurnPercent)
+	if pct <= 0 {
+		pct = v1.DefaultMaxChurnPercent
+	}
+	total := in.cluster.Spec.Capacity.PartitionableMemory() * int64(len(in.nodes))
+	return 2 * (total / 100 * pct)
+}
+
+func policyOf(a v1.AllocationSettings) v1.AllocationPolicy {
+	if a.Policy == "" {
+		return v1.PolicyOptimal
+	}
+	return a.Policy
+}
+
+// viewOf is the allocation a plan makes.
+func viewOf(plan *planning.Plan) view {
+	out := view{}
+	for _, tp := range plan.Tenants {
+		out[tp.ID] = tp.Partitions
+	}
+	return out
+}
+
+// maxPlanMessage is the API's bound on status.lastPlan.message.
+const maxPlanMessage = 1024
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}
+
+// summarize is status.lastPlan for a plan.
+func summarize(plan *planning.Plan, fallback string) *v1.PlanSummary {
+	status := v1.SolverStatusNotUsed
+	switch {
+	case fallback != "":
+		status = v1.SolverStatusFallback
+	case plan.Solver != nil && plan.Solver.Status == v1.SolverStatusOptimal:
+		status = v1.SolverStatusOptimal
+	case plan.Solver != nil:
+		status = v1.SolverStatusFeasible
+	}
+	objective, err := decimal.Format(plan.Summary.ExpectedHitsPerSecond)
+	if err != nil {
+		objective = ""
+	}
+	var notes []string
+	if fallback != "" {
+		notes = append(notes, "greedy fallback: "+fallback)
+	}
+	notes = append(notes, plan.Notes...)
+	return &v1.PlanSummary{
+		Time:         metav1.Now(),
+		Policy:       v1.AllocationPolicy(plan.Policy),
+		SolverStatus: status,
+		Objective:    objective,
+		MovedMemory:  *resource.NewQuantity(plan.Summary.MovementBytes/2, resource.BinarySI),
+		Message:      truncate(strings.Join(notes, "; "), maxPlanMessage),
+	}
+}
+
+// exportMetrics updates the operator's metrics for the cluster.
+func (l *Loop) exportMetrics(in *inputs, out outcome, start time.Time) {
+	cluster := in.key.String()
+	opmetrics.PlanDuration.WithLabelValues(cluster).Observe(time.Since(start).Seconds())
+	if out.summary != nil {
+		opmetrics.SetSolverStatus(cluster, out.summary.SolverStatus)
+	}
+	if out.plan != nil {
+		opmetrics.PlanObjective.WithLabelValues(cluster).Set(out.plan.Summary.ExpectedHitsPerSecond)
+	}
+}

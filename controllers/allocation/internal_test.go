@@ -1,0 +1,232 @@
+package allocation
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
+	"github.com/cacheqos/cacheqos/controllers/internal/objects"
+	"github.com/cacheqos/cacheqos/internal/allocator/planning"
+	"github.com/cacheqos/cacheqos/internal/promquery"
+)
+
+func TestMergedCurve(t *testing.T) {
+	local := []promquery.CurvePoint{{SizeBytes: 100, HitRatio: 0.2}, {SizeBytes: 200, HitRatio: 0.5}, {SizeBytes: 400, HitRatio: 0.8}}
+	one := &promquery.TenantMeasurement{Nodes: map[string]*promquery.TenantNodeMeasurement{"a": {RequestsPerSecond: 10, Curve: local}}}
+	got := mergedCurve(one, []string{"a"})
+	want := []planning.MissRatioPoint{{SizeBytes: 100, MissRatio: 0.8}, {SizeBytes: 200, MissRatio: 0.5}, {SizeBytes: 400, MissRatio: 0.2}}
+	if !curvesClose(got, want) {
+		t.Errorf("one node: %v, want %v", got, want)
+	}
+	// Two nodes with half the requests each and the same local curve: a local partition of s
+	// bytes sees half the keys, so the total size doing as well is 2s.
+	two := &promquery.TenantMeasurement{Nodes: map[string]*promquery.TenantNodeMeasurement{
+		"a": {RequestsPerSecond: 10, Curve: local}, "b": {RequestsPerSecond: 10, Curve: local},
+	}}
+	got = mergedCurve(two, []string{"a", "b"})
+	want = []planning.MissRatioPoint{{SizeBytes: 200, MissRatio: 0.8}, {SizeBytes: 400, MissRatio: 0.5}, {SizeBytes: 800, MissRatio: 0.2}}
+	if !curvesClose(got, want) {
+		t.Errorf("two nodes: %v, want %v", got, want)
+	}
+	// Nodes outside the cluster and nodes without curves are ignored.
+	if got := mergedCurve(two, []string{"c"}); got != nil {
+		t.Errorf("no node in scope: %v", got)
+	}
+}
+
+func curvesClose(a, b []planning.MissRatioPoint) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].SizeBytes != b[i].SizeBytes || math.Abs(a[i].MissRatio-b[i].MissRatio) > 1e-9 {
+			return false
+		}
+	}
+	return true
+}
+
+// TestPlansRoundTrip: an allocation written into plans reads back as the same allocation, so
+// a restarted operator starts from exactly the plan in force.
+func TestPlansRoundTrip(t *testing.T) {
+	tenants := map[string]*v1.TenantSLO{
+		"ns/web":   {Spec: v1.TenantSLOSpec{EvictionPolicy: v1.EvictionLFU}},
+		"ns/batch": {},
+	}
+	alloc := view{
+		"ns/web": {
+			{Node: "a", MemoryBytes: 3 << 30, RoutingWeight: 750_000, BandwidthLimitBytesPerSecond: 5e6},
+			{Node: "b", MemoryBytes: 1 << 30, RoutingWeight: 250_000, OpsLimitPerSecond: 100},
+		},
+		"ns/batch": {{Node: "b", MemoryBytes: 512 << 20, RoutingWeight: 1_000_000}},
+	}
+	endpoints := map[string]string{"a": "10.0.0.1:7380", "b": "10.0.0.2:7380"}
+	byNode := partitionsByNode(alloc, tenants, endpoints)
+	var plans []v1.CacheNodePlan
+	for _, node := range []string{"a", "b"} {
+		p := v1.CacheNodePlan{Spec: v1.CacheNodePlanSpec{NodeName: node}}
+		p.Spec.SetPartitions(byNode[node])
+		plans = append(plans, p)
+	}
+	if got := currentView(plans); !equality.Semantic.DeepEqual(got, alloc) {
+		t.Errorf("read back %+v\nwant %+v", got, alloc)
+	}
+	web := plans[0].Spec.Partitions[0]
+	if web.EvictionPolicy != v1.EvictionLFU || web.BandwidthLimit.Value() != 5e6 || web.OpsLimit != nil || len(web.Routes) != 2 || web.Routes[1].Endpoint != "10.0.0.2:7380" {
+		t.Errorf("web's partition on a: %+v", web)
+	}
+	if batch := plans[1].Spec.Partitions[0]; batch.Tenant != "ns/batch" || batch.EvictionPolicy != v1.EvictionLRU {
+		t.Errorf("batch's partition: %+v", batch)
+	}
+
+	// A node whose sidecar has no address yet gets no route; reading back, its weight is its
+	// share of the tenant's memory.
+	byNode = partitionsByNode(alloc, tenants, map[string]string{"a": "10.0.0.1:7380"})
+	for _, p := range byNode["b"] {
+		if want := map[string]int{"ns/web": 1, "ns/batch": 0}[p.Tenant]; len(p.Routes) != want {
+			t.Errorf("routes of %s without b's address: %+v", p.Tenant, p.Routes)
+		}
+	}
+	plans[1].Spec.SetPartitions(byNode["b"])
+	plans[0].Spec.SetPartitions(byNode["a"])
+	if w := currentView(plans)["ns/web"][1].RoutingWeight; w != 250_000 {
+		t.Errorf("weight from memory share = %d, want 250000", w)
+	}
+}
+
+func TestLateNodes(t *testing.T) {
+	now := time.Unix(10_000, 0)
+	plan := func(node string, gen, applied int64, written time.Time) v1.CacheNodePlan {
+		p := v1.CacheNodePlan{Spec: v1.CacheNodePlanSpec{NodeName: node, PlanGeneration: gen}, Status: v1.CacheNodePlanStatus{AppliedGeneration: applied}}
+		p.Annotations = map[string]string{objects.AnnotationPlanWrittenAt: written.UTC().Format(time.RFC3339)}
+		return p
+	}
+	plans := []v1.CacheNodePlan{
+		plan("applied", 3, 3, now.Add(-time.Hour)),
+		plan("late", 3, 2, now.Add(-2*time.Minute)),
+		plan("recent", 3, 2, now.Add(-30*time.Second)),
+		plan("rewritten-now", 3, 3, now.Add(-time.Hour)),
+	}
+	generations := map[string]int64{"applied": 3, "late": 3, "recent": 3, "rewritten-now": 4}
+	got := lateNodes(plans, generations, time.Minute, now)
+	if len(got) != 1 || got[0] != "late" {
+		t.Errorf("late nodes %v, want [late]", got)
+	}
+}
+
+func TestAllocationOf(t *testing.T) {
+	a := allocationOf([]planning.Partition{
+		{Node: "a", MemoryBytes: 1 << 30, BandwidthLimitBytesPerSecond: 100, OpsLimitPerSecond: 10},
+		{Node: "b", MemoryBytes: 1 << 30, BandwidthLimitBytesPerSecond: 50},
+		{Node: "c", MemoryBytes: 0},
+	}, map[string]int64{"a": 4, "b": 7})
+	if a.Memory.Cmp(resource.MustParse("2Gi")) != 0 || a.NodeCount != 2 || len(a.Nodes) != 2 || a.PlanGeneration != 7 {
+		t.Errorf("allocation %+v", a)
+	}
+	if a.BandwidthLimit == nil || a.BandwidthLimit.Value() != 150 {
+		t.Errorf("bandwidth limit %v, want 150 (every partition limited)", a.BandwidthLimit)
+	}
+	if a.OpsLimit != nil {
+		t.Errorf("ops limit %v, want none (one partition is unlimited)", *a.OpsLimit)
+	}
+}
+
+func TestThrottledCondition(t *testing.T) {
+	traffic := &promquery.TenantMeasurement{Nodes: map[string]*promquery.TenantNodeMeasurement{"a": {RequestsPerSecond: 100, BytesPerSecond: 1000}}}
+	limited := func(ops, bytes int64) *v1.TenantAllocation {
+		a := &v1.TenantAllocation{}
+		if ops > 0 {
+			a.OpsLimit = ptr.To(ops)
+		}
+		if bytes > 0 {
+			a.BandwidthLimit = resource.NewQuantity(bytes, resource.DecimalSI)
+		}
+		return a
+	}
+	tests := []struct {
+		name      string
+		throttled float64
+		alloc     *v1.TenantAllocation
+		status    metav1.ConditionStatus
+		reason    string
+	}{
+		{"nothing held", 0, limited(100, 0), metav1.ConditionFalse, v1.ReasonWithinLimits},
+		{"noise", minThrottledRate / 2, limited(100, 0), metav1.ConditionFalse, v1.ReasonWithinLimits},
+		{"ops limit in use", 5, limited(110, 0), metav1.ConditionTrue, v1.ReasonOpsLimited},
+		{"bandwidth limit in use", 5, limited(0, 1100), metav1.ConditionTrue, v1.ReasonBandwidthLimited},
+		{"both: the fuller one", 5, limited(1000, 1100), metav1.ConditionTrue, v1.ReasonBandwidthLimited},
+	}
+	for _, tt := range tests {
+		m := *traffic
+		m.ThrottledPerSecond = tt.throttled
+		c := throttledCondition(&m, tt.alloc)
+		if c.Status != tt.status || c.Reason != tt.reason {
+			t.Errorf("%s: %s/%s (%s), want %s/%s", tt.name, c.Status, c.Reason, c.Message, tt.status, tt.reason)
+		}
+	}
+}
+
+func TestSLOCondition(t *testing.T) {
+	hitRatio := &v1.TenantSLO{Spec: v1.TenantSLOSpec{Objective: v1.Objective{HitRatio: &v1.HitRatioObjective{Ratio: "0.9"}}}}
+	latency := &v1.TenantSLO{Spec: v1.TenantSLOSpec{Objective: v1.Objective{Latency: &v1.LatencyObjective{Target: metav1.Duration{Duration: time.Millisecond}, Statistic: v1.LatencyMean}}}}
+	measured := func(hits, misses, latencySum float64) *promquery.TenantMeasurement {
+		return &promquery.TenantMeasurement{HitsPerSecond: hits, MissesPerSecond: misses, LatencySumPerSecond: latencySum, LatencyCountPerSecond: hits + misses}
+	}
+	tests := []struct {
+		name     string
+		tenant   *v1.TenantSLO
+		m        *promquery.TenantMeasurement
+		plan     *planning.TenantPlan
+		status   metav1.ConditionStatus
+		reason   string
+		contains string
+	}{
+		{"no traffic", hitRatio, nil, nil, metav1.ConditionUnknown, v1.ReasonAwaitingMetrics, "no hit ratio observed over the last 30s; target 0.9"},
+		{"met", hitRatio, measured(95, 5, 0), nil, metav1.ConditionTrue, v1.ReasonTargetMet, "observed hit ratio 0.95 meets target 0.9"},
+		{"missed", hitRatio, measured(80, 20, 0), &planning.TenantPlan{Verdict: planning.VerdictMeetsSLO}, metav1.ConditionFalse, v1.ReasonTargetMissed, "observed hit ratio 0.8 misses target 0.9"},
+		{"unreachable", hitRatio, measured(80, 20, 0), &planning.TenantPlan{Verdict: planning.VerdictInfeasible, Reason: "the curve tops out at 0.85"},
+			metav1.ConditionFalse, v1.ReasonTargetUnreachable, "cannot meet it: the curve tops out at 0.85"},
+		{"latency met", latency, measured(50, 50, 0.05), nil, metav1.ConditionTrue, v1.ReasonTargetMet, "observed mean latency 500µs meets target 1ms"},
+		{"latency missed", latency, measured(50, 50, 0.2), nil, metav1.ConditionFalse, v1.ReasonTargetMissed, "observed mean latency 2ms misses target 1ms"},
+	}
+	for _, tt := range tests {
+		j := judge(tt.tenant, tt.m, nil, 0)
+		c := sloCondition(tt.tenant, j, tt.plan, "", 30*time.Second)
+		if c.Status != tt.status || c.Reason != tt.reason || !strings.Contains(c.Message, tt.contains) {
+			t.Errorf("%s: %s/%s %q, want %s/%s containing %q", tt.name, c.Status, c.Reason, c.Message, tt.status, tt.reason, tt.contains)
+		}
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	plan := func(s *planning.SolverReport) *planning.Plan {
+		return &planning.Plan{Policy: "optimal", Solver: s, Summary: planning.Summary{ExpectedHitsPerSecond: 1234.56789, MovementBytes: 2 << 30}}
+	}
+	tests := []struct {
+		name     string
+		plan     *planning.Plan
+		fallback string
+		status   string
+	}{
+		{"heuristic policy", plan(nil), "", v1.SolverStatusNotUsed},
+		{"proven optimal", plan(&planning.SolverReport{Status: "Optimal"}), "", v1.SolverStatusOptimal},
+		{"time limit", plan(&planning.SolverReport{Status: "Feasible"}), "", v1.SolverStatusFeasible},
+		{"greedy", plan(&planning.SolverReport{Status: "Greedy", Fallback: "OR-Tools unavailable"}), "OR-Tools unavailable", v1.SolverStatusFallback},
+	}
+	for _, tt := range tests {
+		s := summarize(tt.plan, tt.fallback)
+		if s.SolverStatus != tt.status || s.Objective != "1234.5679" || s.MovedMemory.Cmp(resource.MustParse("1Gi")) != 0 {
+			t.Errorf("%s: %+v", tt.name, s)
+		}
+		if tt.fallback != "" && !strings.Contains(s.Message, tt.fallback) {
+			t.Errorf("%s: message %q lacks the fallback reason", tt.name, s.Message)
+		}
+	}
+}

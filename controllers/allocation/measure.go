@@ -1,0 +1,89 @@
+package allocation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
+	"github.com/cacheqos/cacheqos/controllers/conditions"
+	"github.com/cacheqos/cacheqos/controllers/internal/objects"
+	"github.com/cacheqos/cacheqos/internal/promquery"
+)
+
+// Rate windows span this many scrape intervals, so every rate has several samples.
+const windowScrapes = 4
+
+// Sidecar series older than this many scrape intervals mean the sidecars are not scraped.
+const staleScrapes = 3
+
+// metricsResult is what measuring a cluster gave.
+type metricsResult struct {
+	// m is set when err is nil.
+	m *promquery.Measurements
+	// err says why there are no usable measurements; reason is the condition reason for it.
+	err    error
+	reason string
+	window time.Duration
+	// unmeasured lists the cluster's nodes without fresh samples (their tenants' traffic there
+	// reads as zero).
+	unmeasured []string
+}
+
+// scrapeInterval is how often Prometheus scrapes the cluster's sidecars, as the cluster's
+// ServiceMonitor settings say.
+func scrapeInterval(c *v1.CacheCluster) time.Duration {
+	if i := c.Spec.Monitoring.ServiceMonitor.Interval; i != nil && i.Duration > 0 {
+		return i.Duration
+	}
+	return v1.DefaultServiceMonitorInterval
+}
+
+// measure reads the cluster's sidecar metrics over the last window (the allocation interval,
+// and at least windowScrapes scrape intervals) and checks they are fresh.
+func (l *Loop) measure(ctx context.Context, in *inputs) metricsResult {
+	c := in.cluster
+	scrape := scrapeInterval(c)
+	r := metricsResult{window: max(c.Spec.Allocation.IntervalOrDefault(), windowScrapes*scrape)}
+	url := c.Spec.Monitoring.PrometheusURL
+	if url == "" {
+		url = l.opts.DefaultPrometheusURL
+	}
+	if url == "" {
+		r.err = errors.New("no Prometheus to read from: set spec.monitoring.prometheusURL or the operator's --prometheus-url; plans use the tenants' specs only")
+		r.reason = conditions.ReasonPrometheusNotConfigured
+		return r
+	}
+	client, err := promquery.New(url, l.opts.HTTPClient)
+	if err == nil {
+		r.m, err = promquery.Measure(ctx, client, promquery.Scope{Nodes: in.nodes, Window: r.window})
+	}
+	if err != nil {
+		r.m, r.err, r.reason = nil, err, v1.ReasonPrometheusUnavailable
+		return r
+	}
+	staleAfter := staleScrapes * scrape
+	newest := time.Duration(-1)
+	for _, node := range in.nodes {
+		age, ok := r.m.NodeSampleAge[node]
+		if ok && (newest < 0 || age < newest) {
+			newest = age
+		}
+		if !ok || age > staleAfter {
+			r.unmeasured = append(r.unmeasured, node)
+		}
+	}
+	switch {
+	case newest < 0:
+		r.err = fmt.Errorf("prometheus at %s has no %s series for nodes %s: is it scraping the sidecars?", url, promquery.MetricPlanGeneration, objects.ListNames(in.nodes))
+	case len(r.unmeasured) == len(in.nodes):
+		r.err = fmt.Errorf("the newest sidecar sample in Prometheus at %s is %v old (limit %v, %d scrape intervals)", url, newest.Round(time.Second), staleAfter, staleScrapes)
+	}
+	if r.err != nil {
+		r.m, r.reason = nil, conditions.ReasonMetricsStale
+	}
+	slices.Sort(r.unmeasured)
+	return r
+}

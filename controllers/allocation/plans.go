@@ -1,0 +1,152 @@
+package allocation
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
+	"github.com/cacheqos/cacheqos/controllers/internal/objects"
+	"github.com/cacheqos/cacheqos/controllers/internal/ssa"
+	"github.com/cacheqos/cacheqos/internal/allocator/planning"
+)
+
+// partitionsByNode turns an allocation into each node's partitions: partitions with memory,
+// with the tenant's eviction policy and limits, and routes to every node holding a partition
+// of the tenant whose sidecar address is known (weights from the allocation).
+func partitionsByNode(v view, tenants map[string]*v1.TenantSLO, endpoints map[string]string) map[string][]v1.PartitionPlan {
+	out := map[string][]v1.PartitionPlan{}
+	for id, parts := range v {
+		t := tenants[id]
+		if t == nil {
+			continue
+		}
+		eviction := t.Spec.EvictionPolicy
+		if eviction == "" {
+			eviction = v1.EvictionLRU
+		}
+		routes := routesOf(parts, endpoints)
+		for _, p := range parts {
+			if p.MemoryBytes <= 0 {
+				continue
+			}
+			pp := v1.PartitionPlan{
+				Tenant:         id,
+				Memory:         *resource.NewQuantity(p.MemoryBytes, resource.BinarySI),
+				EvictionPolicy: eviction,
+				Routes:         routes,
+			}
+			if p.BandwidthLimitBytesPerSecond > 0 {
+				pp.BandwidthLimit = resource.NewQuantity(p.BandwidthLimitBytesPerSecond, resource.DecimalSI)
+			}
+			if p.OpsLimitPerSecond > 0 {
+				pp.OpsLimit = ptr.To(p.OpsLimitPerSecond)
+			}
+			out[p.Node] = append(out[p.Node], pp)
+		}
+	}
+	return out
+}
+
+// routesOf lists a tenant's partitions as routes, sorted by node, at most MaxRoutesPerTenant
+// (the largest weights) of them.
+func routesOf(parts []planning.Partition, endpoints map[string]string) []v1.TenantRoute {
+	var routes []v1.TenantRoute
+	for _, p := range parts {
+		endpoint, known := endpoints[p.Node]
+		if p.MemoryBytes <= 0 || !known {
+			continue
+		}
+		routes = append(routes, v1.TenantRoute{NodeName: p.Node, Endpoint: endpoint, Weight: p.RoutingWeight})
+	}
+	if len(routes) > v1.MaxRoutesPerTenant {
+		slices.SortFunc(routes, func(a, b v1.TenantRoute) int { return cmp.Compare(b.Weight, a.Weight) })
+		routes = routes[:v1.MaxRoutesPerTenant]
+	}
+	slices.SortFunc(routes, func(a, b v1.TenantRoute) int { return cmp.Compare(a.NodeName, b.NodeName) })
+	return routes
+}
+
+// planApply is what the loop owns of a CacheNodePlan.
+type planApply struct {
+	Metadata planApplyMetadata `json:"metadata"`
+	Spec     planApplySpec     `json:"spec"`
+}
+
+type planApplyMetadata struct {
+	Annotations map[string]string `json:"annotations"`
+}
+
+type planApplySpec struct {
+	PlanGeneration int64              `json:"planGeneration"`
+	PartitionCount int32              `json:"partitionCount"`
+	Partitions     []v1.PartitionPlan `json:"partitions"`
+}
+
+// writePlans writes every node's partitions where they changed, bumping planGeneration, and
+// the spec hash where it changed; it returns each node's plan generation after the writes.
+func (l *Loop) writePlans(ctx context.Context, in *inputs, desired view, hash string) (map[string]int64, error) {
+	tenants := make(map[string]*v1.TenantSLO, len(in.admitted))
+	for _, t := range in.admitted {
+		tenants[t.TenantID()] = t
+	}
+	byNode := partitionsByNode(desired, tenants, in.endpoints)
+	generations := make(map[string]int64, len(in.plans))
+	now := time.Now().UTC().Format(time.RFC3339)
+	gvk := v1.GroupVersion.WithKind("CacheNodePlan")
+	var errs []error
+	for i := range in.plans {
+		p := &in.plans[i]
+		var spec v1.CacheNodePlanSpec
+		spec.SetPartitions(byNode[p.Spec.NodeName])
+		generations[p.Spec.NodeName] = p.Spec.PlanGeneration
+		partitionsChanged := !equality.Semantic.DeepEqual(spec.Partitions, p.Spec.Partitions)
+		if !partitionsChanged && p.Annotations[objects.AnnotationSpecHash] == hash {
+			continue
+		}
+		next, writtenAt := p.Spec.PlanGeneration, p.Annotations[objects.AnnotationPlanWrittenAt]
+		if partitionsChanged {
+			next = p.Spec.PlanGeneration + 1
+		}
+		if partitionsChanged || writtenAt == "" {
+			writtenAt = now
+		}
+		body := planApply{
+			Metadata: planApplyMetadata{Annotations: map[string]string{objects.AnnotationPlanWrittenAt: writtenAt, objects.AnnotationSpecHash: hash}},
+			Spec:     planApplySpec{PlanGeneration: next, PartitionCount: *spec.PartitionCount, Partitions: spec.Partitions},
+		}
+		if body.Spec.Partitions == nil {
+			body.Spec.Partitions = []v1.PartitionPlan{}
+		}
+		if err := ssa.ApplyFields(ctx, l.client, gvk, client.ObjectKeyFromObject(p), body, objects.FieldOwnerAllocator); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		generations[p.Spec.NodeName] = next
+	}
+	return generations, errors.Join(errs...)
+}
+
+// lateNodes lists the nodes whose sidecar has not applied a plan written more than deadline
+// ago (plans written by this allocation are not late yet).
+func lateNodes(plans []v1.CacheNodePlan, generations map[string]int64, deadline time.Duration, now time.Time) []string {
+	var late []string
+	for i := range plans {
+		p := &plans[i]
+		if generations[p.Spec.NodeName] != p.Spec.PlanGeneration || p.Status.AppliedGeneration >= p.Spec.PlanGeneration {
+			continue
+		}
+		written, err := time.Parse(time.RFC3339, p.Annotations[objects.AnnotationPlanWrittenAt])
+		if err != nil || now.Sub(written) > deadline {
+			late = append(late, p.Spec.NodeName)
+		}
+	}
+	return late
+}

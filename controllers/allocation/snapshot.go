@@ -1,0 +1,254 @@
+package allocation
+
+import (
+	"cmp"
+	"math"
+	"slices"
+
+	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
+	"github.com/cacheqos/cacheqos/internal/allocator/planning"
+	"github.com/cacheqos/cacheqos/internal/curve"
+	"github.com/cacheqos/cacheqos/internal/promquery"
+)
+
+// buildSnapshot is the allocator's input: the cluster's nodes with their measured load, and
+// every admitted tenant with its objective, limits, measured traffic, curve and current
+// partitions. m is nil when there are no usable measurements.
+func buildSnapshot(in *inputs, m *promquery.Measurements, st *clusterState) *planning.Snapshot {
+	capacity := &in.cluster.Spec.Capacity
+	snap := &planning.Snapshot{APIVersion: planning.APIVersion, Kind: planning.KindSnapshot, Cluster: in.key.String()}
+	for _, node := range in.nodes {
+		snap.Nodes = append(snap.Nodes, planning.Node{
+			Name:                    node,
+			MemoryBytes:             capacity.PartitionableMemory(),
+			BandwidthBytesPerSecond: capacity.Bandwidth.Value(),
+			OpsPerSecond:            capacity.OpsPerSecond,
+			Load:                    nodeLoad(m, node),
+		})
+	}
+	for _, t := range in.admitted {
+		var tm *promquery.TenantMeasurement
+		if m != nil {
+			tm = m.Tenants[t.TenantID()]
+		}
+		snap.Tenants = append(snap.Tenants, snapshotTenant(t, tm, in, st))
+	}
+	return snap
+}
+
+// nodeLoad sums every tenant's traffic on node, this cluster's or not: the allocator keeps
+// what its tenants do not explain as background load.
+func nodeLoad(m *promquery.Measurements, node string) planning.Load {
+	var load planning.Load
+	if m == nil {
+		return load
+	}
+	for _, t := range m.Tenants {
+		if n := t.Nodes[node]; n != nil {
+			load.OpsPerSecond += n.RequestsPerSecond
+			load.BytesPerSecond += n.BytesPerSecond
+		}
+	}
+	return load
+}
+
+func snapshotTenant(t *v1.TenantSLO, tm *promquery.TenantMeasurement, in *inputs, st *clusterState) planning.Tenant {
+	spec := &t.Spec
+	pt := planning.Tenant{
+		ID:       t.TenantID(),
+		Class:    planning.ClassStrict,
+		Priority: spec.Priority,
+		Spread:   planning.Spread{MinNodes: spec.Placement.MinNodes, MaxNodes: spec.Placement.MaxNodes},
+		History:  st.history[t.TenantID()],
+		Current:  planning.Current{Isolated: st.isolated[t.TenantID()]},
+	}
+	if spec.Class == v1.ClassBestEffort {
+		pt.Class = planning.ClassBestEffort
+	}
+	if pt.Priority == 0 {
+		pt.Priority = v1.DefaultTenantPriority
+	}
+	if q := spec.Memory.Min; q != nil && pt.Class == planning.ClassStrict {
+		pt.Memory.MinBytes = q.Value()
+	}
+	if q := spec.Memory.Max; q != nil {
+		pt.Memory.MaxBytes = q.Value()
+	}
+	if q := spec.Bandwidth.Guaranteed; q != nil && pt.Class == planning.ClassStrict {
+		pt.Bandwidth.GuaranteedBytesPerSecond = q.Value()
+	}
+	if q := spec.Bandwidth.Limit; q != nil {
+		pt.Bandwidth.LimitBytesPerSecond = q.Value()
+	}
+	if spec.OpsLimit != nil {
+		pt.OpsLimitPerSecond = *spec.OpsLimit
+	}
+	for _, p := range in.current[t.TenantID()] {
+		pt.Current.Partitions = append(pt.Current.Partitions, planning.CurrentPartition{Node: p.Node, MemoryBytes: p.MemoryBytes})
+	}
+	if tm != nil {
+		observe(&pt, tm, in.nodes)
+	}
+	pt.Objective = objectiveOf(t, tm, pt.Observed)
+	if pt.Objective == nil {
+		// The objective cannot be modelled yet (a latency objective before any latency was
+		// measured): the tenant keeps its guarantees but is planned as best effort this time.
+		pt.Class = planning.ClassBestEffort
+	}
+	return pt
+}
+
+// observe copies a tenant's measurements into the snapshot: rates on the cluster's nodes,
+// hit ratio, hit and miss latencies, and the miss-ratio curve.
+func observe(pt *planning.Tenant, tm *promquery.TenantMeasurement, nodes []string) {
+	for _, node := range nodes {
+		if n := tm.Nodes[node]; n != nil {
+			pt.Rates = append(pt.Rates, planning.NodeRate{Node: node, RequestsPerSecond: n.RequestsPerSecond, BytesPerSecond: n.BytesPerSecond})
+		}
+	}
+	if h, ok := tm.HitRatio(); ok {
+		pt.Observed.HitRatio = &h
+	}
+	if hit, miss, ok := tm.HitMissLatency(); ok {
+		pt.Observed.HitLatencySeconds = min(hit, planning.MaxLatencySeconds)
+		pt.Observed.MissLatencySeconds = min(miss, planning.MaxLatencySeconds)
+	}
+	pt.MissRatioCurve = mergedCurve(tm, nodes)
+}
+
+// objectiveOf translates the TenantSLO objective into the allocator's. Latency objectives
+// need measured hit and miss latencies; a p99 target is scaled by the observed mean/p99
+// ratio, since the allocator models mean latency. Nil when the objective cannot be modelled.
+func objectiveOf(t *v1.TenantSLO, tm *promquery.TenantMeasurement, obs planning.Observation) *planning.Objective {
+	o := t.Spec.Objective
+	switch {
+	case o.HitRatio != nil:
+		if v, err := o.HitRatio.Target(); err == nil {
+			return &planning.Objective{HitRatio: &v}
+		}
+	case o.MaxDegradation != nil:
+		if v, err := o.MaxDegradation.Target(); err == nil {
+			return &planning.Objective{MaxDegradation: &v}
+		}
+	case o.Latency != nil:
+		if obs.HitLatencySeconds <= 0 || obs.MissLatencySeconds <= 0 {
+			return nil
+		}
+		target := o.Latency.Target.Seconds()
+		if o.Latency.Statistic == v1.LatencyP99 {
+			mean, okMean := tm.MeanLatency()
+			p99, okP99 := tm.LatencyQuantile(0.99)
+			if !okMean || !okP99 || p99 <= 0 {
+				return nil
+			}
+			target *= min(1, mean/p99)
+		}
+		if target > 0 && target <= planning.MaxLatencySeconds {
+			return &planning.Objective{LatencySeconds: &target}
+		}
+	}
+	return nil
+}
+
+// mergedCurve combines the tenant's per-node curves into one curve over its total size.
+// Keys are routed to nodes in proportion to their weights, so a node receiving share w of the
+// tenant's requests sees w of its keys, and a local partition of size s behaves like a total
+// size of s/w. The merged hit ratio at total size S is the request-weighted mean over nodes
+// of each node's curve at S*w, read at the sizes of the node with the largest share.
+func mergedCurve(tm *promquery.TenantMeasurement, nodes []string) []planning.MissRatioPoint {
+	type nodeCurve struct {
+		share float64
+		curve *curve.Curve
+		sizes []int64
+	}
+	var curves []nodeCurve
+	var total float64
+	for _, node := range nodes {
+		n := tm.Nodes[node]
+		if n == nil || len(n.Curve) == 0 {
+			continue
+		}
+		pts := make([]curve.Point, len(n.Curve))
+		sizes := make([]int64, len(n.Curve))
+		for i, p := range n.Curve {
+			pts[i] = curve.Point{SizeBytes: p.SizeBytes, HitRatio: p.HitRatio}
+			sizes[i] = p.SizeBytes
+		}
+		c, err := curve.Fit(pts)
+		if err != nil {
+			continue
+		}
+		curves = append(curves, nodeCurve{share: n.RequestsPerSecond, curve: c, sizes: sizes})
+		total += n.RequestsPerSecond
+	}
+	if len(curves) == 0 {
+		return nil
+	}
+	for i := range curves {
+		if total > 0 {
+			curves[i].share /= total
+		} else {
+			curves[i].share = 1 / float64(len(curves))
+		}
+	}
+	dominant := slices.MaxFunc(curves, func(a, b nodeCurve) int { return cmp.Compare(a.share, b.share) })
+	if dominant.share <= 0 {
+		return nil
+	}
+	var out []planning.MissRatioPoint
+	limit := float64(planning.MaxNodeMemoryBytes) * float64(len(nodes))
+	for _, local := range dominant.sizes {
+		size := float64(local) / dominant.share
+		if size > limit || len(out) == planning.MaxCurvePoints {
+			break
+		}
+		var hit, weight float64
+		for _, c := range curves {
+			if c.share <= 0 {
+				continue
+			}
+			hit += c.share * c.curve.At(int64(size*c.share))
+			weight += c.share
+		}
+		point := planning.MissRatioPoint{SizeBytes: max(1, int64(math.Round(size))), MissRatio: clamp01(1 - hit/weight)}
+		if len(out) > 0 && point.SizeBytes <= out[len(out)-1].SizeBytes {
+			continue
+		}
+		out = append(out, point)
+	}
+	return out
+}
+
+func clamp01(v float64) float64 {
+	return min(1, max(0, v))
+}
+
+// recordHistory appends each measured tenant's (total size in force, observed hit ratio).
+func recordHistory(st *clusterState, in *inputs, m *promquery.Measurements) {
+	for _, t := range in.admitted {
+		id := t.TenantID()
+		tm := m.Tenants[id]
+		if tm == nil {
+			continue
+		}
+		h, ok := tm.HitRatio()
+		var size int64
+		for _, p := range in.current[id] {
+			size += p.MemoryBytes
+		}
+		if !ok || size <= 0 {
+			continue
+		}
+		hist := append(st.history[id], planning.HitRatioPoint{SizeBytes: size, HitRatio: h})
+		if len(hist) > maxHistory {
+			hist = hist[len(hist)-maxHistory:]
+		}
+		st.history[id] = hist
+	}
+	for id := range st.history {
+		if !slices.ContainsFunc(in.admitted, func(t *v1.TenantSLO) bool { return t.TenantID() == id }) {
+			delete(st.history, id)
+			delete(st.isolated, id)
+		}
+	}
+}

@@ -1,0 +1,374 @@
+package allocation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
+	"github.com/cacheqos/cacheqos/api/v1alpha1/decimal"
+	"github.com/cacheqos/cacheqos/controllers/internal/objects"
+	"github.com/cacheqos/cacheqos/controllers/internal/opmetrics"
+	"github.com/cacheqos/cacheqos/controllers/internal/ssa"
+	"github.com/cacheqos/cacheqos/internal/allocator/planning"
+	"github.com/cacheqos/cacheqos/internal/curve"
+	"github.com/cacheqos/cacheqos/internal/promquery"
+)
+
+// Event reasons on TenantSLOs.
+const (
+	EventSLOMet          = "SLOMet"
+	EventSLOMissed       = "SLOMissed"
+	EventThrottled       = "Throttled"
+	EventThrottlingEnded = "ThrottlingEnded"
+)
+
+// minThrottledRate is the rate of held requests (per second) below which a tenant does not
+// count as throttled: one request in a minute and a half is noise, not a limit in force.
+const minThrottledRate = 0.01
+
+// tenantStatus is the part of TenantSLOStatus the loop owns.
+type tenantStatus struct {
+	Conditions        []metav1.Condition    `json:"conditions,omitempty"`
+	Allocation        *v1.TenantAllocation  `json:"allocation,omitempty"`
+	Observed          *v1.TenantObservation `json:"observed,omitempty"`
+	PredictedHitRatio string                `json:"predictedHitRatio,omitempty"`
+}
+
+// tenantCounts is what writeTenantStatuses tallied, for the cluster status.
+type tenantCounts struct {
+	meetingSLO, throttled int32
+}
+
+// hasLoopStatus reports whether the loop wrote anything to the tenant's status.
+func hasLoopStatus(t *v1.TenantSLO) bool {
+	return t.Status.Allocation != nil || t.Status.Observed != nil || t.Status.PredictedHitRatio != "" ||
+		meta.FindStatusCondition(t.Status.Conditions, v1.ConditionSLOMet) != nil ||
+		meta.FindStatusCondition(t.Status.Conditions, v1.ConditionThrottled) != nil
+}
+
+// writeTenantStatuses writes every tenant's allocation, observations and SLOMet/Throttled
+// conditions, and emits events when those conditions change. Tenants no longer admitted lose
+// what the loop wrote. Without measurements, observations and conditions stay as they were.
+func (l *Loop) writeTenantStatuses(ctx context.Context, in *inputs, mr metricsResult, out outcome, generations map[string]int64) (tenantCounts, error) {
+	predictions := map[string]*planning.TenantPlan{}
+	if out.plan != nil {
+		for i := range out.plan.Tenants {
+			predictions[out.plan.Tenants[i].ID] = &out.plan.Tenants[i]
+		}
+	}
+	cluster := in.key.String()
+	gvk := v1.GroupVersion.WithKind("TenantSLO")
+	var errs []error
+	counts := tenantCounts{}
+	fairShare := in.cluster.Spec.Capacity.PartitionableMemory() * int64(len(in.nodes)) / int64(max(1, len(in.admitted)))
+	for _, t := range in.admitted {
+		id := t.TenantID()
+		st := tenantStatus{Allocation: allocationOf(out.desired[id], generations), PredictedHitRatio: t.Status.PredictedHitRatio}
+		if tp := predictions[id]; tp != nil {
+			if p, err := decimal.Format(clamp01(tp.Predicted.HitRatio)); err == nil {
+				st.PredictedHitRatio = p
+			}
+		}
+		if mr.err == nil {
+			var tm *promquery.TenantMeasurement
+			if mr.m != nil {
+				tm = mr.m.Tenants[id]
+			}
+			j := judge(t, tm, in.nodes, fairShare)
+			st.Observed = observation(tm, j)
+			slo := sloCondition(t, j, predictions[id], st.PredictedHitRatio, mr.window)
+			throttled := throttledCondition(tm, st.Allocation)
+			st.Conditions = ssa.OwnedConditions(t.Status.Conditions, t.Generation, metav1.Now(), slo, throttled)
+			l.recordTransitions(t, slo, throttled)
+			setSLOMetric(cluster, id, slo)
+		} else {
+			st.Observed = t.Status.Observed
+			for _, typ := range []string{v1.ConditionSLOMet, v1.ConditionThrottled} {
+				if c := meta.FindStatusCondition(t.Status.Conditions, typ); c != nil {
+					st.Conditions = append(st.Conditions, *c)
+				}
+			}
+		}
+		if meta.IsStatusConditionTrue(st.Conditions, v1.ConditionSLOMet) {
+			counts.meetingSLO++
+		}
+		if meta.IsStatusConditionTrue(st.Conditions, v1.ConditionThrottled) {
+			counts.throttled++
+		}
+		errs = append(errs, ssa.ApplyStatus(ctx, l.client, gvk, client.ObjectKeyFromObject(t), st, objects.FieldOwnerAllocator))
+	}
+	for i := range in.tenants {
+		t := &in.tenants[i]
+		if isAdmitted(in, t) || !hasLoopStatus(t) {
+			continue
+		}
+		opmetrics.TenantSLOMet.DeleteLabelValues(cluster, t.TenantID())
+		errs = append(errs, ssa.ApplyStatus(ctx, l.client, gvk, client.ObjectKeyFromObject(t), tenantStatus{}, objects.FieldOwnerAllocator))
+	}
+	opmetrics.TenantsMeetingSLO.WithLabelValues(cluster).Set(float64(counts.meetingSLO))
+	return counts, errors.Join(errs...)
+}
+
+func isAdmitted(in *inputs, t *v1.TenantSLO) bool {
+	for _, a := range in.admitted {
+		if a.TenantID() == t.TenantID() {
+			return true
+		}
+	}
+	return false
+}
+
+// allocationOf sums a tenant's partitions. Limits sum only when every partition has one
+// (an unlimited partition makes the total unlimited).
+func allocationOf(parts []planning.Partition, generations map[string]int64) *v1.TenantAllocation {
+	a := &v1.TenantAllocation{}
+	var memory, bandwidth, ops int64
+	bandwidthLimited, opsLimited := true, true
+	for _, p := range parts {
+		if p.MemoryBytes <= 0 {
+			continue
+		}
+		memory += p.MemoryBytes
+		na := v1.NodeAllocation{NodeName: p.Node, Memory: *resource.NewQuantity(p.MemoryBytes, resource.BinarySI)}
+		if p.BandwidthLimitBytesPerSecond > 0 {
+			bandwidth += p.BandwidthLimitBytesPerSecond
+			na.BandwidthLimit = resource.NewQuantity(p.BandwidthLimitBytesPerSecond, resource.DecimalSI)
+		} else {
+			bandwidthLimited = false
+		}
+		if p.OpsLimitPerSecond > 0 {
+			ops += p.OpsLimitPerSecond
+			na.OpsLimit = ptr.To(p.OpsLimitPerSecond)
+		} else {
+			opsLimited = false
+		}
+		a.NodeCount++
+		if len(a.Nodes) < v1.MaxTenantNodes {
+			a.Nodes = append(a.Nodes, na)
+		}
+		a.PlanGeneration = max(a.PlanGeneration, generations[p.Node])
+	}
+	a.Memory = *resource.NewQuantity(memory, resource.BinarySI)
+	if a.NodeCount > 0 && bandwidthLimited {
+		a.BandwidthLimit = resource.NewQuantity(bandwidth, resource.DecimalSI)
+	}
+	if a.NodeCount > 0 && opsLimited {
+		a.OpsLimit = ptr.To(ops)
+	}
+	return a
+}
+
+// judgement is a tenant's objective against what was observed.
+type judgement struct {
+	// what names the observed quantity ("hit ratio", "mean latency"...).
+	what string
+	// target and value in the target's unit; value is empty when nothing was observed.
+	target, value string
+	// met is nil when nothing was observed.
+	met *bool
+	tm  *promquery.TenantMeasurement
+}
+
+// judge compares the tenant's measurement with its objective. A maxDegradation objective is
+// judged against the latency the tenant would have with a fair share (the cluster's memory
+// split evenly among the admitted tenants), from its merged curve and hit/miss latencies.
+func judge(t *v1.TenantSLO, tm *promquery.TenantMeasurement, nodes []string, fairShare int64) judgement {
+	o := t.Spec.Objective
+	j := judgement{tm: tm}
+	observed := func(v float64, ok bool, met func(float64) bool, format func(float64) string) {
+		if ok && tm != nil {
+			j.value = format(v)
+			j.met = ptr.To(met(v))
+		}
+	}
+	decimal := func(v float64) string {
+		s, err := decimal.Format(v)
+		if err != nil {
+			return ""
+		}
+		return s
+	}
+	duration := func(v float64) string {
+		return time.Duration(v * float64(time.Second)).Round(time.Microsecond).String()
+	}
+	switch {
+	case o.HitRatio != nil:
+		target, _ := o.HitRatio.Target()
+		j.what, j.target = "hit ratio", o.HitRatio.Ratio
+		if tm != nil {
+			h, ok := tm.HitRatio()
+			observed(h, ok, func(v float64) bool { return v >= target }, decimal)
+		}
+	case o.Latency != nil:
+		target := o.Latency.Target.Seconds()
+		j.target = o.Latency.Target.Duration.String()
+		if o.Latency.Statistic == v1.LatencyP99 {
+			j.what = "p99 latency"
+			if tm != nil {
+				v, ok := tm.LatencyQuantile(0.99)
+				observed(v, ok, func(v float64) bool { return v <= target }, duration)
+			}
+		} else {
+			j.what = "mean latency"
+			if tm != nil {
+				v, ok := tm.MeanLatency()
+				observed(v, ok, func(v float64) bool { return v <= target }, duration)
+			}
+		}
+	case o.MaxDegradation != nil:
+		target, _ := o.MaxDegradation.Target()
+		j.what, j.target = "latency relative to a fair share", o.MaxDegradation.Factor
+		if tm != nil {
+			v, ok := degradation(tm, nodes, fairShare)
+			observed(v, ok, func(v float64) bool { return v <= target }, decimal)
+		}
+	}
+	return j
+}
+
+// degradation is the tenant's observed mean latency over the mean latency its curve and
+// hit/miss latencies predict at the fair share.
+func degradation(tm *promquery.TenantMeasurement, nodes []string, fairShare int64) (float64, bool) {
+	mean, ok := tm.MeanLatency()
+	hit, miss, okHM := tm.HitMissLatency()
+	pts := mergedCurve(tm, nodes)
+	if !ok || !okHM || len(pts) == 0 {
+		return 0, false
+	}
+	cp := make([]curve.Point, len(pts))
+	for i, p := range pts {
+		cp[i] = curve.Point{SizeBytes: p.SizeBytes, HitRatio: 1 - p.MissRatio}
+	}
+	c, err := curve.Fit(cp)
+	if err != nil {
+		return 0, false
+	}
+	fair := curve.MeanLatency(c.At(fairShare), hit, miss)
+	if fair <= 0 || math.IsNaN(fair) {
+		return 0, false
+	}
+	return mean / fair, true
+}
+
+// observation is the tenant's observed traffic for its status; nil without traffic.
+func observation(tm *promquery.TenantMeasurement, j judgement) *v1.TenantObservation {
+	if tm == nil {
+		return nil
+	}
+	obs := &v1.TenantObservation{
+		Time:           metav1.Now(),
+		ObjectiveValue: j.value,
+		OpsPerSecond:   int64(math.Round(tm.RequestsPerSecond())),
+		BytesPerSecond: *resource.NewQuantity(int64(math.Round(tm.BytesPerSecond())), resource.DecimalSI),
+	}
+	if h, ok := tm.HitRatio(); ok {
+		if s, err := decimal.Format(h); err == nil {
+			obs.HitRatio = s
+		}
+	}
+	if mean, ok := tm.MeanLatency(); ok {
+		obs.MeanLatency = &metav1.Duration{Duration: time.Duration(mean * float64(time.Second))}
+	}
+	if p99, ok := tm.LatencyQuantile(0.99); ok {
+		obs.P99Latency = &metav1.Duration{Duration: time.Duration(p99 * float64(time.Second))}
+	}
+	return obs
+}
+
+// sloCondition says whether the observed value meets the target, with both in the message.
+func sloCondition(t *v1.TenantSLO, j judgement, tp *planning.TenantPlan, predicted string, window time.Duration) metav1.Condition {
+	c := metav1.Condition{Type: v1.ConditionSLOMet}
+	switch {
+	case j.met == nil:
+		c.Status, c.Reason = metav1.ConditionUnknown, v1.ReasonAwaitingMetrics
+		c.Message = fmt.Sprintf("no %s observed over the last %v; target %s", j.what, window, j.target)
+	case *j.met:
+		c.Status, c.Reason = metav1.ConditionTrue, v1.ReasonTargetMet
+		c.Message = fmt.Sprintf("observed %s %s meets target %s", j.what, j.value, j.target)
+	case tp != nil && tp.Verdict == planning.VerdictInfeasible:
+		c.Status, c.Reason = metav1.ConditionFalse, v1.ReasonTargetUnreachable
+		c.Message = fmt.Sprintf("observed %s %s misses target %s, and the allocator cannot meet it: %s", j.what, j.value, j.target, tp.Reason)
+	default:
+		c.Status, c.Reason = metav1.ConditionFalse, v1.ReasonTargetMissed
+		c.Message = fmt.Sprintf("observed %s %s misses target %s", j.what, j.value, j.target)
+	}
+	if predicted != "" && t.Spec.Objective.HitRatio != nil {
+		c.Message += fmt.Sprintf(" (predicted hit ratio at the allocation: %s)", predicted)
+	}
+	return c
+}
+
+// throttledCondition says whether the tenant's requests wait for its limits. The sidecar
+// counts held requests without saying which bucket held them, so the reason names the limit
+// the tenant uses the larger share of.
+func throttledCondition(tm *promquery.TenantMeasurement, a *v1.TenantAllocation) metav1.Condition {
+	c := metav1.Condition{Type: v1.ConditionThrottled}
+	if tm == nil || tm.ThrottledPerSecond < minThrottledRate {
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, v1.ReasonWithinLimits, "no request waited for the tenant's limits"
+		return c
+	}
+	requests, bytes := tm.RequestsPerSecond(), tm.BytesPerSecond()
+	c.Status = metav1.ConditionTrue
+	c.Reason = v1.ReasonBandwidthLimited
+	var opsShare, bytesShare float64
+	if a.OpsLimit != nil && *a.OpsLimit > 0 {
+		opsShare = requests / float64(*a.OpsLimit)
+	}
+	if a.BandwidthLimit != nil && a.BandwidthLimit.Value() > 0 {
+		bytesShare = bytes / float64(a.BandwidthLimit.Value())
+	}
+	if opsShare > bytesShare {
+		c.Reason = v1.ReasonOpsLimited
+	}
+	share := 0.0
+	if requests > 0 {
+		share = 100 * tm.ThrottledPerSecond / requests
+	}
+	c.Message = fmt.Sprintf("%.2f requests/s (%.1f%% of %.1f requests/s) waited for the tenant's limits", tm.ThrottledPerSecond, share, requests)
+	return c
+}
+
+// recordTransitions emits events when a tenant starts or stops meeting its SLO, or starts or
+// stops being throttled.
+func (l *Loop) recordTransitions(t *v1.TenantSLO, slo, throttled metav1.Condition) {
+	if l.recorder == nil {
+		return
+	}
+	wasMet := meta.IsStatusConditionTrue(t.Status.Conditions, v1.ConditionSLOMet)
+	oldSLO := meta.FindStatusCondition(t.Status.Conditions, v1.ConditionSLOMet)
+	switch {
+	case slo.Status == metav1.ConditionTrue && !wasMet:
+		l.recorder.Event(t, corev1.EventTypeNormal, EventSLOMet, slo.Message)
+	case slo.Status == metav1.ConditionFalse && (oldSLO == nil || oldSLO.Status != metav1.ConditionFalse):
+		l.recorder.Event(t, corev1.EventTypeWarning, EventSLOMissed, slo.Message)
+	}
+	wasThrottled := meta.IsStatusConditionTrue(t.Status.Conditions, v1.ConditionThrottled)
+	switch {
+	case throttled.Status == metav1.ConditionTrue && !wasThrottled:
+		l.recorder.Event(t, corev1.EventTypeWarning, EventThrottled, throttled.Message)
+	case throttled.Status == metav1.ConditionFalse && wasThrottled:
+		l.recorder.Event(t, corev1.EventTypeNormal, EventThrottlingEnded, throttled.Message)
+	}
+}
+
+// setSLOMetric exports the tenant's SLOMet as 1 or 0, and nothing while it is unknown.
+func setSLOMetric(cluster, tenant string, slo metav1.Condition) {
+	switch slo.Status {
+	case metav1.ConditionTrue:
+		opmetrics.TenantSLOMet.WithLabelValues(cluster, tenant).Set(1)
+	case metav1.ConditionFalse:
+		opmetrics.TenantSLOMet.WithLabelValues(cluster, tenant).Set(0)
+	default:
+		opmetrics.TenantSLOMet.DeleteLabelValues(cluster, tenant)
+	}
+}

@@ -1,0 +1,261 @@
+// Package cachecluster reconciles CacheClusters: the sidecar DaemonSet on the selected nodes,
+// its Services, ServiceAccount and least-privilege RBAC, the credentials Secret the sidecars
+// read, one CacheNodePlan per selected node, and — when the prometheus-operator CRDs are
+// served — a ServiceMonitor and a PrometheusRule. Status says whether the sidecars serve
+// (DaemonSet readiness, never assumed), whether the plans are applied, and whether monitoring
+// is in place; the allocation loop owns the rest of the status.
+package cachecluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
+	"github.com/cacheqos/cacheqos/controllers/internal/objects"
+	"github.com/cacheqos/cacheqos/controllers/internal/opmetrics"
+)
+
+// +kubebuilder:rbac:groups=cacheqos.io,resources=cachenodeplans/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=apps,resources=daemonsets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=services;serviceaccounts;secrets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=nodes;pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=monitoring.coreos.com,resources=servicemonitors;prometheusrules,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
+
+// Images are the operator's default images, used where a CacheCluster leaves them empty.
+type Images struct {
+	// Sidecar is the cacheqos node agent and proxy image (required).
+	Sidecar string
+	// Redis and Memcached provide the engine binaries; the sidecar runs inside them. Empty:
+	// the sidecar image, which carries both engines.
+	Redis, Memcached string
+}
+
+// Reconciler reconciles CacheClusters.
+type Reconciler struct {
+	Client   client.Client
+	Cache    cache.Cache
+	Mapper   meta.RESTMapper
+	Recorder record.EventRecorder
+	// Trigger asks the allocation loop for a new plan.
+	Trigger objects.PlanTrigger
+	// Forget drops the allocation loop's state of a deleted cluster.
+	Forget func(types.NamespacedName)
+	Images Images
+
+	controller controller.Controller
+	// watching records the monitoring kinds a watch was started for, once they were found.
+	watchMu  sync.Mutex
+	watching map[string]bool
+}
+
+// SetupWithManager registers the controller. It owns everything it creates, maps Nodes (when
+// their labels, taints or schedulability change), sidecar Pods and the prometheus-operator
+// CRDs to clusters, and starts watches on ServiceMonitors and PrometheusRules once their CRDs
+// are found.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	c, err := ctrl.NewControllerManagedBy(mgr).
+		For(&v1.CacheCluster{}).
+		Owns(&appsv1.DaemonSet{}).
+		Owns(&corev1.Service{}).
+		Owns(&corev1.ServiceAccount{}).
+		Owns(&corev1.Secret{}).
+		Owns(&rbacv1.Role{}).
+		Owns(&rbacv1.RoleBinding{}).
+		Owns(&v1.CacheNodePlan{}).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.allClusters), builder.WithPredicates(nodeSchedulingChanged())).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.clustersForPod)).
+		// The prometheus-operator CRDs may come (or go) while the operator runs.
+		Watches(&apiextensionsv1.CustomResourceDefinition{}, handler.EnqueueRequestsFromMapFunc(r.allClusters),
+			builder.OnlyMetadata, builder.WithPredicates(predicate.NewPredicateFuncs(isMonitoringCRD))).
+		Build(r)
+	if err != nil {
+		return err
+	}
+	r.controller = c
+	return nil
+}
+
+// watchOwned starts, once, a watch of obj's kind that enqueues the owning CacheCluster. It is
+// called only after the kind was found served, so a cluster without the prometheus-operator
+// CRDs never starts a watch that cannot sync.
+func (r *Reconciler) watchOwned(kind string, obj client.Object) error {
+	r.watchMu.Lock()
+	defer r.watchMu.Unlock()
+	if r.watching[kind] {
+		return nil
+	}
+	src := source.Kind(r.Cache, obj, handler.EnqueueRequestForOwner(r.Client.Scheme(), r.Mapper, &v1.CacheCluster{}, handler.OnlyControllerOwner()))
+	if err := r.controller.Watch(src); err != nil {
+		return fmt.Errorf("watching %s: %w", kind, err)
+	}
+	if r.watching == nil {
+		r.watching = map[string]bool{}
+	}
+	r.watching[kind] = true
+	return nil
+}
+
+// scope is what one reconcile learns about a cluster, for the status at its end.
+type scope struct {
+	cluster    *v1.CacheCluster
+	nodes      []corev1.Node
+	daemonSet  *appsv1.DaemonSet
+	pods       []corev1.Pod
+	plans      []v1.CacheNodePlan
+	monitoring monitoringResult
+	// replan is set when the allocation loop must plan again (nodes came or went, a sidecar's
+	// address changed, the spec changed).
+	replan bool
+}
+
+// Reconcile brings a CacheCluster's objects to their desired state and reports it in one
+// status apply at the end, whatever happened on the way.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, reterr error) {
+	defer func() { opmetrics.CountError(opmetrics.ControllerCacheCluster, reterr) }()
+	cluster := &v1.CacheCluster{}
+	if err := r.Client.Get(ctx, req.NamespacedName, cluster); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if !cluster.DeletionTimestamp.IsZero() {
+		return reconcile.Result{}, r.reconcileDelete(ctx, cluster)
+	}
+	if !controllerutil.ContainsFinalizer(cluster, objects.ClusterFinalizer) {
+		// The update event brings the cluster back with its finalizer.
+		return reconcile.Result{}, r.addFinalizer(ctx, cluster)
+	}
+
+	s := &scope{cluster: cluster, replan: cluster.Status.ObservedGeneration != cluster.Generation}
+	defer func() {
+		reterr = errors.Join(reterr, r.applyStatus(ctx, s, reterr))
+		if s.replan && r.Trigger != nil {
+			r.Trigger.Trigger(req.NamespacedName)
+		}
+	}()
+	var errs []error
+	for _, phase := range []func(context.Context, *scope) error{
+		r.reconcileSidecarIdentity,
+		r.reconcileCredentialsSecret,
+		r.reconcileServices,
+		r.reconcileDaemonSet,
+		r.reconcileNodePlans,
+		r.reconcileMonitoring,
+	} {
+		if err := phase(ctx, s); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return reconcile.Result{}, errors.Join(errs...)
+}
+
+func (r *Reconciler) addFinalizer(ctx context.Context, cluster *v1.CacheCluster) error {
+	patch := client.MergeFromWithOptions(cluster.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	controllerutil.AddFinalizer(cluster, objects.ClusterFinalizer)
+	return r.Client.Patch(ctx, cluster, patch)
+}
+
+// reconcileDelete removes the sidecars first (so no sidecar acts on a half-deleted cluster),
+// then the plans and every other object the cluster owns, then the allocation loop's state
+// and metrics, and finally the finalizer. Garbage collection would remove the owned objects
+// too, but in no particular order.
+func (r *Reconciler) reconcileDelete(ctx context.Context, cluster *v1.CacheCluster) error {
+	if !controllerutil.ContainsFinalizer(cluster, objects.ClusterFinalizer) {
+		return nil
+	}
+	key := client.ObjectKeyFromObject(cluster)
+	inNamespace := client.InNamespace(cluster.Namespace)
+	sidecars := client.MatchingLabels(objects.SidecarLabels(cluster.Name))
+	if err := r.Client.DeleteAllOf(ctx, &appsv1.DaemonSet{}, inNamespace, sidecars); err != nil {
+		return fmt.Errorf("deleting the sidecar DaemonSet: %w", err)
+	}
+	plans, err := r.listPlans(ctx, cluster)
+	if err != nil {
+		return err
+	}
+	for i := range plans {
+		if err := r.Client.Delete(ctx, &plans[i]); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting CacheNodePlan %s: %w", plans[i].Name, err)
+		}
+	}
+	for _, obj := range []client.Object{&corev1.Service{}, &rbacv1.RoleBinding{}, &rbacv1.Role{}, &corev1.ServiceAccount{}, &corev1.Secret{}} {
+		if err := r.Client.DeleteAllOf(ctx, obj, inNamespace, sidecars); err != nil {
+			return fmt.Errorf("deleting %T of the cluster: %w", obj, err)
+		}
+	}
+	if err := r.deleteMonitoring(ctx, cluster); err != nil {
+		return err
+	}
+	if r.Forget != nil {
+		r.Forget(key)
+	}
+	opmetrics.ForgetCluster(key.String())
+	patch := client.MergeFromWithOptions(cluster.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	controllerutil.RemoveFinalizer(cluster, objects.ClusterFinalizer)
+	return r.Client.Patch(ctx, cluster, patch)
+}
+
+// isMonitoringCRD passes the CRDs of the monitoring kinds the operator creates.
+func isMonitoringCRD(obj client.Object) bool {
+	return obj.GetName() == "servicemonitors."+monitoringv1.SchemeGroupVersion.Group ||
+		obj.GetName() == "prometheusrules."+monitoringv1.SchemeGroupVersion.Group
+}
+
+// allClusters enqueues every CacheCluster: for a Node, its labels or taints decide which
+// clusters select it, before and after the change; for a monitoring CRD, every cluster may
+// have asked for monitoring.
+func (r *Reconciler) allClusters(ctx context.Context, _ client.Object) []reconcile.Request {
+	var list v1.CacheClusterList
+	if err := r.Client.List(ctx, &list); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing CacheClusters")
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return out
+}
+
+// clustersForPod enqueues the cluster a sidecar pod belongs to (its instance label).
+func (r *Reconciler) clustersForPod(ctx context.Context, obj client.Object) []reconcile.Request {
+	instance := obj.GetLabels()[objects.LabelInstance]
+	if obj.GetLabels()[objects.LabelName] != objects.SidecarName || instance == "" {
+		return nil
+	}
+	var list v1.CacheClusterList
+	if err := r.Client.List(ctx, &list, client.InNamespace(obj.GetNamespace())); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing CacheClusters for a Pod event")
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range list.Items {
+		if objects.LabelValue(list.Items[i].Name) == instance {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+	}
+	return out
+}

@@ -1,0 +1,113 @@
+package cachecluster
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
+)
+
+func TestSelectNodes(t *testing.T) {
+	taint := func(key string, effect corev1.TaintEffect) corev1.Taint {
+		return corev1.Taint{Key: key, Value: "x", Effect: effect}
+	}
+	n := func(name string, labels map[string]string, taints ...corev1.Taint) corev1.Node {
+		return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Spec: corev1.NodeSpec{Taints: taints}}
+	}
+	cache := map[string]string{"pool": "cache"}
+	deleting := n("deleting", cache)
+	deleting.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)}
+	nodes := []corev1.Node{
+		n("zeta", cache),
+		n("alpha", cache),
+		n("other-pool", map[string]string{"pool": "web"}),
+		n("dedicated", cache, taint("dedicated", corev1.TaintEffectNoSchedule)),
+		n("gpu", cache, taint("gpu", corev1.TaintEffectNoExecute)),
+		n("prefers-not", cache, taint("busy", corev1.TaintEffectPreferNoSchedule)),
+		n("starting", cache, corev1.Taint{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule}),
+		n("cordoned", cache, corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule}),
+		n("unreachable", cache, corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute}),
+		deleting,
+	}
+	tests := []struct {
+		name string
+		spec v1.CacheClusterSpec
+		want []string
+	}{
+		{
+			name: "selector and condition taints",
+			spec: v1.CacheClusterSpec{NodeSelector: cache},
+			want: []string{"alpha", "cordoned", "prefers-not", "starting", "unreachable", "zeta"},
+		},
+		{
+			name: "tolerations admit tainted nodes",
+			spec: v1.CacheClusterSpec{NodeSelector: cache, Tolerations: []corev1.Toleration{
+				{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "x", Effect: corev1.TaintEffectNoSchedule},
+			}},
+			want: []string{"alpha", "cordoned", "dedicated", "prefers-not", "starting", "unreachable", "zeta"},
+		},
+		{
+			name: "a toleration for another effect does not",
+			spec: v1.CacheClusterSpec{NodeSelector: cache, Tolerations: []corev1.Toleration{
+				{Key: "gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+			}},
+			want: []string{"alpha", "cordoned", "prefers-not", "starting", "unreachable", "zeta"},
+		},
+		{
+			name: "empty selector takes every untainted node",
+			spec: v1.CacheClusterSpec{},
+			want: []string{"alpha", "cordoned", "other-pool", "prefers-not", "starting", "unreachable", "zeta"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			for _, node := range selectNodes(nodes, &tt.spec) {
+				got = append(got, node.Name)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Fatalf("selected %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestDaemonSetImages: the sidecar runs straight from its own image when that is the engine
+// image too (the default), and is copied into any other engine image first.
+func TestDaemonSetImages(t *testing.T) {
+	c := &v1.CacheCluster{Spec: v1.CacheClusterSpec{Engine: v1.EngineMemcached}}
+	c.Name = "shared"
+	tests := []struct {
+		name       string
+		defaults   Images
+		engine     string
+		wantImage  string
+		wantCopied bool
+	}{
+		{"the sidecar image carries the engines", Images{Sidecar: "s:1"}, "", "s:1", false},
+		{"an operator default engine image", Images{Sidecar: "s:1", Redis: "r:1", Memcached: "m:1"}, "", "m:1", true},
+		{"the cluster's engine image", Images{Sidecar: "s:1"}, "e:2", "e:2", true},
+		{"the cluster's engine image is the sidecar's", Images{Sidecar: "s:1", Memcached: "m:1"}, "s:1", "s:1", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c.Spec.Images.Engine = tt.engine
+			pod := (&Reconciler{Images: tt.defaults}).desiredDaemonSet(c).Spec.Template.Spec
+			sc := pod.Containers[0]
+			if sc.Image != tt.wantImage {
+				t.Errorf("sidecar container image %s, want %s", sc.Image, tt.wantImage)
+			}
+			copied := len(pod.InitContainers) == 1 && pod.InitContainers[0].Image == "s:1" && sc.Command[0] == toolsDir+sidecarBinary
+			if copied != tt.wantCopied || (!copied && (len(pod.InitContainers) != 0 || sc.Command[0] != sidecarBinary)) {
+				t.Errorf("init containers %+v, command %v; want copied=%v", pod.InitContainers, sc.Command, tt.wantCopied)
+			}
+			if !slices.Contains(sc.Args, "--client-listen=:11211") {
+				t.Errorf("args %v lack memcached's client port", sc.Args)
+			}
+		})
+	}
+}

@@ -1,0 +1,113 @@
+// Package controllers wires the cacheqos operator into a controller-runtime manager: the
+// CacheCluster and TenantSLO reconcilers and the leader-only allocation loop they trigger.
+// cmd/operator and the envtest suites both build the operator through Setup, so the tests
+// run exactly what ships.
+package controllers
+
+import (
+	"context"
+	"errors"
+
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
+	"github.com/cacheqos/cacheqos/controllers/allocation"
+	"github.com/cacheqos/cacheqos/controllers/cachecluster"
+	"github.com/cacheqos/cacheqos/controllers/internal/objects"
+	"github.com/cacheqos/cacheqos/controllers/tenantslo"
+)
+
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+
+// Options configure the operator.
+type Options struct {
+	// Images are the defaults for CacheClusters that name none.
+	Images cachecluster.Images
+	// Allocation tunes the allocation loop.
+	Allocation allocation.Options
+}
+
+// NewScheme returns a scheme with every type the operator reads or writes.
+func NewScheme() (*runtime.Scheme, error) {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{
+		clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, v1.AddToScheme, monitoringv1.AddToScheme,
+	} {
+		if err := add(scheme); err != nil {
+			return nil, err
+		}
+	}
+	return scheme, nil
+}
+
+// CacheOptions restricts the manager's informers to the objects the operator manages, so it
+// neither holds every Secret and Pod of the cluster in memory nor needs to, and to namespaces
+// when some are given (Nodes and CRDs, cluster-scoped, are always watched cluster-wide).
+func CacheOptions(namespaces ...string) cache.Options {
+	managed := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{objects.LabelManagedBy: objects.ManagedBy})}
+	var defaults map[string]cache.Config
+	for _, ns := range namespaces {
+		if defaults == nil {
+			defaults = map[string]cache.Config{}
+		}
+		defaults[ns] = cache.Config{}
+	}
+	return cache.Options{DefaultNamespaces: defaults, ByObject: map[client.Object]cache.ByObject{
+		&corev1.Secret{}:         managed,
+		&corev1.Pod{}:            {Label: labels.SelectorFromSet(labels.Set{objects.LabelName: objects.SidecarName, objects.LabelManagedBy: objects.ManagedBy})},
+		&corev1.Service{}:        managed,
+		&corev1.ServiceAccount{}: managed,
+		&appsv1.DaemonSet{}:      managed,
+		&rbacv1.Role{}:           managed,
+		&rbacv1.RoleBinding{}:    managed,
+	}}
+}
+
+// Setup adds the operator to mgr (built with NewScheme and CacheOptions) and returns the
+// allocation loop.
+func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*allocation.Loop, error) {
+	if opts.Images.Sidecar == "" {
+		return nil, errors.New("the default sidecar image is required")
+	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1.TenantSLO{}, objects.TenantClusterIndex, func(obj client.Object) []string {
+		return []string{objects.TenantClusterIndexValue(obj.(*v1.TenantSLO))}
+	}); err != nil {
+		return nil, err
+	}
+	loop := allocation.New(mgr.GetClient(), mgr.GetEventRecorderFor("cacheqos-allocator"), mgr.GetLogger().WithName("allocation"), opts.Allocation)
+	if err := mgr.Add(loop); err != nil {
+		return nil, err
+	}
+	clusters := &cachecluster.Reconciler{
+		Client:   mgr.GetClient(),
+		Cache:    mgr.GetCache(),
+		Mapper:   mgr.GetRESTMapper(),
+		Recorder: mgr.GetEventRecorderFor("cacheqos-cachecluster"),
+		Trigger:  loop,
+		Forget:   loop.Forget,
+		Images:   opts.Images,
+	}
+	if err := clusters.SetupWithManager(mgr); err != nil {
+		return nil, err
+	}
+	tenants := &tenantslo.Reconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorderFor("cacheqos-tenantslo"),
+		Trigger:   loop,
+	}
+	if err := tenants.SetupWithManager(mgr); err != nil {
+		return nil, err
+	}
+	return loop, nil
+}

@@ -1,0 +1,136 @@
+package tenantslo
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
+)
+
+// guarantees are what admitting a tenant reserves.
+type guarantees struct {
+	memory, bandwidth  int64
+	minNodes, maxNodes int32
+}
+
+func guaranteesOf(t *v1.TenantSLO) guarantees {
+	g := guarantees{minNodes: t.Spec.Placement.MinNodes, maxNodes: t.Spec.Placement.MaxNodes}
+	if g.minNodes <= 0 {
+		g.minNodes = v1.DefaultMinNodes
+	}
+	if t.Spec.Class == v1.ClassBestEffort {
+		return g
+	}
+	if m := t.Spec.Memory.Min; m != nil {
+		g.memory = m.Value()
+	}
+	if b := t.Spec.Bandwidth.Guaranteed; b != nil {
+		g.bandwidth = b.Value()
+	}
+	return g
+}
+
+func isAdmitted(t *v1.TenantSLO) bool {
+	return meta.IsStatusConditionTrue(t.Status.Conditions, v1.ConditionAdmitted)
+}
+
+// admissionOrder sorts tenants for admission: those admitted already keep their guarantees,
+// so they come first; then first come, first served by creation time, then by namespace and
+// name so the order never depends on the cache.
+func admissionOrder(tenants []v1.TenantSLO) {
+	slices.SortStableFunc(tenants, func(a, b v1.TenantSLO) int {
+		if aa, ba := isAdmitted(&a), isAdmitted(&b); aa != ba {
+			if aa {
+				return -1
+			}
+			return 1
+		}
+		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.TenantID(), b.TenantID())
+	})
+}
+
+func bytesString(v int64) string {
+	return resource.NewQuantity(v, resource.BinarySI).String()
+}
+
+func rateString(v int64) string {
+	return resource.NewQuantity(v, resource.DecimalSI).String()
+}
+
+// admission decides whether target fits in cluster next to the other tenants, walking them in
+// admissionOrder and reserving each admitted tenant's guaranteed memory and bandwidth against
+// the cluster's capacity (nodes x per-node partitionable memory and bandwidth). A tenant that
+// does not fit is skipped, and later ones may still fit. The condition's message carries the
+// numbers either way.
+func admission(cluster *v1.CacheCluster, tenants []v1.TenantSLO, target *v1.TenantSLO) metav1.Condition {
+	nodes := int64(cluster.Status.NodeCount)
+	perNodeMemory := cluster.Spec.Capacity.PartitionableMemory()
+	perNodeBandwidth := cluster.Spec.Capacity.Bandwidth.Value()
+	memoryCapacity, bandwidthCapacity := nodes*perNodeMemory, nodes*perNodeBandwidth
+
+	candidates := make([]v1.TenantSLO, 0, len(tenants)+1)
+	for _, t := range tenants {
+		if t.DeletionTimestamp.IsZero() && t.TenantID() != target.TenantID() && supported(cluster, &t) {
+			candidates = append(candidates, t)
+		}
+	}
+	candidates = append(candidates, *target)
+	admissionOrder(candidates)
+
+	var usedMemory, usedBandwidth int64
+	admittedBefore := 0
+	for i := range candidates {
+		t := &candidates[i]
+		g := guaranteesOf(t)
+		reason := ""
+		switch {
+		case nodes == 0:
+			reason = "the cluster runs on no nodes yet (its nodeSelector and tolerations select none)"
+		case int64(g.minNodes) > nodes:
+			reason = fmt.Sprintf("placement.minNodes %d exceeds the cluster's %d nodes", g.minNodes, nodes)
+		case g.maxNodes > 0 && g.memory > int64(g.maxNodes)*perNodeMemory:
+			reason = fmt.Sprintf("memory.min %s exceeds what placement.maxNodes %d nodes hold (%d x %s)",
+				bytesString(g.memory), g.maxNodes, g.maxNodes, bytesString(perNodeMemory))
+		case usedMemory+g.memory > memoryCapacity:
+			reason = fmt.Sprintf("memory.min %s does not fit: the cluster has %s of partitionable memory (%d nodes x %s), %s is guaranteed to %d tenants admitted before it, %s is free",
+				bytesString(g.memory), bytesString(memoryCapacity), nodes, bytesString(perNodeMemory),
+				bytesString(usedMemory), admittedBefore, bytesString(memoryCapacity-usedMemory))
+		case usedBandwidth+g.bandwidth > bandwidthCapacity:
+			reason = fmt.Sprintf("bandwidth.guaranteed %s does not fit: the cluster has %s bytes/s (%d nodes x %s), %s is guaranteed to %d tenants admitted before it, %s is free",
+				rateString(g.bandwidth), rateString(bandwidthCapacity), nodes, rateString(perNodeBandwidth),
+				rateString(usedBandwidth), admittedBefore, rateString(bandwidthCapacity-usedBandwidth))
+		}
+		if t.TenantID() != target.TenantID() {
+			if reason == "" {
+				usedMemory += g.memory
+				usedBandwidth += g.bandwidth
+				admittedBefore++
+			}
+			continue
+		}
+		if reason != "" {
+			return metav1.Condition{Type: v1.ConditionAdmitted, Status: metav1.ConditionFalse, Reason: v1.ReasonInsufficientCapacity, Message: reason}
+		}
+		usedMemory += g.memory
+		usedBandwidth += g.bandwidth
+		break
+	}
+	g := guaranteesOf(target)
+	return metav1.Condition{Type: v1.ConditionAdmitted, Status: metav1.ConditionTrue, Reason: v1.ReasonAdmitted,
+		Message: fmt.Sprintf("guaranteed memory %s and bandwidth %s reserved; %s of %s memory and %s of %s bytes/s are now guaranteed",
+			bytesString(g.memory), rateString(g.bandwidth), bytesString(usedMemory), bytesString(memoryCapacity),
+			rateString(usedBandwidth), rateString(bandwidthCapacity))}
+}
+
+// supported reports whether the cluster's engine offers the tenant's eviction policy.
+func supported(cluster *v1.CacheCluster, t *v1.TenantSLO) bool {
+	return cluster.Spec.Engine != v1.EngineMemcached || t.Spec.EvictionPolicy != v1.EvictionLFU
+}
