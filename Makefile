@@ -16,13 +16,7 @@ export CACHEQOS_ORTOOLS_LIB := $(LOCALBIN)/ortools/ortools/.libs/libortools.so.9
 export KUBEBUILDER_ASSETS := $(LOCALBIN)/envtest
 export PATH := $(LOCALBIN):$(LOCALBIN)/kube:$(PATH)
 
-# Test layers, by where the tests live. Each layer's packages run with the real components the
-# layer names: unit (pure logic), envtest (a real kube-apiserver + etcd), integration (real
-# redis-server, memcached, prometheus processes), e2e (the local cluster).
-UNIT_PKGS = ./internal/... ./cmd/...
-ENVTEST_PKGS = ./api/... ./controllers/...
-INTEGRATION_PKGS = ./cache-sidecar/... ./test/integration/...
-E2E_PKGS = ./test/e2e/...
+# Test layers (unit, envtest, integration, e2e) are defined by folder in hack/test.sh.
 GO_TEST_FLAGS ?= -count=1 -timeout 20m
 
 .PHONY: help
@@ -39,9 +33,10 @@ generate: ## Generate DeepCopy methods and protobuf code.
 	go generate ./internal/...
 
 .PHONY: manifests
-manifests: ## Generate CRDs and RBAC into config/.
+manifests: ## Generate CRDs and RBAC into config/, and their copies in the chart.
 	$(CONTROLLER_GEN) rbac:roleName=cacheqos-operator crd webhook paths="./api/..." paths="./controllers/..." \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	$(MAKE) chart-sync
 
 .PHONY: fmt
 fmt: ## gofmt the tree.
@@ -83,4 +78,14 @@ bench-sidecar: ## Sidecar proxy vs direct engine vs twemproxy: throughput, p50/p
 
 .PHONY: verify-generated
 verify-generated: generate manifests ## Fail when generated files are out of date.
-	git diff --exit-code -- api config internal
+	git diff --exit-code -- api config internal charts
+
+.PHONY: chart-sync
+chart-sync: ## Copy the generated CRDs and operator RBAC rules into the Helm chart.
+	rm -f charts/cacheqos/files/crds/*.yaml
+	cp config/crd/bases/*.yaml charts/cacheqos/files/crds/
+	cp config/rbac/role.yaml charts/cacheqos/files/rbac/role.yaml
+
+.PHONY: chart-test
+chart-test: ## Lint and render the Helm chart, check it against a real API server, the Dockerfile and the metrics.
+	go test $(GO_TEST_FLAGS) ./test/chart/...

@@ -10,7 +10,7 @@ cd "$repo"
 
 declare -A layer_pkgs=(
   [unit]="./internal/... ./cmd/... ./hack/..."
-  [envtest]="./api/... ./controllers/..."
+  [envtest]="./api/... ./controllers/... ./test/chart/..."
   [integration]="./cache-sidecar/... ./test/integration/..."
   [e2e]="./test/e2e/..."
 )

@@ -9,6 +9,12 @@
 #   smoke      localhost/cacheqos/smoke:local      HTTP test server (/healthz, / = pod name)
 #   redis      localhost/cacheqos/redis:local      Debian's redis-server, port 6379
 #   memcached  localhost/cacheqos/memcached:local  Debian's memcached, port 11211
+#   operator       localhost/cacheqos/operator:local       the operator, with OR-Tools
+#   cache-sidecar  localhost/cacheqos/cache-sidecar:local  the sidecar, redis-server and memcached
+#
+# operator and cache-sidecar are the Dockerfile's targets of the same names, built from the
+# same binaries (test/chart checks the two stay in step). $CACHEQOS_VERSION (default "local")
+# is stamped into them as the Dockerfile stamps its VERSION.
 #
 # DIR defaults to $CACHEQOS_IMAGE_DIR, else $HOME/.cache/cacheqos/images. Prints one line per
 # image, "TAG IMAGE_ID TAR"; progress goes to stderr. Import with hack/images/import.sh TAR...
@@ -16,7 +22,8 @@ set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 out=${CACHEQOS_IMAGE_DIR:-$HOME/.cache/cacheqos/images}
-images=(pause smoke redis memcached)
+version=${CACHEQOS_VERSION:-local}
+images=(pause smoke redis memcached operator cache-sidecar)
 
 usage() {
   echo "usage: $0 [-o DIR] IMAGE...   (IMAGE: ${images[*]})" >&2
@@ -55,6 +62,11 @@ engine() {
   echo "$path"
 }
 
+# go_release CGO_ENABLED PACKAGE OUTPUT: a cacheqos binary, built as the Dockerfile builds it.
+go_release() {
+  (cd "$repo" && CGO_ENABLED=$1 go build -trimpath -ldflags "-s -w -X main.version=$version" -o "$3" "$2")
+}
+
 mkimage() { "$work/mkimage" "$@"; }
 
 # Non-root users: 65535 is the conventional pause user, 65534 is "nobody".
@@ -85,6 +97,39 @@ image_memcached() {
     -add "$(engine memcached):/usr/bin/memcached" -libs \
     -user 65534:65534 -expose 11211/tcp \
     -entrypoint '["/usr/bin/memcached"]' -cmd '["--port=11211","--udp-port=0"]'
+}
+
+# The operator loads OR-Tools with dlopen, so it is built with cgo and -libs adds the C library
+# it links. The OR-Tools libraries keep the wheel's layout under /opt/ortools (they find each
+# other through $ORIGIN); the system libraries they need beyond it come from this host, as
+# ldd resolves them. 65532 is the Dockerfile's user.
+image_operator() {
+  local wheel=$repo/bin/ortools file lib
+  local adds=()
+  [ -f "$wheel/ortools/.libs/libortools.so.9" ] || die "OR-Tools is not installed: run hack/bootstrap.sh ortools"
+  wheel=$(cd "$wheel" && pwd -P)
+  go_release 1 ./cmd/operator "$work/operator"
+  while IFS= read -r file; do
+    adds+=(-add "$file:/opt/ortools/${file#"$wheel"/}")
+  done < <(find "$wheel/ortools/.libs" "$wheel/ortools.libs" -type f)
+  while IFS= read -r lib; do
+    adds+=(-add "$lib")
+  done < <(ldd "$wheel/ortools/.libs/libortools.so.9" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }' | grep -v "^$wheel/")
+  mkimage -tag localhost/cacheqos/operator:local -o "$out/operator.tar" \
+    -add "$work/operator:/operator" -libs "${adds[@]}" \
+    -env CACHEQOS_ORTOOLS_LIB=/opt/ortools/ortools/.libs/libortools.so.9 \
+    -user 65532:65532 -entrypoint '["/operator"]'
+}
+
+# The sidecar binary is static; the engines come with the libraries they load. The operator's
+# DaemonSet copies /cache-sidecar into the engine container, and this image is the default
+# engine image of both engines.
+image_cache-sidecar() {
+  go_release 0 ./cmd/cache-sidecar "$work/cache-sidecar"
+  mkimage -tag localhost/cacheqos/cache-sidecar:local -o "$out/cache-sidecar.tar" \
+    -add "$work/cache-sidecar:/cache-sidecar" \
+    -add "$(engine redis-server):/usr/bin/redis-server" -add "$(engine memcached):/usr/bin/memcached" -libs \
+    -user 65532:65532 -entrypoint '["/cache-sidecar"]'
 }
 
 for name in "$@"; do
