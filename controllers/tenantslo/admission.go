@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
+	"github.com/cacheqos/cacheqos/internal/allocator/planning"
 )
 
 // guarantees are what admitting a tenant reserves.
@@ -57,7 +58,12 @@ func admissionOrder(tenants []v1.TenantSLO) {
 	})
 }
 
+// bytesString prints v as a quantity when it is a whole number of binary units (as users write
+// them in specs), and rounded otherwise: a capacity minus headroom is rarely a round number.
 func bytesString(v int64) string {
+	if v%1024 != 0 {
+		return planning.FormatBytes(v)
+	}
 	return resource.NewQuantity(v, resource.BinarySI).String()
 }
 

@@ -89,6 +89,15 @@ func TestAdmissionDecisions(t *testing.T) {
 		})
 	}
 
+	// Headroom makes the partitionable memory a number no unit divides: it is rounded for humans.
+	tight := cluster.DeepCopy()
+	tight.Spec.Capacity = v1.NodeCapacity{Memory: resource.MustParse("256Mi"), HeadroomPercent: ptr.To[int32](10)}
+	tight.Status.NodeCount = 1
+	small := build(spec{name: "a", memory: "16Mi"})
+	if c := admission(tight, []v1.TenantSLO{small}, &small); !strings.Contains(c.Message, "16Mi of 230.4 MiB memory") {
+		t.Errorf("message %q does not round the partitionable memory", c.Message)
+	}
+
 	empty := cluster.DeepCopy()
 	empty.Status.NodeCount = 0
 	target := build(spec{name: "a"})
