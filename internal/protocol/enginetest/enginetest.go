@@ -73,19 +73,19 @@ func socketDir(tb testing.TB) string {
 	return dir
 }
 
-// lockedBuffer collects an engine's output while it runs.
-type lockedBuffer struct {
+// LockedBuffer collects a process's output while it runs; tests read it meanwhile.
+type LockedBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *lockedBuffer) Write(p []byte) (int, error) {
+func (b *LockedBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
-func (b *lockedBuffer) String() string {
+func (b *LockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
@@ -97,7 +97,7 @@ func start(tb testing.TB, name string, args []string, sock string) {
 	if err != nil {
 		tb.Fatalf("%s not found on PATH (%v): run `make bootstrap`", name, err)
 	}
-	var out lockedBuffer
+	var out LockedBuffer
 	cmd := exec.Command(path, args...)
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
