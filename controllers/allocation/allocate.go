@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -67,11 +68,15 @@ type problem struct{ reason, message string }
 func (l *Loop) allocate(ctx context.Context, key types.NamespacedName) (time.Duration, error) {
 	start := time.Now()
 	cluster := &v1.CacheCluster{}
-	if err := l.client.Get(ctx, key, cluster); err != nil {
-		return 0, client.IgnoreNotFound(err)
-	}
-	if !cluster.DeletionTimestamp.IsZero() {
+	err := l.client.Get(ctx, key, cluster)
+	if apierrors.IsNotFound(err) || (err == nil && !cluster.DeletionTimestamp.IsZero()) {
+		// An allocation under way when the cluster reconciler forgot the cluster's metrics
+		// may have exported them again.
+		opmetrics.ForgetCluster(key.String())
 		return 0, nil
+	}
+	if err != nil {
+		return 0, err
 	}
 	interval := cluster.Spec.Allocation.IntervalOrDefault()
 	in, err := l.gather(ctx, cluster)
@@ -80,6 +85,7 @@ func (l *Loop) allocate(ctx context.Context, key types.NamespacedName) (time.Dur
 	}
 	if len(in.nodes) == 0 {
 		// No node, nothing to plan: the cluster reconciler reports NoMatchingNodes.
+		opmetrics.PublishAllocation(key.String(), &cluster.Spec.Capacity, nil, publishedTenants(in, nil))
 		return interval, nil
 	}
 	st := l.stateOf(key)
@@ -341,4 +347,19 @@ func (l *Loop) exportMetrics(in *inputs, out outcome, start time.Time) {
 	if out.plan != nil {
 		opmetrics.PlanObjective.WithLabelValues(cluster).Set(out.plan.Summary.ExpectedHitsPerSecond)
 	}
+	opmetrics.PublishAllocation(cluster, &in.cluster.Spec.Capacity, in.nodes, publishedTenants(in, out.desired))
+}
+
+// publishedTenants are the admitted tenants' objectives and the memory an allocation gives
+// each of their partitions, for the operator's metrics.
+func publishedTenants(in *inputs, allocation view) []opmetrics.TenantAllocation {
+	out := make([]opmetrics.TenantAllocation, len(in.admitted))
+	for i, t := range in.admitted {
+		memory := map[string]int64{}
+		for _, p := range allocation[t.TenantID()] {
+			memory[p.Node] += p.MemoryBytes
+		}
+		out[i] = opmetrics.TenantAllocation{ID: t.TenantID(), Objective: &t.Spec.Objective, MemoryBytes: memory}
+	}
+	return out
 }

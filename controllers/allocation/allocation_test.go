@@ -259,6 +259,7 @@ func TestAllocationWithPrometheus(t *testing.T) {
 		return nil
 	})
 	checkOperatorMetrics(t, cacheNS+"/shared")
+	checkObjectiveMetrics(t, cacheNS, teamNS)
 
 	// The sidecars never apply their plans: after one interval the cluster says so.
 	testenv.Eventually(t, timeout, func() error {
@@ -353,6 +354,17 @@ func TestAllocationWithPrometheus(t *testing.T) {
 		}
 		if err := get(&v1.TenantSLO{}, teamNS, "batch"); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("batch still exists (get: %w)", err)
+		}
+		return nil
+	})
+	// ... and its series leave the operator's metrics, judged or not.
+	testenv.Eventually(t, timeout, func() error {
+		for metric, series := range clusterSeries(t, cacheNS+"/shared") {
+			for labels := range series {
+				if strings.Contains(labels, "tenant="+teamNS+"/batch") {
+					return fmt.Errorf("%s{%s} remains", metric, labels)
+				}
+			}
 		}
 		return nil
 	})

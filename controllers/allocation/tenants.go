@@ -91,6 +91,7 @@ func (l *Loop) writeTenantStatuses(ctx context.Context, in *inputs, mr metricsRe
 			st.Conditions = ssa.OwnedConditions(t.Status.Conditions, t.Generation, metav1.Now(), slo, throttled)
 			l.recordTransitions(t, slo, throttled)
 			setSLOMetric(cluster, id, slo)
+			opmetrics.SetTenantObserved(cluster, id, &t.Spec.Objective, j.measured, j.met != nil)
 		} else {
 			st.Observed = t.Status.Observed
 			for _, typ := range []string{v1.ConditionSLOMet, v1.ConditionThrottled} {
@@ -112,7 +113,6 @@ func (l *Loop) writeTenantStatuses(ctx context.Context, in *inputs, mr metricsRe
 		if isAdmitted(in, t) || !hasLoopStatus(t) {
 			continue
 		}
-		opmetrics.TenantSLOMet.DeleteLabelValues(cluster, t.TenantID())
 		errs = append(errs, ssa.ApplyStatus(ctx, l.client, gvk, client.ObjectKeyFromObject(t), tenantStatus{}, objects.FieldOwnerAllocator))
 	}
 	opmetrics.TenantsMeetingSLO.WithLabelValues(cluster).Set(float64(counts.meetingSLO))
@@ -174,6 +174,8 @@ type judgement struct {
 	what string
 	// target and value in the target's unit; value is empty when nothing was observed.
 	target, value string
+	// measured is value as a number, latencies in seconds.
+	measured float64
 	// met is nil when nothing was observed.
 	met *bool
 	tm  *promquery.TenantMeasurement
@@ -187,7 +189,7 @@ func judge(t *v1.TenantSLO, tm *promquery.TenantMeasurement, nodes []string, fai
 	j := judgement{tm: tm}
 	observed := func(v float64, ok bool, met func(float64) bool, format func(float64) string) {
 		if ok && tm != nil {
-			j.value = format(v)
+			j.value, j.measured = format(v), v
 			j.met = ptr.To(met(v))
 		}
 	}

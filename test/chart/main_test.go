@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery"
@@ -30,6 +31,8 @@ var fixture struct {
 	chartDir string
 	helm     string
 	promtool string
+	// sidecarRegistry holds the cache sidecar's collectors (newSidecarRegistry).
+	sidecarRegistry *prometheus.Registry
 	// kubeVersion is the API server's version, given to helm so that rendering sees the
 	// cluster the manifests are applied to.
 	kubeVersion string
@@ -68,6 +71,12 @@ func run(m *testing.M) int {
 	if fixture.promtool, err = tool("promtool"); err != nil {
 		return fail("%v (Debian package prometheus: hack/bootstrap.sh apt)", err)
 	}
+	registry, stopSidecar, err := newSidecarRegistry()
+	if err != nil {
+		return fail("registering the cache sidecar's metrics: %v", err)
+	}
+	defer stopSidecar()
+	fixture.sidecarRegistry = registry
 	controllerGen, err := tool("controller-gen")
 	if err != nil {
 		return fail("%v", err)

@@ -15,6 +15,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
+
+	"github.com/cacheqos/cacheqos/internal/promquery"
 )
 
 // ruleGroup and rule are the parts of a Prometheus rule file the tests read and write.
@@ -92,15 +94,6 @@ func renderedAlerts(t *testing.T) *unstructured.Unstructured {
 	return findOne(t, release{name: "t", namespace: testNamespace, values: values{"prometheusRule.enabled": `true`}}.mustRender(t), "PrometheusRule")
 }
 
-func alertQueries(t *testing.T) []query {
-	t.Helper()
-	var out []query
-	for _, r := range alertRules(t, renderedAlerts(t)) {
-		out = append(out, query{"alert " + r.Alert, r.Expr})
-	}
-	return out
-}
-
 // TestPrometheusRuleMetricsAreExported checks every alert expression for metrics cacheqos
 // does not export, and that promtool accepts the rules.
 func TestPrometheusRuleMetricsAreExported(t *testing.T) {
@@ -122,32 +115,21 @@ func TestPrometheusRuleMetricsAreExported(t *testing.T) {
 	}
 }
 
-// TestQueriedSidecarMetricsAreDefined checks that every sidecar metric the dashboard and the
-// alerts query, as docs/metrics.md names it, is also defined in the sidecar's Go source: a
-// documented name the sidecar does not serve leaves panels and alerts empty.
-func TestQueriedSidecarMetricsAreDefined(t *testing.T) {
-	exported := loadExportedMetrics(t)
-	firstUse := map[string]string{}
-	for _, q := range append(dashboardQueries(t, readDashboard(t)), alertQueries(t)...) {
-		metrics, err := promqlMetrics(q.expr)
-		if err != nil {
-			t.Fatalf("%s: %v", q.where, err)
-		}
-		for _, m := range metrics {
-			base := exported.base(m)
-			if _, seen := firstUse[base]; !seen && exported.names[base] == originSidecar {
-				firstUse[base] = q.where
-			}
-		}
+// TestOperatorAlertsMetricsAreExported checks the alerts the operator puts in the
+// PrometheusRule of every CacheCluster that asks for one (promquery.Alerts) as the chart's
+// own: promtool accepts them, and every metric they query is exported.
+func TestOperatorAlertsMetricsAreExported(t *testing.T) {
+	metrics := newMetricChecker(t)
+	var rules []rule
+	for _, a := range promquery.Alerts(promquery.AlertScope{Namespace: "cache-platform", Job: "shared-sidecars", Cluster: "cache-platform/shared"}) {
+		metrics.check(t, query{"operator alert " + a.Name, a.Expr})
+		rules = append(rules, rule{Alert: a.Name, Expr: a.Expr, For: promquery.FormatDuration(a.For),
+			Labels: map[string]string{"severity": a.Severity}, Annotations: map[string]string{"summary": a.Summary, "description": a.Description}})
 	}
-	if len(firstUse) == 0 {
-		t.Fatal("the dashboard and the alerts query no sidecar metric")
+	if len(rules) == 0 {
+		t.Fatal("the operator makes no alerts")
 	}
-	for _, name := range sortedKeys(firstUse) {
-		if !definedInSidecarSource(t, name) {
-			t.Errorf("%s is in docs/metrics.md, but no Go file of cache-sidecar/ or cmd/cache-sidecar/ defines it (first used by %s)", name, firstUse[name])
-		}
-	}
+	writeRuleFile(t, t.TempDir(), []ruleGroup{{Name: "cacheqos-cluster", Rules: rules}})
 }
 
 // alertCase is one promtool unit test of an alert: input series, and the alerts expected to
@@ -355,7 +337,8 @@ type panel struct {
 	Type    string `json:"type"`
 	Title   string `json:"title"`
 	Targets []struct {
-		Expr string `json:"expr"`
+		Expr  string `json:"expr"`
+		RefID string `json:"refId"`
 	} `json:"targets"`
 	Panels []panel `json:"panels"`
 }
@@ -453,9 +436,10 @@ func TestDashboard(t *testing.T) {
 	}
 	walk(d.Panels)
 	for _, want := range []string{
-		"Hit ratio per tenant", "SLO met per tenant", "Memory: allocated vs used", "Latency percentiles",
-		"Operations per second", "Bytes per second", "Throttling", "Evictions and ghost hits",
-		"Memory per node: allocated vs used", "Load per node", "Solver status", "Plan duration",
+		"Hit ratio per tenant vs target", "SLO met per tenant", "Objectives: target vs observed", "Memory: allocated vs used",
+		"Latency percentiles", "Operations per second", "Bytes per second", "Throttling", "Evictions and ghost hits",
+		"Memory per node: capacity, allocated, used", "Operations per node vs capacity", "Bandwidth per node vs capacity",
+		"Node utilization", "Solver status", "Plan duration",
 	} {
 		if !slices.Contains(titles, want) {
 			t.Errorf("the dashboard has no panel %q", want)
@@ -477,10 +461,137 @@ func TestDashboard(t *testing.T) {
 		"cacheqos_sidecar_hits_total", "cacheqos_sidecar_partition_limit_bytes", "cacheqos_sidecar_partition_used_bytes",
 		"cacheqos_sidecar_request_duration_seconds", "cacheqos_sidecar_throttled_requests_total", "cacheqos_sidecar_evictions_total",
 		"cacheqos_operator_solver_status", "cacheqos_operator_plan_duration_seconds", "cacheqos_operator_tenant_slo_met",
+		"cacheqos_operator_tenant_objective_target", "cacheqos_operator_tenant_objective_observed",
+		"cacheqos_operator_tenant_allocated_bytes", "cacheqos_operator_node_memory_capacity_bytes",
+		"cacheqos_operator_node_ops_capacity_per_second", "cacheqos_operator_node_bandwidth_capacity_bytes_per_second",
 	} {
 		if !queried[want] {
 			t.Errorf("the dashboard never queries %s", want)
 		}
 	}
 	t.Logf("%d queries over %d metrics", len(queries), len(queried))
+}
+
+// dashboardVariables are the values TestDashboardJoins gives the dashboard's variables: the
+// CacheCluster cache-platform/shared, every tenant and node, a 5m rate window.
+var dashboardVariables = map[string]string{
+	"cluster": "cache-platform/shared", "cluster_namespace": "cache-platform", "cluster_name": "shared",
+	"namespace": ".+", "tenant": ".+", "node": ".+", "__rate_interval": "5m",
+}
+
+// instantiate replaces the dashboard variables in expr by dashboardVariables' values.
+func instantiate(t *testing.T, expr string) string {
+	t.Helper()
+	return grafanaVariable.ReplaceAllStringFunc(expr, func(ref string) string {
+		v, ok := dashboardVariables[grafanaVariable.FindStringSubmatch(ref)[1]]
+		if !ok {
+			t.Fatalf("%s: no value for the variable %s", expr, ref)
+		}
+		return v
+	})
+}
+
+// panelQuery finds the query refID of the panel titled title.
+func panelQuery(t *testing.T, d dashboard, title, refID string) string {
+	t.Helper()
+	var found []string
+	var walk func([]panel)
+	walk = func(panels []panel) {
+		for _, p := range panels {
+			for _, target := range p.Targets {
+				if p.Title == title && target.RefID == refID {
+					found = append(found, target.Expr)
+				}
+			}
+			walk(p.Panels)
+		}
+	}
+	walk(d.Panels)
+	if len(found) != 1 {
+		t.Fatalf("the dashboard has %d queries %s in panels titled %q, want 1", len(found), refID, title)
+	}
+	return found[0]
+}
+
+// TestDashboardJoins evaluates, with promtool, the panels that set the operator's series
+// against the sidecars' (plan against use, load against capacity, observed against target):
+// a join that matches nothing, or more than one series on a side, shows an empty panel or an
+// error in Grafana, and parsing alone finds neither. The input holds two operator replicas
+// (a former leader keeps its series) and two tenants on one node; every number is one the
+// series make by hand.
+func TestDashboardJoins(t *testing.T) {
+	d := readDashboard(t)
+	const op = `job="t-cacheqos-operator-metrics", namespace="cacheqos-system", cluster="cache-platform/shared"`
+	const sc = `job="shared-sidecars", namespace="cache-platform", instance="10.0.0.5:9400", node="n1"`
+	series := map[string]string{
+		`cacheqos_operator_tenant_allocated_bytes{` + op + `, instance="a", tenant="t/web", node="n1"}`:                        "600x20",
+		`cacheqos_operator_tenant_allocated_bytes{` + op + `, instance="a", tenant="t/api", node="n1"}`:                        "200x20",
+		`cacheqos_operator_tenant_objective_target{` + op + `, instance="a", tenant="t/web", objective="hit_ratio"}`:           "0.8x20",
+		`cacheqos_operator_tenant_objective_target{` + op + `, instance="a", tenant="t/api", objective="latency_p99_seconds"}`: "0.002x20",
+		`cacheqos_operator_tenant_objective_observed{` + op + `, instance="a", tenant="t/web", objective="hit_ratio"}`:         "0.75x20",
+		`cacheqos_operator_tenant_slo_met{` + op + `, instance="a", tenant="t/web"}`:                                           "0x20",
+		`cacheqos_operator_tenant_slo_met{` + op + `, instance="a", tenant="t/api"}`:                                           "1x20",
+		`cacheqos_sidecar_requests_total{` + sc + `, tenant="t/web", class="read"}`:                                            "0+3000x20",
+		`cacheqos_sidecar_requests_total{` + sc + `, tenant="t/api", class="write"}`:                                           "0+1200x20",
+		`cacheqos_sidecar_bytes_in_total{` + sc + `, tenant="t/web"}`:                                                          "0+24000x20",
+		`cacheqos_sidecar_bytes_out_total{` + sc + `, tenant="t/web"}`:                                                         "0+12000x20",
+		`cacheqos_sidecar_hits_total{` + sc + `, tenant="t/web"}`:                                                              "0+2250x20",
+		`cacheqos_sidecar_misses_total{` + sc + `, tenant="t/web"}`:                                                            "0+750x20",
+	}
+	for _, instance := range []string{"a", "b"} {
+		series[`cacheqos_operator_node_memory_capacity_bytes{`+op+`, instance="`+instance+`", node="n1"}`] = "1000x20"
+		series[`cacheqos_operator_node_ops_capacity_per_second{`+op+`, instance="`+instance+`", node="n1"}`] = "100x20"
+		series[`cacheqos_operator_node_bandwidth_capacity_bytes_per_second{`+op+`, instance="`+instance+`", node="n1"}`] = "1000x20"
+	}
+	type sample struct {
+		Labels string  `json:"labels"`
+		Value  float64 `json:"value"`
+	}
+	web, api, n1 := `{tenant="t/web"}`, `{tenant="t/api"}`, `{node="n1"}`
+	cases := []struct {
+		panel, refID string
+		want         []sample
+	}{
+		{"Hit ratio per tenant vs target", "A", []sample{{web, 0.75}}},
+		{"Hit ratio per tenant vs target", "B", []sample{{web, 0.8}}},
+		{"Objectives: target vs observed", "A", []sample{{`{objective="hit_ratio", tenant="t/web"}`, 0.8}, {`{objective="latency_p99_seconds", tenant="t/api"}`, 0.002}}},
+		{"Objectives: target vs observed", "B", []sample{{`{objective="hit_ratio", tenant="t/web"}`, 0.75}}},
+		{"Objectives: target vs observed", "C", []sample{{`{objective="hit_ratio", tenant="t/web"}`, 0}, {`{objective="latency_p99_seconds", tenant="t/api"}`, 1}}},
+		{"Memory: allocated vs used", "A", []sample{{web, 600}, {api, 200}}},
+		{"Latency percentiles", "E", []sample{{`{objective="latency_p99_seconds", tenant="t/api"}`, 0.002}}},
+		{"Memory per node: capacity, allocated, used", "A", []sample{{n1, 1000}}},
+		{"Memory per node: capacity, allocated, used", "B", []sample{{n1, 800}}},
+		{"Operations per node vs capacity", "A", []sample{{n1, 70}}},
+		{"Operations per node vs capacity", "B", []sample{{n1, 100}}},
+		{"Bandwidth per node vs capacity", "A", []sample{{n1, 600}}},
+		{"Bandwidth per node vs capacity", "B", []sample{{n1, 1000}}},
+		{"Node utilization", "A", []sample{{n1, 0.8}}},
+		{"Node utilization", "B", []sample{{n1, 0.7}}},
+		{"Node utilization", "C", []sample{{n1, 0.6}}},
+	}
+	var inputs []map[string]string
+	for _, name := range sortedKeys(series) {
+		inputs = append(inputs, map[string]string{"series": name, "values": series[name]})
+	}
+	var exprTests []any
+	for _, c := range cases {
+		exprTests = append(exprTests, map[string]any{
+			"expr": instantiate(t, panelQuery(t, d, c.panel, c.refID)), "eval_time": "10m", "exp_samples": c.want,
+		})
+	}
+	data, err := yaml.Marshal(map[string]any{
+		"rule_files":          []string{},
+		"evaluation_interval": "1m",
+		"tests":               []any{map[string]any{"interval": "1m", "input_series": inputs, "promql_expr_test": exprTests}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "dashboard.test.yaml")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(fixture.promtool, "test", "rules", path).CombinedOutput(); err != nil {
+		t.Errorf("promtool test rules: %v\n%s", err, out)
+	}
 }

@@ -1,15 +1,8 @@
 package chart
 
 import (
-	"errors"
 	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/token"
-	"io/fs"
-	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 )
@@ -161,239 +154,16 @@ func TestPromqlMetrics(t *testing.T) {
 	}
 }
 
-// exportedMetrics are the metrics cacheqos exports, with where each is defined.
-type exportedMetrics struct {
-	names      map[string]string // name -> origin
-	histograms map[string]bool
-}
-
-// Origins of exported metrics.
-const (
-	originPrometheus = "Prometheus"
-	originSidecar    = "docs/metrics.md (sidecar)"
-	originOperator   = "docs/metrics.md (operator)"
-)
-
-// prometheusMetrics are series Prometheus itself makes for every target.
-var prometheusMetrics = []string{"up"}
-
-// metricsTableRow matches a row of docs/metrics.md: | `name` | type | labels | meaning |
-var metricsTableRow = regexp.MustCompile("(?m)^\\| `(cacheqos_[a-z0-9_]+)` \\| ([a-z]+) \\|")
-
-// operatorMetricName matches the operator's metric names in its Go source.
-var operatorMetricName = regexp.MustCompile(`^cacheqos_operator_[a-z0-9_]+$`)
-
-// loadExportedMetrics gathers the metrics docs/metrics.md lists (the sidecar's must also be
-// defined in the sidecar's source: TestQueriedSidecarMetricsAreDefined) and the operator's
-// metric names in the string literals of its Go source (controllers/ and the internal
-// packages it takes names from).
-func loadExportedMetrics(t *testing.T) exportedMetrics {
-	t.Helper()
-	m := exportedMetrics{names: map[string]string{}, histograms: map[string]bool{}}
-	for _, name := range prometheusMetrics {
-		m.names[name] = originPrometheus
-	}
-	for _, row := range metricsTableRow.FindAllStringSubmatch(string(readRepoFile(t, "docs/metrics.md")), -1) {
-		m.names[row[1]] = originOperator
-		if strings.HasPrefix(row[1], "cacheqos_sidecar_") {
-			m.names[row[1]] = originSidecar
-		}
-		if row[2] == "histogram" {
-			m.histograms[row[1]] = true
-		}
-	}
-	operatorDirs := []string{"controllers", "internal", "cmd/operator"}
-	for _, dir := range operatorDirs {
-		for _, lit := range goStringLiterals(t, dir) {
-			for _, s := range lit.values {
-				if operatorMetricName.MatchString(s) {
-					m.names[s] = lit.file
-				}
-			}
-		}
-	}
-	for name := range goHistogramNames(t, operatorDirs...) {
-		m.histograms[name] = true
-	}
-	return m
-}
-
-// goHistogramNames returns the names of the histograms the Go source under the folders
-// defines: the Name of every prometheus.HistogramOpts, a string literal or a string constant
-// declared anywhere in those folders.
-func goHistogramNames(t *testing.T, dirs ...string) map[string]bool {
-	t.Helper()
-	constants := map[string]string{}
-	var nameExprs []ast.Expr
-	for _, dir := range dirs {
-		walkGoFiles(t, dir, func(_ string, f *ast.File) {
-			ast.Inspect(f, func(n ast.Node) bool {
-				switch n := n.(type) {
-				case *ast.ValueSpec:
-					for i, ident := range n.Names {
-						if i < len(n.Values) {
-							if lit, ok := n.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
-								if s, err := strconv.Unquote(lit.Value); err == nil {
-									constants[ident.Name] = s
-								}
-							}
-						}
-					}
-				case *ast.CompositeLit:
-					if sel, ok := n.Type.(*ast.SelectorExpr); ok && sel.Sel.Name == "HistogramOpts" {
-						for _, elt := range n.Elts {
-							if kv, ok := elt.(*ast.KeyValueExpr); ok && fmt.Sprint(kv.Key) == "Name" {
-								nameExprs = append(nameExprs, kv.Value)
-							}
-						}
-					}
-				}
-				return true
-			})
-		})
-	}
-	names := map[string]bool{}
-	for _, e := range nameExprs {
-		switch e := e.(type) {
-		case *ast.BasicLit:
-			if s, err := strconv.Unquote(e.Value); err == nil {
-				names[s] = true
-			}
-		case *ast.Ident:
-			names[constants[e.Name]] = true
-		case *ast.SelectorExpr:
-			names[constants[e.Sel.Name]] = true
-		}
-	}
-	delete(names, "")
-	return names
-}
-
-// base strips a histogram's series suffix.
-func (m exportedMetrics) base(name string) string {
-	for _, suffix := range []string{"_bucket", "_sum", "_count"} {
-		if b, ok := strings.CutSuffix(name, suffix); ok && m.histograms[b] {
-			return b
-		}
-	}
-	return name
-}
-
-// check says why name is not a metric cacheqos exports ("" when it is).
-func (m exportedMetrics) check(name string) string {
-	if _, ok := m.names[m.base(name)]; ok {
-		return ""
-	}
-	return fmt.Sprintf("%s is neither in docs/metrics.md nor an operator metric (cacheqos_operator_* in the operator's source)", name)
-}
-
-// fileLiterals are the string literals of one Go file.
-type fileLiterals struct {
-	file   string
-	values []string
-}
-
-// goStringLiterals returns the string literals of the non-test Go files under a repository
-// folder, file by file.
-func goStringLiterals(t *testing.T, dir string) []fileLiterals {
-	t.Helper()
-	var out []fileLiterals
-	walkGoFiles(t, dir, func(file string, f *ast.File) {
-		lits := fileLiterals{file: file}
-		ast.Inspect(f, func(n ast.Node) bool {
-			if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING {
-				if s, err := strconv.Unquote(lit.Value); err == nil {
-					lits.values = append(lits.values, s)
-				}
-			}
-			return true
-		})
-		out = append(out, lits)
-	})
-	return out
-}
-
-// walkGoFiles parses every non-test Go file under a repository folder (none when the folder
-// does not exist) and calls fn with its repository path.
-func walkGoFiles(t *testing.T, dir string, fn func(file string, f *ast.File)) {
-	t.Helper()
-	root := filepath.Join(fixture.repo, filepath.FromSlash(dir))
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return err
-		}
-		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(fixture.repo, path)
-		if err != nil {
-			return err
-		}
-		fn(filepath.ToSlash(rel), f)
-		return nil
-	})
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		t.Fatal(err)
-	}
-}
-
-// definedInSidecarSource reports whether the sidecar's Go source spells the metric name.
-func definedInSidecarSource(t *testing.T, name string) bool {
-	t.Helper()
-	for _, dir := range []string{"cache-sidecar", "cmd/cache-sidecar"} {
-		for _, lits := range goStringLiterals(t, dir) {
-			if spells(lits.values, name) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// spells reports whether one file's string literals spell name: as one literal, or as a
-// prefix literal ending in "_" and the rest as another literal (a helper that prepends the
-// namespace, as prometheus.BuildFQName or "ns_"+name do).
-func spells(literals []string, name string) bool {
-	set := map[string]bool{}
-	for _, s := range literals {
-		set[s] = true
-	}
-	if set[name] {
-		return true
-	}
-	for s := range set {
-		if strings.HasSuffix(s, "_") && strings.HasPrefix(name, s) && set[strings.TrimPrefix(name, s)] {
-			return true
-		}
-	}
-	return false
-}
-
-func TestSpells(t *testing.T) {
-	literals := []string{"cacheqos_sidecar_plan_generation", "cacheqos_proxy_", "hits_total", "tenant"}
-	for name, want := range map[string]bool{
-		"cacheqos_sidecar_plan_generation": true,
-		"cacheqos_proxy_hits_total":        true,
-		"cacheqos_sidecar_hits_total":      false,
-		"cacheqos_proxy_misses_total":      false,
-	} {
-		if got := spells(literals, name); got != want {
-			t.Errorf("spells(%q) = %v, want %v", name, got, want)
-		}
-	}
-}
-
 // metricChecker checks the metrics of expressions against what cacheqos exports, reporting
 // each unknown metric once.
 type metricChecker struct {
-	exported exportedMetrics
+	exported *exportedMetrics
 	reported map[string]bool
 }
 
 func newMetricChecker(t *testing.T) *metricChecker {
 	t.Helper()
-	return &metricChecker{exported: loadExportedMetrics(t), reported: map[string]bool{}}
+	return &metricChecker{exported: newExportedMetrics(t), reported: map[string]bool{}}
 }
 
 // check checks that every metric an expression selects is exported and returns the metrics'
@@ -410,11 +180,15 @@ func (c *metricChecker) check(t *testing.T, q query) []string {
 	}
 	var bases []string
 	for _, name := range metrics {
-		base := c.exported.base(name)
-		bases = append(bases, base)
-		if why := c.exported.check(name); why != "" && !c.reported[base] {
-			c.reported[base] = true
-			t.Errorf("%s (first in %s)", why, q.where)
+		e, err := c.exported.lookup(name)
+		if err != nil {
+			t.Errorf("%s: %v", q.where, err)
+			continue
+		}
+		bases = append(bases, e.base)
+		if e.origin == "" && !c.reported[e.base] {
+			c.reported[e.base] = true
+			t.Errorf("%s is a metric neither the operator nor the cache sidecar registers, nor one Prometheus makes (first in %s)", name, q.where)
 		}
 	}
 	return bases
