@@ -230,3 +230,33 @@ func TestSummarize(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryTenantIsPlannedAPartition: the memory minimum handed to the allocator is never
+// below the serving floor, so no admitted tenant is left without a partition to connect to.
+func TestEveryTenantIsPlannedAPartition(t *testing.T) {
+	mi := func(n int64) *resource.Quantity { return resource.NewQuantity(n<<20, resource.BinarySI) }
+	tests := []struct {
+		name     string
+		class    v1.TenantClass
+		min, max *resource.Quantity
+		want     int64
+	}{
+		{"best effort without a minimum", v1.ClassBestEffort, nil, mi(64), minServingBytes},
+		{"best effort's minimum is no guarantee", v1.ClassBestEffort, mi(16), nil, minServingBytes},
+		{"strict below the floor", v1.ClassStrict, resource.NewQuantity(4096, resource.BinarySI), nil, minServingBytes},
+		{"strict above the floor", v1.ClassStrict, mi(8), mi(32), 8 << 20},
+		{"a maximum below the floor wins", v1.ClassBestEffort, nil, resource.NewQuantity(512<<10, resource.BinarySI), 512 << 10},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &v1.TenantSLO{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "t"}}
+			s.Spec.Class = tt.class
+			s.Spec.Memory = v1.MemoryRange{Min: tt.min, Max: tt.max}
+			s.Spec.Objective.HitRatio = &v1.HitRatioObjective{Ratio: "0.5"}
+			pt := snapshotTenant(s, nil, &inputs{}, &clusterState{})
+			if pt.Memory.MinBytes != tt.want {
+				t.Errorf("MinBytes = %d, want %d", pt.Memory.MinBytes, tt.want)
+			}
+		})
+	}
+}

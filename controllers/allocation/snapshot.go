@@ -52,6 +52,13 @@ func nodeLoad(m *promquery.Measurements, node string) planning.Load {
 	return load
 }
 
+// minServingBytes is the least memory any admitted tenant is planned: a tenant without a
+// partition has nowhere to connect, so it could never send the traffic whose miss-ratio curve
+// would earn it memory (a best-effort tenant without memory.min, or an elephant LACS took the
+// cache from). 1 MiB holds a few thousand small keys; the curve is sampled from every access
+// whatever the partition holds.
+const minServingBytes = 1 << 20
+
 func snapshotTenant(t *v1.TenantSLO, tm *promquery.TenantMeasurement, in *inputs, st *clusterState) planning.Tenant {
 	spec := &t.Spec
 	pt := planning.Tenant{
@@ -68,11 +75,13 @@ func snapshotTenant(t *v1.TenantSLO, tm *promquery.TenantMeasurement, in *inputs
 	if pt.Priority == 0 {
 		pt.Priority = v1.DefaultTenantPriority
 	}
+	pt.Memory.MinBytes = minServingBytes
 	if q := spec.Memory.Min; q != nil && pt.Class == planning.ClassStrict {
-		pt.Memory.MinBytes = q.Value()
+		pt.Memory.MinBytes = max(q.Value(), minServingBytes)
 	}
 	if q := spec.Memory.Max; q != nil {
 		pt.Memory.MaxBytes = q.Value()
+		pt.Memory.MinBytes = min(pt.Memory.MinBytes, pt.Memory.MaxBytes)
 	}
 	if q := spec.Bandwidth.Guaranteed; q != nil && pt.Class == planning.ClassStrict {
 		pt.Bandwidth.GuaranteedBytesPerSecond = q.Value()
