@@ -39,6 +39,22 @@ const (
 	EngineMemcached Engine = "memcached"
 )
 
+// The smallest partition each engine runs: an empty redis 7.0 already uses about 1 MiB, and
+// memcached gives every slab class in use at least one 1 MiB page. The sidecar refuses smaller
+// partitions, and the operator never plans them.
+const (
+	MinRedisPartitionBytes     = 4 << 20
+	MinMemcachedPartitionBytes = 8 << 20
+)
+
+// MinPartitionBytes is the smallest partition the engine runs.
+func (e Engine) MinPartitionBytes() int64 {
+	if e == EngineMemcached {
+		return MinMemcachedPartitionBytes
+	}
+	return MinRedisPartitionBytes
+}
+
 // EvictionPolicy is how a full partition chooses what to evict.
 // +kubebuilder:validation:Enum=lru;lfu
 type EvictionPolicy string

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
+
+	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
 )
 
 const (
@@ -15,8 +17,9 @@ const (
 	// counts whole pages.
 	memcachedPageSize = 1 << 20
 	// memcachedMinMemoryBytes: every slab class in use holds at least one 1 MiB page whatever
-	// the limit, so a few MiB would be overrun by the first few value sizes.
-	memcachedMinMemoryBytes = 8 << 20
+	// the limit, so a few MiB would be overrun by the first few value sizes. The API's contract
+	// with the operator, which never plans less.
+	memcachedMinMemoryBytes = v1.MinMemcachedPartitionBytes
 )
 
 type memcachedDriver struct {

@@ -7,11 +7,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
 )
 
-// redisMinMemoryBytes: an empty redis 7.0 already uses about 1 MiB, so below a few MiB a
-// partition would hold next to nothing.
-const redisMinMemoryBytes = 4 << 20
+// redisMinMemoryBytes is the API's contract with the operator, which never plans less.
+const redisMinMemoryBytes = v1.MinRedisPartitionBytes
 
 type redisDriver struct {
 	binaryPath string // empty: redis-server from PATH

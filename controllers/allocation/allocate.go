@@ -252,7 +252,7 @@ func (l *Loop) decide(ctx context.Context, in *inputs, mr metricsResult, st *clu
 	if fallback != "" {
 		problems = append(problems, problem{v1.ReasonSolverFallback, "the plan came from the greedy fallback: " + fallback})
 	}
-	desired := viewOf(plan)
+	desired := viewOf(plan, in.cluster.Spec.Engine.MinPartitionBytes())
 	if !changed {
 		if current, reason := keepCurrent(planCtx, in, snap, opts, plan); reason != "" {
 			desired = in.kept()
@@ -289,10 +289,19 @@ func policyOf(a v1.AllocationSettings) v1.AllocationPolicy {
 }
 
 // viewOf is the allocation a plan makes.
-func viewOf(plan *planning.Plan) view {
+// viewOf is the plan's allocation, with every partition at least minPartition bytes: a tenant
+// spread over several nodes may get a sliver on one, which the engine cannot run. Raising it
+// costs at most minPartition per partition, which the node's headroom absorbs.
+func viewOf(plan *planning.Plan, minPartition int64) view {
 	out := view{}
 	for _, tp := range plan.Tenants {
-		out[tp.ID] = tp.Partitions
+		parts := slices.Clone(tp.Partitions)
+		for i := range parts {
+			if parts[i].MemoryBytes > 0 {
+				parts[i].MemoryBytes = max(parts[i].MemoryBytes, minPartition)
+			}
+		}
+		out[tp.ID] = parts
 	}
 	return out
 }

@@ -232,20 +232,23 @@ func TestSummarize(t *testing.T) {
 }
 
 // TestEveryTenantIsPlannedAPartition: the memory minimum handed to the allocator is never
-// below the serving floor, so no admitted tenant is left without a partition to connect to.
+// below the engine's smallest partition, so no admitted tenant is left without a partition to
+// connect to.
 func TestEveryTenantIsPlannedAPartition(t *testing.T) {
 	mi := func(n int64) *resource.Quantity { return resource.NewQuantity(n<<20, resource.BinarySI) }
 	tests := []struct {
 		name     string
+		engine   v1.Engine
 		class    v1.TenantClass
 		min, max *resource.Quantity
-		want     int64
+		wantMin  int64
+		wantMax  int64
 	}{
-		{"best effort without a minimum", v1.ClassBestEffort, nil, mi(64), minServingBytes},
-		{"best effort's minimum is no guarantee", v1.ClassBestEffort, mi(16), nil, minServingBytes},
-		{"strict below the floor", v1.ClassStrict, resource.NewQuantity(4096, resource.BinarySI), nil, minServingBytes},
-		{"strict above the floor", v1.ClassStrict, mi(8), mi(32), 8 << 20},
-		{"a maximum below the floor wins", v1.ClassBestEffort, nil, resource.NewQuantity(512<<10, resource.BinarySI), 512 << 10},
+		{"best effort without a minimum", v1.EngineRedis, v1.ClassBestEffort, nil, mi(64), 4 << 20, 64 << 20},
+		{"best effort's minimum is no guarantee", v1.EngineRedis, v1.ClassBestEffort, mi(16), nil, 4 << 20, 0},
+		{"strict below the engine's minimum", v1.EngineMemcached, v1.ClassStrict, mi(2), nil, 8 << 20, 0},
+		{"strict above it", v1.EngineRedis, v1.ClassStrict, mi(8), mi(32), 8 << 20, 32 << 20},
+		{"a maximum below it is raised", v1.EngineRedis, v1.ClassBestEffort, nil, mi(1), 4 << 20, 4 << 20},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -253,10 +256,26 @@ func TestEveryTenantIsPlannedAPartition(t *testing.T) {
 			s.Spec.Class = tt.class
 			s.Spec.Memory = v1.MemoryRange{Min: tt.min, Max: tt.max}
 			s.Spec.Objective.HitRatio = &v1.HitRatioObjective{Ratio: "0.5"}
-			pt := snapshotTenant(s, nil, &inputs{}, &clusterState{})
-			if pt.Memory.MinBytes != tt.want {
-				t.Errorf("MinBytes = %d, want %d", pt.Memory.MinBytes, tt.want)
+			in := &inputs{cluster: &v1.CacheCluster{Spec: v1.CacheClusterSpec{Engine: tt.engine}}}
+			pt := snapshotTenant(s, nil, in, &clusterState{})
+			if pt.Memory.MinBytes != tt.wantMin || pt.Memory.MaxBytes != tt.wantMax {
+				t.Errorf("memory range [%d, %d], want [%d, %d]", pt.Memory.MinBytes, pt.Memory.MaxBytes, tt.wantMin, tt.wantMax)
 			}
 		})
+	}
+}
+
+// TestViewRaisesSliversToTheEngineMinimum: a partition the engine cannot run is raised to its
+// minimum; routing-only entries (no memory) stay as they are.
+func TestViewRaisesSliversToTheEngineMinimum(t *testing.T) {
+	plan := &planning.Plan{Tenants: []planning.TenantPlan{{ID: "ns/t", Partitions: []planning.Partition{
+		{Node: "a", MemoryBytes: 100 << 20}, {Node: "b", MemoryBytes: 1 << 20}, {Node: "c"},
+	}}}}
+	got := viewOf(plan, 4<<20)["ns/t"]
+	if got[0].MemoryBytes != 100<<20 || got[1].MemoryBytes != 4<<20 || got[2].MemoryBytes != 0 {
+		t.Errorf("partitions %+v", got)
+	}
+	if plan.Tenants[0].Partitions[1].MemoryBytes != 1<<20 {
+		t.Error("viewOf changed the plan it was given")
 	}
 }

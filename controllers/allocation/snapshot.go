@@ -52,13 +52,6 @@ func nodeLoad(m *promquery.Measurements, node string) planning.Load {
 	return load
 }
 
-// minServingBytes is the least memory any admitted tenant is planned: a tenant without a
-// partition has nowhere to connect, so it could never send the traffic whose miss-ratio curve
-// would earn it memory (a best-effort tenant without memory.min, or an elephant LACS took the
-// cache from). 1 MiB holds a few thousand small keys; the curve is sampled from every access
-// whatever the partition holds.
-const minServingBytes = 1 << 20
-
 func snapshotTenant(t *v1.TenantSLO, tm *promquery.TenantMeasurement, in *inputs, st *clusterState) planning.Tenant {
 	spec := &t.Spec
 	pt := planning.Tenant{
@@ -75,13 +68,18 @@ func snapshotTenant(t *v1.TenantSLO, tm *promquery.TenantMeasurement, in *inputs
 	if pt.Priority == 0 {
 		pt.Priority = v1.DefaultTenantPriority
 	}
-	pt.Memory.MinBytes = minServingBytes
+	// Every admitted tenant is planned at least one engine's smallest partition: a tenant
+	// without a partition has nowhere to connect, so it could never send the traffic whose
+	// miss-ratio curve would earn it memory (a best-effort tenant without memory.min, or an
+	// elephant LACS took the cache from). The curve is sampled from every access, whatever the
+	// partition holds.
+	floor := in.cluster.Spec.Engine.MinPartitionBytes()
+	pt.Memory.MinBytes = floor
 	if q := spec.Memory.Min; q != nil && pt.Class == planning.ClassStrict {
-		pt.Memory.MinBytes = max(q.Value(), minServingBytes)
+		pt.Memory.MinBytes = max(q.Value(), floor)
 	}
 	if q := spec.Memory.Max; q != nil {
-		pt.Memory.MaxBytes = q.Value()
-		pt.Memory.MinBytes = min(pt.Memory.MinBytes, pt.Memory.MaxBytes)
+		pt.Memory.MaxBytes = max(q.Value(), floor)
 	}
 	if q := spec.Bandwidth.Guaranteed; q != nil && pt.Class == planning.ClassStrict {
 		pt.Bandwidth.GuaranteedBytesPerSecond = q.Value()

@@ -67,7 +67,7 @@ func keepCurrent(ctx context.Context, in *inputs, snap *planning.Snapshot, opts 
 			c.ObjectivesMet, c.ExpectedHitsPerSecond, p.ObjectivesMet, p.ExpectedHitsPerSecond, minGain*100)
 	}
 	floor := int64(memoryFloorShare * float64(in.cluster.Spec.Capacity.PartitionableMemory()))
-	if materialChange(in.kept(), viewOf(proposed), floor) != "" {
+	if materialChange(in.kept(), viewOf(proposed, in.cluster.Spec.Engine.MinPartitionBytes()), floor) != "" {
 		return nil, ""
 	}
 	return nil, fmt.Sprintf("kept the plan in force: the new plan changed no partition by more than %.0f%%", changeThreshold*100)
