@@ -1,8 +1,9 @@
 # syntax=docker/dockerfile:1.7
-# The two cacheqos images, one target each:
+# The cacheqos images, one target each:
 #
 #   docker build --target operator      -t cacheqos/operator:dev .
 #   docker build --target cache-sidecar -t cacheqos/cache-sidecar:dev .
+#   docker build --target loadgen       -t cacheqos/loadgen:dev .
 #
 # operator: the operator binary (cgo: it loads OR-Tools with dlopen at run time) and the
 #   OR-Tools shared libraries from the ortools wheel, in the wheel's folder layout
@@ -11,8 +12,9 @@
 #   it from there into the engine container), plus redis-server and memcached from the
 #   official images with exactly the libraries they load, so the image is also the default
 #   engine image of both engines.
+# loadgen: the static cacheqos-loadgen binary, for demos and load tests.
 #
-# hack/images/build.sh (recipes operator and cache-sidecar) builds the same binaries, the same
+# hack/images/build.sh (recipes operator, cache-sidecar and loadgen) builds the same binaries, the same
 # way, for the local cluster without Docker; test/chart checks that the two stay in step.
 # Base images are pinned to exact tags and are all Debian 12 (glibc), like the local builds.
 
@@ -35,6 +37,8 @@ RUN --mount=type=cache,target=/cache/mod --mount=type=cache,target=/cache/build 
     CGO_ENABLED=1 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/operator ./cmd/operator
 RUN --mount=type=cache,target=/cache/mod --mount=type=cache,target=/cache/build \
     CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/cache-sidecar ./cmd/cache-sidecar
+RUN --mount=type=cache,target=/cache/mod --mount=type=cache,target=/cache/build \
+    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/cacheqos-loadgen ./cmd/cacheqos-loadgen
 
 # OR-Tools: the libraries of the PyPI wheel, fetched as hack/bootstrap.sh fetches them for the
 # tests.
@@ -93,3 +97,8 @@ COPY --from=memcached /out/ /
 COPY --from=build /out/cache-sidecar /cache-sidecar
 USER 65532:65532
 ENTRYPOINT ["/cache-sidecar"]
+
+FROM debian:12.10-slim AS loadgen
+COPY --from=build /out/cacheqos-loadgen /cacheqos-loadgen
+USER 65532:65532
+ENTRYPOINT ["/cacheqos-loadgen"]

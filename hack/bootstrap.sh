@@ -111,10 +111,11 @@ step_envtest() {
   log "envtest: assets in $bin/envtest"
 }
 
-# go_tool NAME VERSION PACKAGE [LDFLAGS]
+# go_tool NAME VERSION PACKAGE [LDFLAGS [VARIANT]]; VARIANT names builds with other LDFLAGS
+# apart in the cache.
 go_tool() {
-  local name=$1 version=$2 pkg=$3 ldflags=${4:-}
-  local dest="$cache/tools/$name-$version"
+  local name=$1 version=$2 pkg=$3 ldflags=${4:-} variant=${5:-}
+  local dest="$cache/tools/$name-$version$variant"
   if [ ! -x "$dest/$name" ]; then
     log "tools: go install $pkg@$version"
     rm -rf "$dest.tmp"
@@ -129,8 +130,14 @@ go_tool() {
 step_tools() {
   go_tool controller-gen "$CONTROLLER_GEN_VERSION" sigs.k8s.io/controller-tools/cmd/controller-gen
   go_tool kustomize "$KUSTOMIZE_VERSION" sigs.k8s.io/kustomize/kustomize/v5
+  # Helm's release builds stamp the Kubernetes version of their client libraries (1.32 for
+  # v3.17); without it helm reports 1.20 to charts and refuses ours (kubeVersion >= 1.29).
+  local helm_pkg=helm.sh/helm/v3/pkg
   go_tool helm "$HELM_VERSION" helm.sh/helm/v3/cmd/helm \
-    "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+    "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean \
+     -X $helm_pkg/chartutil.k8sVersionMajor=1 -X $helm_pkg/chartutil.k8sVersionMinor=$HELM_K8S_MINOR \
+     -X $helm_pkg/lint/rules.k8sVersionMajor=1 -X $helm_pkg/lint/rules.k8sVersionMinor=$HELM_K8S_MINOR" \
+    "-k8s1.$HELM_K8S_MINOR"
   go_tool golangci-lint "$GOLANGCI_LINT_VERSION" github.com/golangci/golangci-lint/v2/cmd/golangci-lint
   go_tool protoc-gen-go "$PROTOC_GEN_GO_VERSION" google.golang.org/protobuf/cmd/protoc-gen-go
   log "tools: controller-gen kustomize helm golangci-lint protoc-gen-go in $bin"
@@ -157,7 +164,64 @@ step_ortools() {
   log "ortools: $bin/ortools/ortools/.libs/libortools.so.9"
 }
 
-all_steps=(apt gomod kube etcd envtest tools ortools)
+# The local cluster's monitoring stack (hack/monitoring): prometheus-operator with its config
+# reloader and CRD manifests, and a Prometheus with Kubernetes service discovery (Debian's has
+# none). bin/monitoring links what hack/images/build.sh packs and hack/monitoring/install.sh
+# applies, all from one pinned release, so the CRDs always match the operator.
+prometheus_operator_dir() {
+  echo "$cache/prometheus-operator-$PROMETHEUS_OPERATOR_VERSION-$(hash_of "$repo"/hack/modules/prometheus-operator/go.{mod,sum})"
+}
+prometheus_dir() { echo "$cache/prometheus-$PROMETHEUS_VERSION-$(hash_of "$repo"/hack/modules/prometheus/go.{mod,sum})"; }
+
+# require_pin MODULE_DIR MODULE VERSION: a wrapper module must require exactly the pinned version.
+require_pin() {
+  grep -Eq "^[[:space:]]*(require )?$2 $3( |\$)" "$1/go.mod" ||
+    { echo "bootstrap: $1/go.mod does not require $2 $3 (hack/versions.env): update the module" >&2; exit 1; }
+}
+
+step_monitoring() {
+  local po=$repo/hack/modules/prometheus-operator prom=$repo/hack/modules/prometheus
+  local common=github.com/prometheus/common/version module=github.com/prometheus-operator/prometheus-operator
+  # Prometheus tags its Go module v0.<100*major+minor>.<patch>: 3.1.0 is v0.301.0.
+  local major minor patch
+  IFS=. read -r major minor patch <<<"${PROMETHEUS_VERSION#v}"
+  require_pin "$po" "$module" "$PROMETHEUS_OPERATOR_VERSION"
+  require_pin "$prom" github.com/prometheus/prometheus "v0.$((major * 100 + minor)).$patch"
+
+  # The operator derives its default reloader image tag from the stamped version.
+  build_module prometheus-operator "$po" "$(prometheus_operator_dir)" \
+    "-s -w -X $common.Version=${PROMETHEUS_OPERATOR_VERSION#v} -X $common.BuildUser=hack/bootstrap.sh" \
+    "$module/cmd/operator" "$module/cmd/prometheus-config-reloader"
+  local crds
+  crds=$(prometheus_operator_dir)/crds
+  if [ ! -d "$crds" ]; then
+    # The Prometheus CRD alone is 776 KB, so the manifests are taken from the module the
+    # binaries were built from rather than committed.
+    local src
+    src=$(cd "$po" && GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' "$module")/example/prometheus-operator-crd
+    rm -rf "$crds.tmp"
+    mkdir -p "$crds.tmp"
+    cp "$src"/monitoring.coreos.com_*.yaml "$crds.tmp/"
+    chmod 0644 "$crds.tmp"/*
+    mv "$crds.tmp" "$crds"
+  fi
+
+  # stringlabels is the compact label layout Prometheus' own releases use; the web UI's assets
+  # are generated files outside the module, so the UI is absent (API and health endpoints work).
+  # The leading -tags reaches go build through build_module's package arguments.
+  build_module prometheus "$prom" "$(prometheus_dir)" \
+    "-s -w -X $common.Version=${PROMETHEUS_VERSION#v} -X $common.BuildUser=hack/bootstrap.sh" \
+    -tags=stringlabels github.com/prometheus/prometheus/cmd/prometheus
+
+  mkdir -p "$bin/monitoring"
+  ln -sfn "$(prometheus_operator_dir)/operator" "$bin/monitoring/operator"
+  ln -sfn "$(prometheus_operator_dir)/prometheus-config-reloader" "$bin/monitoring/prometheus-config-reloader"
+  ln -sfn "$crds" "$bin/monitoring/crds"
+  ln -sfn "$(prometheus_dir)/prometheus" "$bin/monitoring/prometheus"
+  log "monitoring: prometheus-operator $PROMETHEUS_OPERATOR_VERSION and prometheus $PROMETHEUS_VERSION in $bin/monitoring"
+}
+
+all_steps=(apt gomod kube etcd envtest tools ortools monitoring)
 steps=("$@")
 [ ${#steps[@]} -gt 0 ] || steps=("${all_steps[@]}")
 start=$SECONDS

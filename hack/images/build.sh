@@ -11,8 +11,15 @@
 #   memcached  localhost/cacheqos/memcached:local  Debian's memcached, port 11211
 #   operator       localhost/cacheqos/operator:local       the operator, with OR-Tools
 #   cache-sidecar  localhost/cacheqos/cache-sidecar:local  the sidecar, redis-server and memcached
+#   loadgen        localhost/cacheqos/loadgen:local        cacheqos-loadgen
+#   prometheus-operator         localhost/cacheqos/prometheus-operator:local
+#   prometheus-config-reloader  localhost/cacheqos/prometheus-config-reloader:local
+#   prometheus                  localhost/cacheqos/prometheus:local
 #
-# operator and cache-sidecar are the Dockerfile's targets of the same names, built from the
+# The last three are the monitoring stack hack/monitoring/install.sh runs, packed from the
+# binaries `hack/bootstrap.sh monitoring` built (bin/monitoring).
+#
+# operator, cache-sidecar and loadgen are the Dockerfile's targets of the same names, built from the
 # same binaries (test/chart checks the two stay in step). $CACHEQOS_VERSION (default "local")
 # is stamped into them as the Dockerfile stamps its VERSION.
 #
@@ -23,7 +30,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 out=${CACHEQOS_IMAGE_DIR:-$HOME/.cache/cacheqos/images}
 version=${CACHEQOS_VERSION:-local}
-images=(pause smoke redis memcached operator cache-sidecar)
+images=(pause smoke redis memcached operator cache-sidecar loadgen prometheus-operator prometheus-config-reloader prometheus)
 
 usage() {
   echo "usage: $0 [-o DIR] IMAGE...   (IMAGE: ${images[*]})" >&2
@@ -130,6 +137,40 @@ image_cache-sidecar() {
     -add "$work/cache-sidecar:/cache-sidecar" \
     -add "$(engine redis-server):/usr/bin/redis-server" -add "$(engine memcached):/usr/bin/memcached" -libs \
     -user 65532:65532 -entrypoint '["/cache-sidecar"]'
+}
+
+image_loadgen() {
+  go_release 0 ./cmd/cacheqos-loadgen "$work/cacheqos-loadgen"
+  mkimage -tag localhost/cacheqos/loadgen:local -o "$out/loadgen.tar" \
+    -add "$work/cacheqos-loadgen:/cacheqos-loadgen" -user 65532:65532 -entrypoint '["/cacheqos-loadgen"]'
+}
+
+# monitoring_binary NAME: a binary of `hack/bootstrap.sh monitoring`.
+monitoring_binary() {
+  local path=$repo/bin/monitoring/$1
+  [ -x "$path" ] || die "$path is missing: run hack/bootstrap.sh monitoring"
+  echo "$path"
+}
+
+# prometheus-operator starts the Prometheus containers with these images' own entrypoints,
+# except the reloader, which it starts as /bin/prometheus-config-reloader.
+image_prometheus-operator() {
+  mkimage -tag localhost/cacheqos/prometheus-operator:local -o "$out/prometheus-operator.tar" \
+    -add "$(monitoring_binary operator):/bin/operator" \
+    -user 65534:65534 -expose 8080/tcp -entrypoint '["/bin/operator"]'
+}
+
+image_prometheus-config-reloader() {
+  mkimage -tag localhost/cacheqos/prometheus-config-reloader:local -o "$out/prometheus-config-reloader.tar" \
+    -add "$(monitoring_binary prometheus-config-reloader):/bin/prometheus-config-reloader" \
+    -user 65534:65534 -entrypoint '["/bin/prometheus-config-reloader"]'
+}
+
+# The operator mounts the configuration under /etc/prometheus and the data at /prometheus.
+image_prometheus() {
+  mkimage -tag localhost/cacheqos/prometheus:local -o "$out/prometheus.tar" \
+    -add "$(monitoring_binary prometheus):/bin/prometheus" -dir /prometheus:0777 -workdir /prometheus \
+    -user 65534:65534 -expose 9090/tcp -entrypoint '["/bin/prometheus"]'
 }
 
 for name in "$@"; do

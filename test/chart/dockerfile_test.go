@@ -182,7 +182,7 @@ func TestDockerfileStages(t *testing.T) {
 			t.Errorf("stage %s: base image %s is not pinned to an exact version", s.name, s.base)
 		}
 	}
-	for _, target := range []string{"operator", "cache-sidecar"} {
+	for _, target := range []string{"operator", "cache-sidecar", "loadgen"} {
 		s := stageNamed(t, stages, target)
 		user := s.last("USER")
 		uid, _, _ := strings.Cut(user, ":")
@@ -199,7 +199,7 @@ func TestDockerfileStages(t *testing.T) {
 }
 
 // TestDockerfileCopiesEverySourceFolder checks that the build stage copies every top-level
-// folder holding a package the two binaries import (go list -deps), so the image build
+// folder holding a package the binaries import (go list -deps), so the image build
 // compiles what `go build` here compiles.
 func TestDockerfileCopiesEverySourceFolder(t *testing.T) {
 	_, stages := readDockerfile(t)
@@ -210,7 +210,7 @@ func TestDockerfileCopiesEverySourceFolder(t *testing.T) {
 			copied[strings.TrimSuffix(fields[0], "/")] = true
 		}
 	}
-	cmd := exec.Command("go", "list", "-deps", "-f", "{{with .Module}}{{if .Main}}{{$.ImportPath}}{{end}}{{end}}", "./cmd/operator", "./cmd/cache-sidecar")
+	cmd := exec.Command("go", "list", "-deps", "-f", "{{with .Module}}{{if .Main}}{{$.ImportPath}}{{end}}{{end}}", "./cmd/operator", "./cmd/cache-sidecar", "./cmd/cacheqos-loadgen")
 	cmd.Dir = fixture.repo
 	out, err := cmd.Output()
 	if err != nil {
@@ -405,7 +405,7 @@ func TestLocalImagesBuildTheSameBinaries(t *testing.T) {
 	for _, m := range scriptRelease.FindAllStringSubmatch(script, -1) {
 		local[m[3]] = goBuild{pkg: m[2], cgo: m[1], flags: versionVar.ReplaceAllString(flags[1], "VERSION")}
 	}
-	for _, binary := range []string{"operator", "cache-sidecar"} {
+	for _, binary := range []string{"operator", "cache-sidecar", "cacheqos-loadgen"} {
 		d, ok := docker[binary]
 		if !ok {
 			t.Errorf("the Dockerfile's build stage does not build %s", binary)
@@ -418,6 +418,7 @@ func TestLocalImagesBuildTheSameBinaries(t *testing.T) {
 
 	operator := stageNamed(t, stages, "operator")
 	sidecar := stageNamed(t, stages, "cache-sidecar")
+	loadgen := stageNamed(t, stages, "loadgen")
 	recipes := map[string][]string{
 		"operator": {
 			`-add "$work/operator:/operator"`,
@@ -433,6 +434,11 @@ func TestLocalImagesBuildTheSameBinaries(t *testing.T) {
 			`-add "$(engine memcached):/usr/bin/memcached" -libs`,
 			"-user " + sidecar.last("USER"),
 			"-entrypoint '" + compactJSON(t, sidecar.last("ENTRYPOINT")) + "'",
+		},
+		"loadgen": {
+			`-add "$work/cacheqos-loadgen:/cacheqos-loadgen"`,
+			"-user " + loadgen.last("USER"),
+			"-entrypoint '" + compactJSON(t, loadgen.last("ENTRYPOINT")) + "'",
 		},
 	}
 	for name, wants := range recipes {
