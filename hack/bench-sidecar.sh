@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Benchmarks the cache sidecar's proxy against the engine it fronts and against twemproxy, in one
-# run, and prints throughput and p50/p99 ratios (see cache-sidecar/bench).
+# run, and prints throughput and p50/p99 ratios and the CPU each target spends per request
+# (see cache-sidecar/bench and docs/sidecar-performance.md).
 #   hack/bench-sidecar.sh                       # redis and memcached
 #   hack/bench-sidecar.sh -engines redis        # flags go to the driver
 #   PROFILE=dir hack/bench-sidecar.sh           # also CPU-profile the sidecar and print its hot spots

@@ -83,3 +83,20 @@ func TestMedianAndPercentile(t *testing.T) {
 		t.Error("percentile of nothing")
 	}
 }
+
+func TestParseStatCPU(t *testing.T) {
+	// A /proc/<pid>/stat line whose command name holds a space and a parenthesis.
+	stat := "4242 (redis (x) y) S 1 4242 4242 0 -1 4194560 2163 0 0 0 250 75 0 0 20 0 5 0 1234 0 0\n"
+	got, err := parseStatCPU([]byte(stat))
+	if err != nil || got != 3250*time.Millisecond {
+		t.Fatalf("parseStatCPU = %v, %v; want 3.25s (325 ticks)", got, err)
+	}
+	for _, bad := range []string{"", "4242 redis S 1", "4242 (redis) S 1 2 3", "1 (x) S 1 2 3 4 5 6 7 8 9 10 -5 7"} {
+		if _, err := parseStatCPU([]byte(bad)); err == nil {
+			t.Errorf("parseStatCPU(%q) succeeded", bad)
+		}
+	}
+	if got := medianCPU([]cpuUse{{1, 5}, {3, 1}, {2, 2}}); got != (cpuUse{2, 2}) {
+		t.Errorf("medianCPU = %+v", got)
+	}
+}

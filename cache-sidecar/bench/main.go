@@ -7,7 +7,9 @@
 // and nutcracker in front of the sidecar's own engine socket. Then, for an unpipelined and a
 // pipelined load, it measures SET and GET against all three: redis with redis-benchmark
 // (authenticating to the sidecar with --user/-a), memcached with the load generator in
-// loadgen.go (memcslap cannot authenticate).
+// loadgen.go (memcslap cannot authenticate). It also reports the CPU the engine and the proxy
+// of each target spent per request (from /proc), which other work on a shared machine
+// disturbs much less than throughput and latency.
 //
 //	bench -sidecar bin/cache-sidecar [-engines redis,memcached] [-profile dir]
 //
@@ -24,6 +26,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -100,7 +103,7 @@ func parseFlags() (*config, error) {
 	flag.StringVar(&cfg.sidecar, "sidecar", "", "the cache-sidecar binary (required)")
 	flag.StringVar(&cfg.profileDir, "profile", "", "write CPU profiles of the sidecar under each load into this directory")
 	flag.DurationVar(&cfg.profileWindow, "profile-window", 4*time.Second, "length of each CPU profile")
-	flag.BoolVar(&cfg.keep, "keep", false, "keep the work directories (logs, plan, status)")
+	flag.BoolVar(&cfg.keep, "keep", false, "keep the work directories (logs, plan, status) and print the tenant's password")
 	flag.BoolVar(&cfg.limits, "limits", true, "give the tenant bandwidth and ops limits (far above the load) so every request takes tokens")
 	flag.Parse()
 	if cfg.sidecar == "" {
@@ -140,10 +143,12 @@ func parseFlags() (*config, error) {
 	return cfg, errors.Join(errs...)
 }
 
-// engineReport is every result for one engine: results[load][target] lists SET and GET.
+// engineReport is every result for one engine: results[load][target] lists SET and GET;
+// cpu[load][target] is the CPU its processes spent per request over both tests.
 type engineReport struct {
 	engine  string
 	results map[string]map[string][]result
+	cpu     map[string]map[string]cpuUse
 }
 
 // Target names, in the order they are measured and printed.
@@ -160,6 +165,7 @@ type stack struct {
 	dir                     string
 	password                string
 	sidecar, direct, twem   *process
+	enginePID               int // the sidecar's engine, which twemproxy fronts too
 	clientAddr, metricsAddr string
 	directAddr, twemAddr    string
 }
@@ -193,14 +199,19 @@ func benchEngine(ctx context.Context, cfg *config, engine string) (engineReport,
 	if err != nil {
 		return engineReport{}, err
 	}
+	if cfg.keep { // for running the kept plan by hand afterwards
+		fmt.Fprintf(os.Stderr, "bench: %s tenant %s password %s\n", engine, tenant, s.password)
+	}
 	// Rounds interleave the targets, each round starting with the next one, so drift in the
 	// machine's load (other work on a shared machine) spreads over all of them; the report
 	// takes the median of the rounds.
 	rounds := map[string]map[string][][]result{}
+	cpuRounds := map[string]map[string][]cpuUse{}
 	for round := range cfg.rounds {
 		for _, l := range cfg.loads {
 			if rounds[l.name] == nil {
 				rounds[l.name] = map[string][][]result{}
+				cpuRounds[l.name] = map[string][]cpuUse{}
 			}
 			for i := range targets {
 				target := targets[(i+round)%len(targets)]
@@ -209,6 +220,10 @@ func benchEngine(ctx context.Context, cfg *config, engine string) (engineReport,
 				if target == targetSidecar && cfg.profileDir != "" && round == 0 {
 					waitProfile = cpuProfile(s.metricsAddr, cfg.profileWindow, filepath.Join(cfg.profileDir, engine+"-"+l.name+".pprof"))
 				}
+				meter, err := s.cpuMeter(target)
+				if err != nil {
+					return engineReport{}, err
+				}
 				res, err := runTarget(ctx, cfg, engine, s, target, l)
 				if waitProfile != nil {
 					err = errors.Join(err, waitProfile())
@@ -216,18 +231,37 @@ func benchEngine(ctx context.Context, cfg *config, engine string) (engineReport,
 				if err != nil {
 					return engineReport{}, err
 				}
+				use, err := meter.per(len(res) * l.requests)
+				if err != nil {
+					return engineReport{}, err
+				}
 				rounds[l.name][target] = append(rounds[l.name][target], res)
+				cpuRounds[l.name][target] = append(cpuRounds[l.name][target], use)
 			}
 		}
 	}
-	rep := engineReport{engine: engine, results: map[string]map[string][]result{}}
+	rep := engineReport{engine: engine, results: map[string]map[string][]result{}, cpu: map[string]map[string]cpuUse{}}
 	for load, byTarget := range rounds {
 		rep.results[load] = map[string][]result{}
+		rep.cpu[load] = map[string]cpuUse{}
 		for target, perRound := range byTarget {
 			rep.results[load][target] = medianResults(perRound)
+			rep.cpu[load][target] = medianCPU(cpuRounds[load][target])
 		}
 	}
 	return rep, nil
+}
+
+// cpuMeter starts measuring the CPU of a target's engine and proxy.
+func (s *stack) cpuMeter(target string) (*cpuMeter, error) {
+	switch target {
+	case targetDirect:
+		return startCPUMeter(s.direct.cmd.Process.Pid, 0)
+	case targetSidecar:
+		return startCPUMeter(s.enginePID, s.sidecar.cmd.Process.Pid)
+	default:
+		return startCPUMeter(s.enginePID, s.twem.cmd.Process.Pid)
+	}
 }
 
 // medianResults is, per test, the median of each number over the rounds.
@@ -312,6 +346,13 @@ func startStack(cfg *config, engine, dir string) (*stack, error) {
 	sockets, _ := filepath.Glob(filepath.Join(root, "*", "sock"))
 	if len(sockets) != 1 {
 		return s, fmt.Errorf("found engine sockets %v under %s, want one", sockets, root)
+	}
+	pid, err := os.ReadFile(filepath.Join(filepath.Dir(sockets[0]), "pid"))
+	if err == nil {
+		s.enginePID, err = strconv.Atoi(strings.TrimSpace(string(pid)))
+	}
+	if err != nil {
+		return s, fmt.Errorf("the sidecar's engine pidfile: %w", err)
 	}
 
 	host, port := "127.0.0.1", fmt.Sprint(ports[3])

@@ -52,6 +52,7 @@ func printReports(w io.Writer, cfg *config, reports []engineReport) {
 				verdicts = append(verdicts, verdict(rep.engine, l, test.Test, direct, ours, twem))
 			}
 			tw.Flush()
+			printCPU(w, rep.cpu[l.name])
 		}
 	}
 	fmt.Fprintln(w, "\n== targets")
@@ -92,4 +93,16 @@ func onOff(b bool) string {
 		return "on"
 	}
 	return "off"
+}
+
+// printCPU prints the CPU each target's processes spent per request.
+func printCPU(w io.Writer, byTarget map[string]cpuUse) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "CPU per request\tengine us\tproxy us\ttotal us\tvs direct\t")
+	direct := byTarget[targetDirect].total()
+	for _, target := range targets {
+		u := byTarget[target]
+		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\t%.2fx\t\n", target, u.Engine, u.Proxy, u.total(), ratio(u.total(), direct))
+	}
+	tw.Flush()
 }

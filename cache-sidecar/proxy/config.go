@@ -176,9 +176,14 @@ type Options struct {
 	ClientWriteTimeout time.Duration
 	// PeerHandshakeTimeout bounds the peer handshake on either side (default 5s).
 	PeerHandshakeTimeout time.Duration
-	// MaxIdleLinks is how many idle connections are kept per engine or peer and tenant for
-	// reuse by later client connections (default 8).
-	MaxIdleLinks int
+	// EngineLinks is how many connections ("links") the proxy keeps to each local partition
+	// (per RESP version), shared by all the tenant's client connections: requests from many
+	// clients are pipelined on them and written in batches (default 1, which batches best;
+	// docs/sidecar-performance.md).
+	EngineLinks int
+	// PeerLinks is how many links the proxy keeps to each peer sidecar per tenant (and RESP
+	// version) for the requests it forwards (default 1).
+	PeerLinks int
 
 	// MRCSizes are the candidate partition sizes at which miss-ratio curves are reported, one
 	// series each (default: 12 sizes from 16 MiB to 64 GiB, geometric).
@@ -209,7 +214,8 @@ const (
 	DefaultBackendTimeout           = 10 * time.Second
 	DefaultClientWriteTimeout       = 60 * time.Second
 	DefaultPeerHandshakeTimeout     = 5 * time.Second
-	DefaultMaxIdleLinks             = 8
+	DefaultEngineLinks              = 1
+	DefaultPeerLinks                = 1
 	DefaultMRCSampleRate            = 0.1
 	DefaultMRCMaxBytes              = 1 << 20
 	DefaultMRCDecayInterval         = time.Minute
@@ -240,7 +246,8 @@ func (o Options) withDefaults() (Options, error) {
 	o.BackendTimeout = orDefault(o.BackendTimeout, DefaultBackendTimeout)
 	o.ClientWriteTimeout = orDefault(o.ClientWriteTimeout, DefaultClientWriteTimeout)
 	o.PeerHandshakeTimeout = orDefault(o.PeerHandshakeTimeout, DefaultPeerHandshakeTimeout)
-	o.MaxIdleLinks = orDefault(o.MaxIdleLinks, DefaultMaxIdleLinks)
+	o.EngineLinks = orDefault(o.EngineLinks, DefaultEngineLinks)
+	o.PeerLinks = orDefault(o.PeerLinks, DefaultPeerLinks)
 	o.MRCSampleRate = orDefault(o.MRCSampleRate, DefaultMRCSampleRate)
 	o.MRCMaxBytes = orDefault(o.MRCMaxBytes, DefaultMRCMaxBytes)
 	o.MRCDecayInterval = orDefault(o.MRCDecayInterval, DefaultMRCDecayInterval)

@@ -4,32 +4,30 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
+	"slices"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/cacheqos/cacheqos/internal/protocol/memcache"
 	"github.com/cacheqos/cacheqos/internal/protocol/resp"
 )
 
-// entryKind says how the writer produces an entry's reply.
+// entryKind says how the writer produces a request's reply.
 type entryKind uint8
 
 const (
-	// entryForward: read one reply from link and pass it to the client.
+	// entryForward: one reply from a link, passed to the client.
 	entryForward entryKind = iota
-	// entryLocal: write reply, made by the proxy.
+	// entryLocal: a reply made by the proxy.
 	entryLocal
-	// entrySplit: read one reply from each part's link and merge them.
+	// entrySplit: one reply from each part's link, merged.
 	entrySplit
-	// entryScan: read a SCAN reply from link and rewrite its cursor.
+	// entryScan: a SCAN reply from a link, its cursor rewritten.
 	entryScan
-	// entryDiscard: read one reply from link and drop it (the proxy's own HELLO on a link).
-	entryDiscard
-	// entryRelease: every earlier reply was read; give links back to the pool.
-	entryRelease
 )
 
 // access says what a reply from the local partition tells the hit counters and curves.
@@ -45,16 +43,16 @@ const (
 	accessWrite
 )
 
-// entry is one request in a connection's pipeline, queued by the reader in request order for
-// the writer, which produces its reply. It is kept small, as it is copied through the queue for
-// every request; what only some entries need is in more.
+// entry describes a request for the code that produces its reply. The reader sets it before
+// the request is queued and nobody changes it afterwards, so links' readers (counting
+// replies) and the connection's writer read it without locks. What only some requests need is
+// in more.
 type entry struct {
 	kind   entryKind
 	access access
 	close  bool // close the connection once the reply is written
 	expect memcache.Expect
 	tenant *tenant
-	link   *link
 	// start is when the request was read (now()), for the latency histogram; 0 when not
 	// measured (peer connections: the ingress node measures).
 	start   int64
@@ -65,9 +63,7 @@ type entry struct {
 
 // entryMore holds the fields of the less common entries.
 type entryMore struct {
-	reply     []byte   // entryLocal
 	keyHashes []uint64 // accessReadMulti: the keys' hashes in request order
-	links     []*link  // entryRelease
 	// scanNode and scanNodes place a SCAN reply in the tenant's node order.
 	scanNode, scanNodes int
 }
@@ -87,83 +83,172 @@ type split struct {
 	// keyHashes are the keys' hashes in request order, for counting reads of the local
 	// partition (nil for commands that are not reads).
 	keyHashes []uint64
-	parts     []*link
+}
+
+// pending is a request in a connection's pipeline, from the moment the reader queues it until
+// the writer has written its reply. Links' readers fill in the reply: they write the fields
+// below remaining and then decrement it, and the writer reads them once it sees 0.
+type pending struct {
+	entry
+	c         *conn
+	remaining atomic.Int32 // replies still due: 0 for a local reply, 1, or one per split part
+	reply     []byte       // forward, scan, local: the reply's bytes
+	failure   error        // forward, scan: why the reply will not come
+	parts     []partReply  // split
+}
+
+// partReply is one part's reply of a split request.
+type partReply struct {
+	local   bool // served by the local partition
+	raw     []byte
+	isError bool
+	failure error
+	// values locate a memcached retrieval's VALUE blocks in raw, in order.
+	values []partValue
+}
+
+// partValue is one VALUE block of a memcached retrieval: its key's hash, its bytes in raw and
+// its data's size.
+type partValue struct {
+	keyHash         uint64
+	start, end, len int
+}
+
+// pendingPool recycles pending requests, with their reply buffers, across connections.
+var pendingPool = sync.Pool{New: func() any { return new(pending) }}
+
+// maxRetainedReply bounds the reply buffer a recycled pending request keeps.
+const maxRetainedReply = 64 << 10
+
+func (c *conn) newPending(e entry, replies int) *pending {
+	p := pendingPool.Get().(*pending)
+	p.entry, p.c = e, c
+	p.remaining.Store(int32(replies))
+	return p
+}
+
+func (p *pending) release() {
+	if cap(p.reply) > maxRetainedReply {
+		p.reply = nil
+	}
+	p.reply = p.reply[:0]
+	for i := range p.parts {
+		pr := &p.parts[i]
+		if cap(pr.raw) > maxRetainedReply {
+			pr.raw = nil
+		}
+		*pr = partReply{raw: pr.raw[:0], values: pr.values[:0]}
+	}
+	p.parts = p.parts[:0]
+	p.entry, p.c, p.failure = entry{}, nil, nil
+	pendingPool.Put(p)
+}
+
+// fail records that a reply of p (part, for a split request) will not come.
+func (p *pending) fail(part int, err error) {
+	if p.kind == entrySplit {
+		p.parts[part].failure = err
+	} else {
+		p.failure = err
+	}
+	p.remaining.Add(-1)
 }
 
 // protocolHandler is a connection's protocol: the reader side parses requests and queues
-// entries, the writer side produces replies.
+// them, the writer side writes their replies.
 type protocolHandler interface {
 	// readLoop reads and queues requests until the connection ends.
 	readLoop() error
-	// deliver writes e's reply to the client writer.
-	deliver(e *entry)
+	// deliver writes the reply of a forwarded request (forward, scan, split) to the client
+	// writer.
+	deliver(p *pending)
 	// buffered is how many bytes of the client's next requests the reader already holds.
 	buffered() int
 }
 
-// conn is one client (or peer sidecar) connection. Two goroutines serve it: the reader
-// (readLoop) parses requests, writes them to backend links without waiting for replies and
-// queues an entry per request; the writer (writeLoop) takes entries in order, reads each
-// reply from its link and writes it to the client. Both buffer, and flush only when they
-// have nothing more to do, so pipelined requests and replies move in batches. A request
-// that arrives alone, with nothing in flight, the reader serves itself (see push): an
-// unpipelined client then costs no goroutine hand-off per request.
+// conn is one client (or peer sidecar) connection. The reader goroutine (readLoop) parses
+// requests, queues each and sends it to the shared link (engine or peer connection) that
+// serves it, without waiting for the reply. Replies leave in request order, written by
+// whoever holds outMu: a link's reader, which right after handing out a batch of replies
+// writes those at the front of the queue without blocking (one system call per connection
+// and batch, and no goroutine switch), or the connection's writer goroutine (writeLoop), which
+// it wakes when it cannot: the writer is busy, the client reads slowly, or a reply closes the
+// connection.
 type conn struct {
 	p      *Proxy
 	nc     net.Conn
+	raw    syscall.RawConn // nil when nc is not a socket: the writer writes everything
 	id     int64
 	peer   bool
-	ctx    context.Context
+	ctx    context.Context // ends with the connection or the proxy: stops token waits
 	cancel context.CancelFunc
 
 	br      *bufio.Reader
-	bw      *bufio.Writer
-	queue   chan entry
 	handler protocolHandler
-	// inflight counts the entries queued and not yet finished by the writer. While it is 0
-	// the writer is idle and everything it did happened before the reader's load of 0, so
-	// the reader may finish an entry itself with the writer's state.
-	inflight atomic.Int32
+
+	// The pipeline, shared by the reader (push) and whoever writes replies (pop).
+	mu            sync.Mutex
+	queue         ring[*pending]
+	readerDone    bool
+	readerWaiting bool // the pipeline is full; the reader waits on readerWake
+	writerWake    chan struct{}
+	readerWake    chan struct{}
 
 	// Reader-owned.
 	tenant       *tenant
-	links        map[string]*link // by node ID
-	retired      []*link          // replaced links, released when the connection ends
-	dialFailed   map[string]time.Time
+	proto        resp.Proto       // RESP version of the connection, so of its links (0: memcached)
+	local        *link            // the link to the tenant's local partition
+	links        map[string]*link // links to peers, by node ID
 	authFailures int
 	closing      bool
-	// inline is the entry the reader finishes itself (a field, so it never escapes).
-	inline entry
+	readStart    int64 // when the buffered requests were read
 
-	// Writer-owned.
-	current       entry
+	// Held by whoever writes replies; it guards the fields below.
+	outMu         sync.Mutex
+	out           []byte             // replies not yet written to the client
+	writeOnceFn   func(uintptr) bool // c.writeOnce, bound once
+	wrote         int                // result of writeOnce
+	writeErr      error              // result of writeOnce
 	clientGone    bool
 	writeDeadline time.Time
+	finishedAt    int64 // the time replies are stamped with (now(), taken once per batch)
+	stamped       int   // replies stamped with finishedAt
 }
 
-// dialRetryDelay is how long a connection answers requests for an unreachable node with an
-// error at once instead of dialing again.
-const dialRetryDelay = time.Second
+// maxStampedReplies bounds how many replies share one finishing time.
+const maxStampedReplies = 64
+
+// initialPipelineSlots is a connection's initial pipeline capacity; it grows up to
+// Options.MaxPipeline.
+const initialPipelineSlots = 16
 
 func (p *Proxy) newConn(nc net.Conn, br *bufio.Reader, peerTenant *tenant) *conn {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(p.ctx)
 	if br == nil {
 		br = bufio.NewReaderSize(nc, ioBufferSize)
 	}
 	c := &conn{
-		p:      p,
-		nc:     nc,
-		id:     p.connIDs.Add(1),
-		peer:   peerTenant != nil,
-		ctx:    ctx,
-		cancel: cancel,
-		br:     br,
-		bw:     bufio.NewWriterSize(nc, ioBufferSize),
-		queue:  make(chan entry, p.opts.MaxPipeline),
-		links:  make(map[string]*link),
-		tenant: peerTenant,
+		p:          p,
+		nc:         nc,
+		id:         p.connIDs.Add(1),
+		peer:       peerTenant != nil,
+		ctx:        ctx,
+		cancel:     cancel,
+		br:         br,
+		queue:      newRing[*pending](initialPipelineSlots),
+		writerWake: make(chan struct{}, 1),
+		readerWake: make(chan struct{}, 1),
+		links:      make(map[string]*link),
+		tenant:     peerTenant,
+	}
+	if sc, ok := nc.(syscall.Conn); ok {
+		if raw, err := sc.SyscallConn(); err == nil {
+			c.raw = raw
+			c.writeOnceFn = c.writeOnce
+		}
 	}
 	if p.opts.Protocol == Redis {
+		c.proto = resp.RESP2
 		c.handler = newRedisHandler(c)
 	} else {
 		c.handler = newMemcacheHandler(c)
@@ -183,20 +268,15 @@ func (c *conn) serve() {
 		c.writeLoop()
 	}()
 	err := c.handler.readLoop()
-	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !c.p.draining.Load() {
 		c.p.log.Debug("connection ended", "conn", c.id, "err", err)
 	}
-	c.flushLinks()
-	close(c.queue)
+	c.mu.Lock()
+	c.readerDone = true
+	c.mu.Unlock()
+	c.wakeWriter()
 	<-writerDone
 	c.cancel()
-	// The writer has read every reply: links go back to the pool unless they failed.
-	for _, l := range c.links {
-		c.p.pool.put(l)
-	}
-	for _, l := range c.retired {
-		c.p.pool.put(l)
-	}
 	switch t := c.tenant; {
 	case t != nil:
 		t.unregister(c)
@@ -208,9 +288,23 @@ func (c *conn) serve() {
 	}
 }
 
-// setTenant changes the tenant the connection acts for (after AUTH, or nil after RESET),
-// releasing the previous tenant's links once the writer has read their last replies. It
-// fails when the tenant was removed meanwhile.
+// stopReading makes the reader end at its next blocking read: requests it has already
+// buffered are still served and answered (graceful shutdown).
+func (c *conn) stopReading() { c.nc.SetReadDeadline(time.Now()) }
+
+// requestStart returns the time a request was read: one clock reading serves all the requests
+// that arrived in one read from the client. wasBuffered is whether the request's first bytes
+// were already buffered before the reader asked for it.
+func (c *conn) requestStart(wasBuffered bool) int64 {
+	if !wasBuffered || c.readStart == 0 {
+		c.readStart = now()
+	}
+	return c.readStart
+}
+
+// setTenant changes the tenant the connection acts for (after AUTH, or nil after RESET). Its
+// requests in flight still get their replies, in order. It fails when the tenant was removed
+// meanwhile.
 func (c *conn) setTenant(t *tenant) bool {
 	old := c.tenant
 	if old == t {
@@ -221,16 +315,8 @@ func (c *conn) setTenant(t *tenant) bool {
 	}
 	if old != nil {
 		old.unregister(c)
-		links := c.retired
-		for _, l := range c.links {
-			l.flush()
-			links = append(links, l)
-		}
-		c.retired = nil
+		c.local = nil
 		clear(c.links)
-		if len(links) > 0 {
-			c.push(entry{kind: entryRelease, more: &entryMore{links: links}})
-		}
 	}
 	if !c.peer {
 		if old == nil {
@@ -248,55 +334,62 @@ func (c *conn) setTenant(t *tenant) bool {
 	return true
 }
 
-// push queues an entry; if the pipeline is full it first flushes the links, whose replies the
-// writer needs to make room. When nothing is in flight and no further request is buffered,
-// the client is waiting for this one reply: the reader then produces it itself instead of
-// waking the writer.
-func (c *conn) push(e entry) {
-	if c.inflight.Load() == 0 && c.handler.buffered() == 0 {
-		c.flushLinks()
-		c.inline = e
-		c.finish(&c.inline)
-		c.inline = entry{} // drop the references
-		return
+// push queues a request, waiting while the pipeline is full (the writer makes room as the
+// client reads its replies).
+func (c *conn) push(p *pending) {
+	c.mu.Lock()
+	for c.queue.len() >= c.p.opts.MaxPipeline {
+		c.readerWaiting = true
+		c.mu.Unlock()
+		<-c.readerWake
+		c.mu.Lock()
 	}
-	c.inflight.Add(1)
-	select {
-	case c.queue <- e:
-	default:
-		c.flushLinks()
-		c.queue <- e
+	c.queue.push(p)
+	c.mu.Unlock()
+	if p.remaining.Load() == 0 {
+		c.wakeWriter()
 	}
 }
 
 // pushLocal queues a reply made by the proxy.
 func (c *conn) pushLocal(reply []byte, start int64) {
-	c.push(entry{kind: entryLocal, more: &entryMore{reply: reply}, tenant: c.tenant, start: start})
+	p := c.newPending(entry{kind: entryLocal, tenant: c.tenant, start: start}, 0)
+	p.reply = append(p.reply, reply...)
+	c.push(p)
 }
 
 // pushClose queues a last reply, after which the connection closes.
 func (c *conn) pushClose(reply []byte) {
-	c.push(entry{kind: entryLocal, more: &entryMore{reply: reply}, close: true})
+	p := c.newPending(entry{kind: entryLocal, close: true}, 0)
+	p.reply = append(p.reply, reply...)
+	c.push(p)
 	c.closing = true
 }
 
-func (c *conn) flushLinks() {
-	for _, l := range c.links {
-		l.flush()
-	}
-}
+// wakeWriter wakes the writer to look at the pipeline again.
+func (c *conn) wakeWriter() { kick(c.writerWake) }
 
 // errNoPartition answers requests for a local partition that does not exist (yet).
 var errNoPartition = errors.New("the tenant has no partition on this node")
 
-// linkTo returns the connection's link to node i of rt, dialing one (or reusing a pooled one)
-// when it has none or the one it had broke.
-func (c *conn) linkTo(rt *routes, i int) (*link, error) {
-	node := rt.nodes[i]
-	if node.local {
+// backend returns the link to node i of rt (the local partition on a peer connection), fetching
+// a shared one when the connection has none or the one it had stopped taking requests.
+func (c *conn) backend(rt *routes, i int) (*link, error) {
+	if c.peer || rt.nodes[i].local {
 		return c.localLink()
 	}
-	return c.linkFor(node.id, linkKey{address: node.peerAddress, tenant: c.tenant.id, peer: true, proto: c.proto()})
+	node := rt.nodes[i]
+	key := linkKey{address: node.peerAddress, tenant: c.tenant.id, peer: true, proto: c.proto}
+	if l := c.links[node.id]; l != nil && l.key == key && l.usable() {
+		return l, nil
+	}
+	stats := &c.tenant.stats
+	l, err := c.p.sharedLink(key, node.id, c.id, func() *atomic.Uint64 { return stats.forwardedTo(node.id) })
+	if err != nil {
+		return nil, err
+	}
+	c.links[node.id] = l
+	return l, nil
 }
 
 // localLink returns the link to the tenant's engine on this node.
@@ -305,208 +398,274 @@ func (c *conn) localLink() (*link, error) {
 	if engine == "" {
 		return nil, errNoPartition
 	}
-	return c.linkFor(c.p.nodeID(), linkKey{address: engine, tenant: c.tenant.id, proto: c.proto()})
-}
-
-func (c *conn) linkFor(node string, key linkKey) (*link, error) {
-	l := c.links[node]
-	if l != nil && l.key == key && !l.broken.Load() {
+	if l := c.local; l != nil && l.key.address == engine && l.key.proto == c.proto && l.key.tenant == c.tenant.id && l.usable() {
 		return l, nil
 	}
-	if l != nil {
-		l.flush()
-		c.retired = append(c.retired, l)
-		delete(c.links, node)
+	l, err := c.p.sharedLink(linkKey{address: engine, tenant: c.tenant.id, proto: c.proto}, c.p.nodeID(), c.id, nil)
+	if err != nil {
+		return nil, err
 	}
-	if failed, ok := c.dialFailed[node]; ok && time.Since(failed) < dialRetryDelay {
-		return nil, fmt.Errorf("node %s is unreachable", node)
-	}
-	l = c.p.pool.get(key)
-	if l == nil {
-		var err error
-		l, err = c.p.dialLink(c.ctx, key, c.p.peerToken())
-		if err != nil {
-			if c.dialFailed == nil {
-				c.dialFailed = make(map[string]time.Time)
-			}
-			c.dialFailed[node] = time.Now()
-			return nil, fmt.Errorf("node %s: %w", node, err)
-		}
-	}
-	l.node = node
-	l.local = !key.peer
-	if key.peer {
-		l.forwarded = c.tenant.stats.forwardedTo(node)
-	}
-	c.links[node] = l
+	c.local = l
 	return l, nil
 }
 
-// proto is the RESP version of the connection (0 for memcached).
-func (c *conn) proto() resp.Proto {
-	if h, ok := c.handler.(*redisHandler); ok {
-		return h.proto
-	}
-	return 0
-}
-
-// forward sends a request to a node (to the local partition on a peer connection) and queues
-// its entry. A request for the local partition first waits for the tenant's tokens. It
-// returns the error to answer instead, if any. size is what the request counts for.
+// forward queues a request for a node (the local partition on a peer connection) and sends
+// it. A request for the local partition first waits for the tenant's tokens. It returns the
+// error to answer instead, if any. size is what the request counts for.
 func (c *conn) forward(rt *routes, node int, raw []byte, size int, e entry) error {
-	var l *link
-	var err error
-	if c.peer {
-		l, err = c.localLink()
-	} else {
-		l, err = c.linkTo(rt, node)
-	}
+	l, err := c.backend(rt, node)
 	if err != nil {
 		return err
 	}
-	if err := c.sendTo(l, raw, size); err != nil {
-		return err
-	}
-	e.link = l
-	e.tenant = c.tenant
-	c.push(e)
-	return nil
-}
-
-// admitLocal makes a request for the local partition wait for the tenant's tokens.
-func (c *conn) admitLocal(size int) error {
-	t := c.tenant
-	if !t.cfg.Load().limited {
-		return nil
-	}
-	c.flushLinks() // nothing forwarded so far may wait behind this request's wait
-	return t.admit(c.ctx, size)
-}
-
-// send writes admitted request bytes to a link. size is what the request counts for (raw may
-// carry a sentinel the proxy adds).
-func (c *conn) send(l *link, raw []byte, size int) {
-	if l.local {
-		c.tenant.stats.bytesIn.Add(uint64(size))
-	} else {
-		l.forwarded.Add(1)
-	}
-	l.write(raw, time.Now(), c.p.opts.BackendTimeout)
-}
-
-// sendTo admits (when local) and sends a request.
-func (c *conn) sendTo(l *link, raw []byte, size int) error {
 	if l.local {
 		if err := c.admitLocal(size); err != nil {
 			return err
 		}
 	}
-	c.send(l, raw, size)
+	e.tenant = c.tenant
+	p := c.newPending(e, 1)
+	c.push(p)
+	c.send(l, rt, node, raw, size, waiter{p: p, expect: e.expect})
 	return nil
 }
 
-// sendSplit obtains every part's link, makes the local part wait for tokens, then sends all
-// parts and queues one entry for them. If any part cannot be sent, none is, and the error is
-// returned for the caller to answer.
+// admitLocal makes a request for the local partition wait for the tenant's tokens. Requests
+// queued before it are on their links already, so nothing waits behind this request but the
+// connection's later ones. Without a wait it takes the tokens and returns at once.
+func (c *conn) admitLocal(size int) error {
+	t := c.tenant
+	if !t.cfg.Load().limited {
+		return nil
+	}
+	return t.admit(c.ctx, size)
+}
+
+// send sends a queued request's bytes on l, or on a fresh link to the same node if l stopped
+// taking requests meanwhile. A request that cannot be sent is answered with the failure. The
+// request may be answered, and its pending entry reused, as soon as it is sent: w.p is not
+// touched afterwards.
+func (c *conn) send(l *link, rt *routes, node int, raw []byte, size int, w waiter) {
+	alone := c.handler.buffered() == 0
+	err := l.send(raw, w, alone)
+	if errors.Is(err, errLinkClosed) {
+		if l, err = c.backend(rt, node); err == nil {
+			err = l.send(raw, w, alone)
+		}
+	}
+	if err != nil {
+		w.p.fail(w.part, err)
+		c.wakeWriter()
+		return
+	}
+	if l.local {
+		c.tenant.stats.bytesIn.Add(uint64(size))
+	} else {
+		l.forwarded.Add(1)
+	}
+}
+
+// sendSplit obtains every part's link and makes the local part wait for tokens, then queues
+// one request for all parts and sends them. If a link cannot be had or the tokens are
+// refused, nothing is sent and the error is returned for the caller to answer.
 func (c *conn) sendSplit(rt *routes, nodes []int, raws [][]byte, s *split, start int64) error {
-	s.parts = make([]*link, len(nodes))
-	for p, node := range nodes {
-		l, err := c.linkTo(rt, node)
+	links := make([]*link, len(nodes))
+	for i, node := range nodes {
+		l, err := c.backend(rt, node)
 		if err != nil {
 			return err
 		}
-		s.parts[p] = l
+		links[i] = l
 	}
-	for p, l := range s.parts {
+	for i, l := range links {
 		if l.local {
-			if err := c.admitLocal(len(raws[p])); err != nil {
+			if err := c.admitLocal(len(raws[i])); err != nil {
 				return err
 			}
 		}
 	}
-	for p, l := range s.parts {
-		c.send(l, raws[p], len(raws[p]))
+	p := c.newPending(entry{kind: entrySplit, split: s, tenant: c.tenant, start: start}, len(links))
+	p.parts = slices.Grow(p.parts[:0], len(links))[:len(links)]
+	for i, l := range links {
+		p.parts[i].local = l.local
 	}
-	c.push(entry{kind: entrySplit, split: s, tenant: c.tenant, start: start})
+	c.push(p)
+	expect := memcache.Expect{Command: s.cmd}
+	for i, l := range links {
+		c.send(l, rt, nodes[i], raws[i], len(raws[i]), waiter{p: p, part: i, expect: expect})
+	}
 	return nil
 }
 
-// writeLoop produces the replies in request order until the reader closes the queue.
+// writeLoop writes replies whenever woken, until the reader is done and every reply is out.
 func (c *conn) writeLoop() {
-	for c.current = range c.queue {
-		c.finish(&c.current) // a field, not a loop variable, so entries never escape to the heap
-		c.inflight.Add(-1)
+	for {
+		c.outMu.Lock()
+		stop := c.writeReady(true)
+		c.flushClient()
+		c.finishedAt = 0
+		c.outMu.Unlock()
+		if stop == writerDone {
+			return
+		}
+		<-c.writerWake
 	}
-	c.flushClient()
 }
 
-// finish produces an entry's reply, flushing the client's replies unless more are queued.
-// The writer runs it, or the reader while the writer is idle.
-func (c *conn) finish(e *entry) {
-	if c.clientGone {
-		c.abandon(e)
+// writeStop says why writeReady stopped.
+type writeStop uint8
+
+const (
+	// waitingForReply: the queue is empty or its front's reply has not arrived.
+	waitingForReply writeStop = iota
+	// writerNeeded: the front's reply is ready but only the writer may write it (it closes
+	// the connection).
+	writerNeeded
+	// writerDone: the reader ended and every reply is out.
+	writerDone
+)
+
+// writeReady writes the replies at the front of the queue that are ready; c.outMu is held.
+// Only the writer (blocking) writes a reply that closes the connection, and drops, once the
+// client is gone, replies still due from links.
+func (c *conn) writeReady(blocking bool) writeStop {
+	for {
+		c.mu.Lock()
+		if c.queue.len() == 0 {
+			done := c.readerDone
+			c.mu.Unlock()
+			if done {
+				return writerDone
+			}
+			return waitingForReply
+		}
+		p := c.queue.front()
+		ready := p.remaining.Load() == 0
+		switch {
+		case !blocking && ready && p.close:
+			c.mu.Unlock()
+			return writerNeeded
+		case !ready && (!blocking || !c.clientGone):
+			c.mu.Unlock()
+			return waitingForReply
+		}
+		c.queue.pop()
+		wakeReader := c.readerWaiting
+		c.readerWaiting = false
+		c.mu.Unlock()
+		if wakeReader {
+			kick(c.readerWake)
+		}
+		// A reply nobody will read may still be due from a link: its pending entry is left
+		// to the garbage collector rather than reused under the link's feet.
+		if ready {
+			c.finish(p)
+			p.release()
+			if blocking && len(c.out) >= ioBufferSize {
+				c.flushClient()
+			}
+		}
+	}
+}
+
+// deliverReady writes, from a link's reader that just handed out replies, those at the front
+// of the queue without blocking, and wakes the writer for what it cannot do. Whatever becomes
+// ready while it holds c.outMu is left to the writer, which the completing link's reader
+// wakes.
+func (c *conn) deliverReady() {
+	if c.raw == nil || !c.outMu.TryLock() {
+		c.wakeWriter()
 		return
 	}
-	switch e.kind {
-	case entryLocal:
-		c.write(e.more.reply)
-	case entryRelease:
-		for _, l := range e.more.links {
-			c.p.pool.put(l)
+	c.finishedAt = 0
+	stop := c.writeReady(false)
+	complete := c.flushNonblocking()
+	c.outMu.Unlock()
+	if stop != waitingForReply || !complete {
+		c.wakeWriter()
+	}
+}
+
+// finish writes a ready request's reply and records its latency; c.outMu is held.
+func (c *conn) finish(p *pending) {
+	if !c.clientGone {
+		if p.kind == entryLocal {
+			c.write(p.reply)
+		} else {
+			c.handler.deliver(p)
 		}
-	default:
-		c.handler.deliver(e)
 	}
-	if e.tenant != nil && e.start != 0 {
-		e.tenant.stats.latency.observe(time.Duration(now() - e.start))
+	if p.tenant != nil && p.start != 0 {
+		if c.finishedAt == 0 || c.stamped >= maxStampedReplies {
+			c.finishedAt, c.stamped = now(), 0
+		}
+		c.stamped++
+		p.tenant.stats.latency.observe(time.Duration(c.finishedAt - p.start))
 	}
-	if e.close || len(c.queue) == 0 {
+	if p.close && !c.clientGone {
 		c.flushClient()
-	}
-	if e.close {
 		c.clientGone = true
 		c.nc.Close()
 	}
 }
 
-// abandon disposes of an entry whose reply nobody will read: links with replies still due
-// are closed rather than drained.
-func (c *conn) abandon(e *entry) {
-	switch e.kind {
-	case entryRelease:
-		for _, l := range e.more.links {
-			c.p.pool.put(l)
-		}
-	case entrySplit:
-		for _, l := range e.split.parts {
-			l.fail()
-		}
-	case entryForward, entryScan, entryDiscard:
-		e.link.fail()
-	}
-}
-
-// write copies reply bytes to the client.
+// write buffers reply bytes for the client; c.outMu is held. The writer (the only one that
+// may block) writes out a full buffer first; a link's reader lets it grow, the replies being
+// in memory already.
 func (c *conn) write(b []byte) {
 	if c.clientGone {
 		return
 	}
-	if c.bw.Available() < len(b) {
-		c.refreshWriteDeadline()
-	}
-	if _, err := c.bw.Write(b); err != nil {
-		c.lostClient()
-	}
+	c.out = append(c.out, b...)
 }
 
+// flushClient writes the buffered replies, blocking until the client takes them; c.outMu is
+// held.
 func (c *conn) flushClient() {
-	if c.clientGone || c.bw.Buffered() == 0 {
+	if c.clientGone || len(c.out) == 0 {
 		return
 	}
 	c.refreshWriteDeadline()
-	if err := c.bw.Flush(); err != nil {
+	if _, err := c.nc.Write(c.out); err != nil {
 		c.lostClient()
 	}
+	c.resetOut()
+}
+
+// flushNonblocking writes what the client's socket takes right now and keeps the rest; it
+// reports whether everything was written. c.outMu is held.
+func (c *conn) flushNonblocking() bool {
+	if c.clientGone || len(c.out) == 0 {
+		return true
+	}
+	err := c.raw.Write(c.writeOnceFn)
+	n, werr := c.wrote, c.writeErr
+	switch {
+	case err == nil && werr == nil && n == len(c.out):
+		c.resetOut()
+		return true
+	case err == nil && (werr == nil || errors.Is(werr, syscall.EAGAIN) || errors.Is(werr, syscall.EINTR)):
+		n = max(n, 0)
+		c.out = c.out[:copy(c.out, c.out[n:])]
+		return false
+	default:
+		c.lostClient()
+		return true
+	}
+}
+
+// writeOnce is the system call of flushNonblocking, made once per connection (a closure per
+// call would allocate): it writes what the socket takes of c.out and never waits for it.
+func (c *conn) writeOnce(fd uintptr) bool {
+	c.wrote, c.writeErr = syscall.Write(int(fd), c.out)
+	return true
+}
+
+// resetOut empties the reply buffer, dropping it if one large reply grew it.
+func (c *conn) resetOut() {
+	if cap(c.out) > maxRetainedReply {
+		c.out = nil
+	}
+	c.out = c.out[:0]
 }
 
 func (c *conn) refreshWriteDeadline() {
@@ -520,29 +679,8 @@ func (c *conn) refreshWriteDeadline() {
 // lostClient stops writing to a client that cannot take replies; the reader then fails too.
 func (c *conn) lostClient() {
 	c.clientGone = true
+	c.resetOut()
 	c.nc.Close()
-}
-
-// readFailed handles a failed read from a link: the link is closed, and the error becomes the
-// entry's reply.
-func (c *conn) readFailed(l *link, err error) error {
-	l.fail()
-	var reason string
-	switch {
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
-		reason = "connection closed"
-	default:
-		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
-			reason = "timed out"
-		} else {
-			reason = err.Error()
-		}
-	}
-	if l.local {
-		return fmt.Errorf("local partition: %s", reason)
-	}
-	return fmt.Errorf("node %s: %s", l.node, reason)
 }
 
 // served counts a reply of the local partition.

@@ -7,20 +7,41 @@
 //
 // # Connections and pipelining
 //
-// Each connection has a reader goroutine and a writer goroutine. The reader parses requests,
-// writes each to the link (engine or peer connection) that serves it without waiting for the
-// reply, and queues an entry per request; the writer takes entries in order, reads each reply
-// from its link and copies it to the client. Requests and replies are forwarded as the bytes
-// received (no re-encoding); both sides buffer and flush only when they run out of buffered
-// input, so pipelined batches move in few system calls. A request that arrives alone with
-// nothing in flight (an unpipelined client) the reader serves itself, writing it, reading the
-// reply and copying it to the client, so it costs no hand-off between goroutines. At most Options.MaxPipeline requests
-// are in flight per connection and a request is at most Options.MaxRequestBytes, which bounds
-// a connection's memory; a client must therefore read replies while it sends (as clients do):
-// one that sends a deep pipeline and never reads stalls once the socket buffers fill and is
-// disconnected after Options.ClientWriteTimeout. Malformed input gets a protocol error reply and the connection
-// closes (memcached errors that leave the stream in step only get the reply, as memcached
-// does).
+// Each client connection has a reader goroutine that parses requests, queues each in the
+// connection's pipeline and sends it, without waiting for the reply, to the link that serves
+// it. Links are the proxy's connections to engines and peer sidecars, shared by all of a
+// tenant's client connections: Options.EngineLinks per local partition and RESP version
+// (default 1), Options.PeerLinks per peer node, tenant and RESP version (default 1). A link
+// pipelines the requests of many clients: senders append the request bytes and the reply they
+// are owed, and one write carries whatever they queued meanwhile (the link's writer goroutine
+// first lets ready client connections queue theirs; a request that finds the link idle is
+// written by its own sender at once). The link's reader reads replies in that order, hands
+// each to its request and, once no more replies are buffered, writes each client's ready
+// replies with one non-blocking system call, in request order; what the client's socket does
+// not take right away, or a reply that closes the connection, the client connection's writer
+// goroutine writes. Requests and replies are forwarded as the bytes received (no
+// re-encoding). So an unpipelined client costs no goroutine switch beyond its own reads, and
+// the engine sees few large reads and writes instead of one per client request.
+//
+// Sharing is safe because every command the proxy forwards is stateless on the engine: the
+// commands that set connection state (AUTH, HELLO, SELECT, CLIENT, RESET, QUIT) are answered
+// by the proxy, which keeps that state per client connection; transactions, blocking
+// commands, pub/sub and scripts are refused (see Routing); the RESP version is part of the
+// link's identity, so a client's replies always come in its own version. A request that makes
+// the engine close the link (such as one over the engine's own size limits) costs the other
+// requests in flight on it their replies: they are answered with an error, as are requests
+// on a link that fails or times out, and later requests get a new link.
+//
+// At most Options.MaxPipeline requests are in flight per connection and a request is at most
+// Options.MaxRequestBytes, which bounds a connection's memory; a client must therefore read
+// replies while it sends (as clients do): one that sends a deep pipeline and never reads
+// stalls once the socket buffers fill and is disconnected after Options.ClientWriteTimeout.
+// A link holds at most 1 MiB of requests not yet written; senders wait beyond that. Malformed
+// input gets a protocol error reply and the connection closes (memcached errors that leave
+// the stream in step only get the reply, as memcached does).
+//
+// Shutdown closes the listeners, lets every connection finish the requests it has already
+// received (their replies are written) and closes it; Close drops everything at once.
 //
 // # Authentication
 //
@@ -74,8 +95,10 @@
 //
 // Each tenant has a token bucket for bytes (request and reply bytes of its local partition)
 // and one for operations, per node, applied where the partition lives, so a node's limit
-// covers the traffic its partition serves whichever node the clients use. A request waits for
-// tokens (requests are never dropped silently); one that would wait longer than
+// covers the traffic its partition serves whichever node the clients use. A request takes its
+// tokens before it is sent, without waiting when the bucket has them; otherwise it waits
+// (requests are never dropped silently), holding back only its own connection's later
+// requests, since those before it are on their links already. One that would wait longer than
 // Options.ThrottleMaxWait is answered "-ERR cacheqos: throttled: tenant over its bandwidth
 // limit" (or "... operations limit"; memcached: "SERVER_ERROR throttled: ..."). A reply's
 // size is known only after the request passed, so its bytes are charged to the bucket when it
@@ -86,7 +109,9 @@
 //
 // Update swaps the tenant table atomically: routes, limits, credential hashes and local
 // engine sockets change for the next request; connections stay open; a removed tenant's
-// connections (client and peer) are closed. Options are fixed for the proxy's lifetime.
+// connections (client and peer) and links are closed; links to an engine or peer a tenant no
+// longer uses close once they have answered what was sent on them. Options are fixed for the
+// proxy's lifetime.
 //
 // # Metrics
 //

@@ -7,10 +7,13 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/cacheqos/cacheqos/internal/protocol"
@@ -22,42 +25,98 @@ import (
 // system calls, small enough for thousands of connections.
 const ioBufferSize = 16 << 10
 
+// Bounds of a link's request buffer: senders wait while this much is queued and not yet
+// written (a slow engine slows its tenant's clients instead of growing the buffer), and a
+// buffer that one large request grew beyond the retention size is dropped after use.
+const (
+	maxLinkBacklog      = 1 << 20
+	maxRetainedLinkBuf  = 256 << 10
+	initialLinkDueSlots = 64
+)
+
 // linkKey identifies interchangeable backend connections.
 type linkKey struct {
 	address string // engine socket path, or peer "host:port"
-	tenant  string // peer links are bound to one tenant by their handshake
+	tenant  string // links carry one tenant's requests (a peer link's handshake names it)
 	peer    bool
 	proto   resp.Proto // the RESP version the link speaks (0 for memcached)
 }
 
-// link is a connection from the proxy to an engine or a peer sidecar, used by one client
-// connection at a time: its reader goroutine writes requests (bw) and its writer goroutine
-// reads the replies (br) in the same order (the reader too, while the writer is idle: see
-// conn.push).
+// waiter is one reply a link owes: the request it answers and, for a split request, which
+// part.
+type waiter struct {
+	p      *pending
+	part   int
+	expect memcache.Expect // memcached: how to frame the response
+}
+
+// linkState is a link's life cycle: open links take requests; a draining link takes none and
+// closes once it has read its last reply; a closed link is done.
+type linkState uint8
+
+const (
+	linkOpen linkState = iota
+	linkDraining
+	linkClosed
+)
+
+// errLinkClosed makes a sender fetch another link: this one stopped taking requests.
+var errLinkClosed = errors.New("link closed")
+
+// link is a pipelined connection from the proxy to an engine or a peer sidecar, shared by
+// every client connection of one tenant that picked it. Senders append request bytes to out
+// and the reply they are owed to due, under mu; whoever holds the writer role (the link's
+// writer goroutine, or a sender that found the link idle) writes out in batches, one system
+// call for whatever many clients queued meanwhile. The link's reader goroutine reads replies
+// in the same order, hands each to its waiter and, once no more replies are buffered, has the
+// client connections it completed write them out.
 type link struct {
+	p     *Proxy
 	key   linkKey
 	node  string
 	local bool
 	nc    net.Conn
-
-	bw            *bufio.Writer
-	writeDeadline time.Time
-
-	br           *bufio.Reader
-	replies      *resp.ReplyReader
-	responses    *memcache.ResponseReader
-	readDeadline time.Time
-
 	// forwarded counts requests sent on a peer link, by tenant and peer (a metrics series).
 	forwarded *atomic.Uint64
-	// broken: the link failed; it is closed and never reused.
-	broken atomic.Bool
-	idleAt time.Time
+
+	open atomic.Bool // state == linkOpen, read without the lock on every request
+
+	mu           sync.Mutex
+	state        linkState
+	out          []byte       // request bytes the writer has not taken yet
+	due          ring[waiter] // replies owed, in request order
+	writing      bool         // someone holds the writer role: out will be written
+	blocked      int          // senders waiting for room in out
+	room         sync.Cond    // signalled when the writer takes out
+	readDeadline time.Time
+
+	wake chan struct{} // hands the writer role to the writer goroutine
+
+	// Owned by the holder of the writer role.
+	wbuf          []byte
+	writeDeadline time.Time
+
+	// Reader-owned.
+	br        *bufio.Reader
+	replies   *resp.ReplyReader
+	responses *memcache.ResponseReader
+	touched   []*conn // connections with a completed reply, served once no reply is buffered
 }
 
-func newLink(key linkKey, nc net.Conn, br *bufio.Reader, protocol Protocol) *link {
-	l := &link{key: key, nc: nc, br: br, bw: bufio.NewWriterSize(nc, ioBufferSize)}
-	if protocol == Redis {
+func newLink(p *Proxy, key linkKey, node string, nc net.Conn, br *bufio.Reader) *link {
+	l := &link{
+		p:     p,
+		key:   key,
+		node:  node,
+		local: !key.peer,
+		nc:    nc,
+		br:    br,
+		wake:  make(chan struct{}, 1),
+		due:   newRing[waiter](initialLinkDueSlots),
+	}
+	l.room.L = &l.mu
+	l.open.Store(true)
+	if p.opts.Protocol == Redis {
 		l.replies = resp.NewReplyReader(br, resp.ReplyLimits{})
 	} else {
 		l.responses = memcache.NewResponseReader(br, memcache.ResponseLimits{})
@@ -65,130 +124,427 @@ func newLink(key linkKey, nc net.Conn, br *bufio.Reader, protocol Protocol) *lin
 	return l
 }
 
-// fail marks the link broken and closes it.
-func (l *link) fail() {
-	l.broken.Store(true)
-	l.nc.Close()
-}
-
-// write queues request bytes, refreshing the write deadline when half of it has passed.
-func (l *link) write(b []byte, now time.Time, timeout time.Duration) {
-	if now.Add(timeout / 2).After(l.writeDeadline) {
-		l.writeDeadline = now.Add(timeout)
-		l.nc.SetWriteDeadline(l.writeDeadline)
-	}
-	if _, err := l.bw.Write(b); err != nil {
-		l.fail()
-	}
-}
-
-func (l *link) flush() {
-	if l.bw.Buffered() > 0 {
-		if err := l.bw.Flush(); err != nil {
-			l.fail()
-		}
-	}
-}
-
-// prepareRead refreshes the read deadline, when half of it has passed, before a read that
-// may block.
-func (l *link) prepareRead(timeout time.Duration) {
-	if l.br.Buffered() > 0 {
-		return
-	}
-	if now := time.Now(); now.Add(timeout / 2).After(l.readDeadline) {
-		l.readDeadline = now.Add(timeout)
-		l.nc.SetReadDeadline(l.readDeadline)
-	}
-}
-
-// alive checks, without blocking, that an idle link was not closed by the other side and has
-// no stray bytes waiting.
-func (l *link) alive() bool {
-	if l.broken.Load() || l.br.Buffered() > 0 {
+// start runs the link's writer and reader; false when the proxy is closing.
+func (l *link) start() bool {
+	l.p.mu.Lock()
+	defer l.p.mu.Unlock()
+	if l.p.closed {
 		return false
 	}
-	l.nc.SetReadDeadline(time.Now())
-	_, err := l.br.Peek(1)
-	l.readDeadline = time.Time{}
-	l.nc.SetReadDeadline(time.Time{})
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
+	l.p.wg.Add(2)
+	go l.writeLoop()
+	go l.readLoop()
+	return true
 }
 
-// linkPool keeps idle links for reuse by later client connections, so a new client does not
-// pay for a dial and, to a peer, a handshake.
-type linkPool struct {
-	max  int
-	ttl  time.Duration
-	mu   sync.Mutex
-	idle map[linkKey][]*link
+// usable reports whether the link takes requests.
+func (l *link) usable() bool { return l.open.Load() }
+
+// send queues a request and the reply it is owed, and sees that it gets written. It waits
+// while the link's backlog is full and fails with errLinkClosed once the link takes no more
+// requests. alone says the sender has nothing more to send right away: if then the link has
+// nothing else in flight, no batch is worth waiting for and the sender writes the request
+// itself, saving a goroutine switch on the way; otherwise the link's writer goroutine writes
+// it in a batch.
+func (l *link) send(raw []byte, w waiter, alone bool) error {
+	l.mu.Lock()
+	for l.state == linkOpen && len(l.out) > 0 && len(l.out)+len(raw) > maxLinkBacklog {
+		l.blocked++
+		l.room.Wait()
+		l.blocked--
+	}
+	if l.state != linkOpen {
+		l.mu.Unlock()
+		return errLinkClosed
+	}
+	if l.due.len() == 0 {
+		// The reader may be blocked without a deadline, or with one that expired while the
+		// link was idle: this reply is due within the backend timeout from now.
+		l.setReadDeadline(time.Now().Add(l.p.opts.BackendTimeout))
+	}
+	l.out = append(l.out, raw...)
+	l.due.push(w)
+	wake, write := false, false
+	if !l.writing {
+		l.writing = true
+		write = alone && l.due.len() == 1
+		wake = !write
+	}
+	l.mu.Unlock()
+	if wake {
+		kick(l.wake)
+	}
+	if write {
+		l.writeOut(false)
+	}
+	return nil
 }
 
-// idleLinkTTL drops links idle this long: the other side may have forgotten them.
-const idleLinkTTL = 5 * time.Minute
-
-func newLinkPool(maxIdle int) *linkPool {
-	return &linkPool{max: maxIdle, ttl: idleLinkTTL, idle: make(map[linkKey][]*link)}
+// setReadDeadline sets the reader's deadline; l.mu is held.
+func (l *link) setReadDeadline(t time.Time) {
+	l.readDeadline = t
+	l.nc.SetReadDeadline(t)
 }
 
-func (p *linkPool) get(key linkKey) *link {
+// writeLoop takes the writer role whenever a sender hands it over, until the link closes.
+func (l *link) writeLoop() {
+	defer l.p.wg.Done()
 	for {
-		p.mu.Lock()
-		list := p.idle[key]
-		if len(list) == 0 {
-			p.mu.Unlock()
+		<-l.wake
+		l.mu.Lock()
+		closed := l.state == linkClosed
+		l.mu.Unlock()
+		if closed {
+			return
+		}
+		l.writeOut(true)
+	}
+}
+
+// writeOut writes the queued requests for the holder of the writer role, which it gives up
+// once nothing is queued. The writer goroutine (batching) first lets the client connections
+// that are ready to run queue their requests, so that they leave in one write, and writes
+// until nothing is queued; a sender writes once and hands what others queued meanwhile to the
+// writer goroutine.
+func (l *link) writeOut(batching bool) {
+	timeout := l.p.opts.BackendTimeout
+	for round := 0; ; round++ {
+		if batching {
+			runtime.Gosched()
+		}
+		l.mu.Lock()
+		if l.state == linkClosed || len(l.out) == 0 {
+			l.writing = false
+			l.mu.Unlock()
+			return
+		}
+		if !batching && round > 0 {
+			l.mu.Unlock()
+			kick(l.wake)
+			return
+		}
+		l.wbuf, l.out = l.out, l.wbuf[:0]
+		if l.blocked > 0 {
+			l.room.Broadcast()
+		}
+		l.mu.Unlock()
+		if now := time.Now(); now.Add(timeout / 2).After(l.writeDeadline) {
+			l.writeDeadline = now.Add(timeout)
+			l.nc.SetWriteDeadline(l.writeDeadline)
+		}
+		if _, err := l.nc.Write(l.wbuf); err != nil {
+			l.fail(l.failure(err))
+			return
+		}
+		if cap(l.wbuf) > maxRetainedLinkBuf {
+			l.wbuf = nil
+		}
+	}
+}
+
+// readLoop reads replies in request order and completes their waiters until the link closes.
+func (l *link) readLoop() {
+	defer l.p.wg.Done()
+	defer l.wakeTouched()
+	for {
+		if l.br.Buffered() == 0 {
+			l.wakeTouched()
+			if err := l.awaitReply(); err != nil {
+				l.fail(l.failure(err))
+				return
+			}
+		}
+		l.mu.Lock()
+		if l.due.len() == 0 {
+			l.mu.Unlock()
+			l.fail(l.failure(errors.New("the engine sent a reply nobody asked for")))
+			return
+		}
+		w := l.due.pop()
+		l.mu.Unlock()
+		// The writer may reuse w.p as soon as it is complete: its connection is read first.
+		c := w.p.c
+		var err error
+		if l.replies != nil {
+			err = l.readRESP(w)
+		} else {
+			err = l.readMemcache(w)
+		}
+		if err != nil {
+			failure := l.failure(err)
+			w.p.fail(w.part, failure)
+			l.touch(c)
+			l.fail(failure)
+			return
+		}
+		l.touch(c)
+		if l.drained() {
+			return
+		}
+	}
+}
+
+func (l *link) readRESP(w waiter) error {
+	reply, err := l.replies.ReadReply()
+	if err != nil {
+		return err
+	}
+	w.p.completeRESP(l, w.part, reply)
+	return nil
+}
+
+func (l *link) readMemcache(w waiter) error {
+	r, err := l.responses.ReadResponse(w.expect)
+	if err != nil {
+		return err
+	}
+	w.p.completeMemcache(l, w.part, r)
+	return nil
+}
+
+// awaitReply blocks until reply bytes arrive. While replies are due it keeps a deadline of
+// one backend timeout after the last progress; a deadline that passes with nothing due (the
+// link went idle) is cleared.
+func (l *link) awaitReply() error {
+	timeout := l.p.opts.BackendTimeout
+	for {
+		l.mu.Lock()
+		if l.due.len() > 0 {
+			if now := time.Now(); now.Add(timeout / 2).After(l.readDeadline) {
+				l.setReadDeadline(now.Add(timeout))
+			}
+		}
+		l.mu.Unlock()
+		_, err := l.br.Peek(1)
+		if err == nil {
 			return nil
 		}
-		l := list[len(list)-1]
-		p.idle[key] = list[:len(list)-1]
-		p.mu.Unlock()
-		if time.Since(l.idleAt) < p.ttl && l.alive() {
-			return l
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() {
+			return err
 		}
-		l.fail()
+		l.mu.Lock()
+		switch {
+		case l.state == linkClosed:
+			l.mu.Unlock()
+			return err
+		case l.due.len() == 0:
+			l.setReadDeadline(time.Time{})
+		case !time.Now().Before(l.readDeadline):
+			l.mu.Unlock()
+			return err
+		}
+		// Otherwise a sender moved the deadline after this one passed.
+		l.mu.Unlock()
 	}
 }
 
-// put keeps a healthy link whose replies were all read, or closes it.
-func (p *linkPool) put(l *link) {
-	if l.broken.Load() || l.bw.Buffered() > 0 || l.br.Buffered() > 0 {
-		l.fail()
-		return
+// touch notes a connection to wake once the replies read so far are handed out.
+func (l *link) touch(c *conn) {
+	if n := len(l.touched); n == 0 || l.touched[n-1] != c {
+		l.touched = append(l.touched, c)
 	}
-	l.idleAt = time.Now()
-	p.mu.Lock()
-	if list := p.idle[l.key]; len(list) < p.max && p.idle != nil {
-		p.idle[l.key] = append(list, l)
-		p.mu.Unlock()
-		return
-	}
-	p.mu.Unlock()
-	l.fail()
 }
 
-// drop closes the idle links that match.
-func (p *linkPool) drop(match func(linkKey) bool) {
-	p.mu.Lock()
-	var closing []*link
-	for key, list := range p.idle {
+// wakeTouched hands out the replies of the connections completed in this batch: each
+// connection's replies leave in one system call.
+func (l *link) wakeTouched() {
+	for i, c := range l.touched {
+		c.deliverReady()
+		l.touched[i] = nil
+	}
+	l.touched = l.touched[:0]
+}
+
+// drained closes a draining link that owes no more replies, and reports whether it did.
+func (l *link) drained() bool {
+	l.mu.Lock()
+	done := l.state == linkDraining && l.due.len() == 0
+	l.mu.Unlock()
+	if done {
+		l.fail(nil)
+	}
+	return done
+}
+
+// failure words a link's I/O error for the clients whose replies it loses.
+func (l *link) failure(err error) error {
+	var reason string
+	var ne net.Error
+	switch {
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed),
+		errors.Is(err, syscall.EPIPE), errors.Is(err, syscall.ECONNRESET):
+		reason = "connection closed"
+	case errors.As(err, &ne) && ne.Timeout():
+		reason = "timed out"
+	default:
+		reason = err.Error()
+	}
+	if l.local {
+		return fmt.Errorf("local partition: %s", reason)
+	}
+	return fmt.Errorf("node %s: %s", l.node, reason)
+}
+
+// fail closes the link; every reply still due is answered with failure (nil: the link was
+// drained and owes none).
+func (l *link) fail(failure error) {
+	l.mu.Lock()
+	if l.state == linkClosed {
+		l.mu.Unlock()
+		return
+	}
+	l.state = linkClosed
+	l.open.Store(false)
+	var lost []waiter
+	for l.due.len() > 0 {
+		lost = append(lost, l.due.pop())
+	}
+	l.out = nil
+	l.room.Broadcast()
+	l.mu.Unlock()
+	l.nc.Close()
+	kick(l.wake)
+	if failure == nil {
+		failure = errors.New("connection closed")
+	}
+	for _, w := range lost {
+		c := w.p.c
+		w.p.fail(w.part, failure)
+		c.wakeWriter()
+	}
+}
+
+// retire stops the link taking requests; it closes once it has read the replies it owes.
+func (l *link) retire() {
+	l.mu.Lock()
+	if l.state != linkOpen {
+		l.mu.Unlock()
+		return
+	}
+	l.state = linkDraining
+	l.open.Store(false)
+	idle := l.due.len() == 0
+	l.room.Broadcast()
+	l.mu.Unlock()
+	if idle {
+		l.fail(nil)
+	}
+}
+
+// linkSlot holds the shared links of one key: a small fixed number, each dialed on first use
+// and again after it fails. Client connections spread over them by connection ID.
+type linkSlot struct {
+	mu       sync.Mutex
+	links    []*link
+	failedAt time.Time // last failed dial: others fail fast for dialRetryDelay
+	failure  error
+}
+
+// dialRetryDelay is how long requests for an unreachable backend are answered with an error
+// at once instead of dialing again.
+const dialRetryDelay = time.Second
+
+// linkSet is every shared link of the proxy, by key.
+type linkSet struct {
+	mu     sync.Mutex
+	slots  map[linkKey]*linkSlot
+	closed bool
+}
+
+func newLinkSet() *linkSet { return &linkSet{slots: make(map[linkKey]*linkSlot)} }
+
+// sharedLink returns an open link for key, dialing it if needed. pick chooses among the key's links
+// (a client connection always picks the same one, so its replies mostly come in order from
+// one link); forwarded is the counter of a peer link.
+func (p *Proxy) sharedLink(key linkKey, node string, pick int64, forwarded func() *atomic.Uint64) (*link, error) {
+	s := p.links
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, ErrClosed
+	}
+	slot := s.slots[key]
+	if slot == nil {
+		n := p.opts.EngineLinks
+		if key.peer {
+			n = p.opts.PeerLinks
+		}
+		slot = &linkSlot{links: make([]*link, n)}
+		s.slots[key] = slot
+	}
+	s.mu.Unlock()
+
+	slot.mu.Lock()
+	defer slot.mu.Unlock()
+	i := int(pick % int64(len(slot.links)))
+	if l := slot.links[i]; l != nil && l.usable() {
+		return l, nil
+	}
+	if !slot.failedAt.IsZero() && time.Since(slot.failedAt) < dialRetryDelay {
+		return nil, slot.failure
+	}
+	l, err := p.dialLink(key, node)
+	if err != nil {
+		slot.failedAt, slot.failure = time.Now(), fmt.Errorf("node %s: %w", node, err)
+		return nil, slot.failure
+	}
+	slot.failedAt, slot.failure = time.Time{}, nil
+	if key.peer {
+		l.forwarded = forwarded()
+	}
+	if !l.start() {
+		l.nc.Close()
+		return nil, ErrClosed
+	}
+	slot.links[i] = l
+	// A link dialed after the set closed (a Close racing this dial) must not outlive it.
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		l.fail(ErrClosed)
+		return nil, ErrClosed
+	}
+	return l, nil
+}
+
+// retire retires the links whose key matches: gracefully (they close once they have read
+// the replies they owe) or at once.
+func (s *linkSet) retire(match func(linkKey) bool, now bool) {
+	s.mu.Lock()
+	var slots []*linkSlot
+	for key, slot := range s.slots {
 		if match(key) {
-			closing = append(closing, list...)
-			delete(p.idle, key)
+			slots = append(slots, slot)
+			delete(s.slots, key)
 		}
 	}
-	p.mu.Unlock()
-	for _, l := range closing {
-		l.fail()
+	s.mu.Unlock()
+	for _, slot := range slots {
+		slot.mu.Lock()
+		links := slot.links
+		slot.mu.Unlock()
+		for _, l := range links {
+			switch {
+			case l == nil:
+			case now:
+				l.fail(errors.New("connection closed"))
+			default:
+				l.retire()
+			}
+		}
 	}
 }
 
-// closeAll closes every idle link and refuses later ones.
-func (p *linkPool) closeAll() {
-	p.drop(func(linkKey) bool { return true })
-	p.mu.Lock()
-	p.idle = nil
-	p.mu.Unlock()
+// closeAll closes every link at once and refuses new ones.
+func (s *linkSet) closeAll() {
+	s.retire(func(linkKey) bool { return true }, true)
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	// Links dialed while closing found the set open; retire them too.
+	s.retire(func(linkKey) bool { return true }, true)
 }
 
 // The peer protocol. A sidecar forwarding a tenant's requests to another node's peer listener
@@ -230,9 +586,9 @@ func parsePeerHello(line []byte, tokenDigest [sha256.Size]byte) (string, error) 
 }
 
 // dialLink connects a new link: to the local engine's socket, or to a peer's listener with the
-// handshake. A redis link then switches to the client's RESP version with HELLO.
-func (p *Proxy) dialLink(ctx context.Context, key linkKey, peerToken string) (*link, error) {
-	ctx, cancel := context.WithTimeout(ctx, p.opts.DialTimeout)
+// handshake. A redis link then switches to its RESP version with HELLO.
+func (p *Proxy) dialLink(key linkKey, node string) (*link, error) {
+	ctx, cancel := context.WithTimeout(p.ctx, p.opts.DialTimeout)
 	defer cancel()
 	var d net.Dialer
 	network := "unix"
@@ -247,17 +603,17 @@ func (p *Proxy) dialLink(ctx context.Context, key linkKey, peerToken string) (*l
 		nc.SetDeadline(deadline)
 	}
 	br := bufio.NewReaderSize(nc, ioBufferSize)
-	if err := p.linkHandshake(nc, br, key, peerToken); err != nil {
+	if err := p.linkHandshake(nc, br, key); err != nil {
 		nc.Close()
 		return nil, err
 	}
 	nc.SetDeadline(time.Time{})
-	return newLink(key, nc, br, p.opts.Protocol), nil
+	return newLink(p, key, node, nc, br), nil
 }
 
-func (p *Proxy) linkHandshake(nc net.Conn, br *bufio.Reader, key linkKey, peerToken string) error {
+func (p *Proxy) linkHandshake(nc net.Conn, br *bufio.Reader, key linkKey) error {
 	if key.peer {
-		if _, err := nc.Write(appendPeerHello(nil, peerToken, key.tenant)); err != nil {
+		if _, err := nc.Write(appendPeerHello(nil, p.peerToken(), key.tenant)); err != nil {
 			return err
 		}
 		line, err := protocol.AppendLine(br, nil, maxPeerLineLen)
@@ -281,4 +637,12 @@ func (p *Proxy) linkHandshake(nc net.Conn, br *bufio.Reader, key linkKey, peerTo
 		}
 	}
 	return nil
+}
+
+// kick wakes the goroutine waiting on a one-slot channel, or leaves it a wake-up.
+func kick(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
 }

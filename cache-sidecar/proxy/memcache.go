@@ -28,9 +28,7 @@ func newMemcacheHandler(c *conn) *memcacheHandler {
 func (h *memcacheHandler) readLoop() error {
 	c := h.c
 	for !c.closing {
-		if h.rr.Buffered() == 0 {
-			c.flushLinks()
-		}
+		wasBuffered := h.rr.Buffered() > 0
 		req, err := h.rr.ReadRequest()
 		if err != nil {
 			var pe *memcache.ProtocolError
@@ -45,7 +43,7 @@ func (h *memcacheHandler) readLoop() error {
 			c.pushLocal(pe.AppendReply(nil), 0)
 			continue
 		}
-		h.handle(req, now())
+		h.handle(req, c.requestStart(wasBuffered))
 	}
 	return nil
 }
@@ -227,60 +225,60 @@ func (h *memcacheHandler) retrieve(req *memcache.Request, start int64) {
 	}
 }
 
-// read reads a link's next response; a failure becomes an error reply to the client.
-func (h *memcacheHandler) read(l *link, exp memcache.Expect) (*memcache.Response, []byte) {
-	l.prepareRead(h.c.p.opts.BackendTimeout)
-	r, err := l.responses.ReadResponse(exp)
-	if err != nil {
-		return nil, memcache.AppendServerError(nil, "cacheqos: "+h.c.readFailed(l, err).Error())
+// completeMemcache takes a link's response to p (to one part of a split retrieval): it
+// counts the response for the local partition and keeps what the writer needs. It runs on
+// the link's reader, which then no longer touches p.
+func (p *pending) completeMemcache(l *link, part int, r *memcache.Response) {
+	if p.kind == entrySplit {
+		pr := &p.parts[part]
+		pr.isError = r.IsError()
+		pr.raw, pr.values = pr.raw[:0], pr.values[:0]
+		if pr.isError {
+			pr.raw = append(pr.raw, r.Raw()...)
+		}
+		for _, v := range r.Values {
+			start := len(pr.raw)
+			pr.raw = append(pr.raw, v.Raw...)
+			pr.values = append(pr.values, partValue{keyHash: keyhash.Sum64(v.Key), start: start, end: len(pr.raw), len: len(v.Data)})
+		}
+		if l.local {
+			p.tenant.served(len(r.Raw()))
+		}
+	} else {
+		if l.local {
+			countMemcache(p, r)
+		}
+		p.reply = append(p.reply[:0], r.Raw()...)
 	}
-	return r, nil
+	p.remaining.Add(-1)
 }
 
-func (h *memcacheHandler) deliver(e *entry) {
-	c := h.c
-	switch e.kind {
-	case entryForward:
-		r, failure := h.read(e.link, e.expect)
-		if failure != nil {
-			c.write(failure)
-			return
-		}
-		if e.link.local {
-			h.count(e, r)
-		}
-		c.write(r.Raw())
-	case entrySplit:
-		h.deliverSplit(e)
-	}
-}
-
-// count updates the counters of the local partition for one response.
-func (h *memcacheHandler) count(e *entry, r *memcache.Response) {
-	t := e.tenant
+// countMemcache updates the counters of the local partition for one response.
+func countMemcache(p *pending, r *memcache.Response) {
+	t := p.tenant
 	t.served(len(r.Raw()))
 	if r.IsError() {
 		return
 	}
-	switch e.access {
+	switch p.access {
 	case accessRead:
-		if e.expect.Command.IsRetrieval() {
-			recordValue(t, e.keyHash, r.Values, 0)
+		if p.expect.Command.IsRetrieval() {
+			recordValue(t, p.keyHash, r.Values, 0)
 			return
 		}
 		switch r.Status { // mg
 		case memcache.StatusVA, memcache.StatusHD:
-			t.recordRead(e.keyHash, true, len(r.Raw()))
+			t.recordRead(p.keyHash, true, len(r.Raw()))
 		case memcache.StatusEN, memcache.StatusSuppressed:
-			t.recordRead(e.keyHash, false, 0)
+			t.recordRead(p.keyHash, false, 0)
 		}
 	case accessReadMulti:
 		next := 0
-		for _, h := range e.more.keyHashes {
+		for _, h := range p.more.keyHashes {
 			next += recordValue(t, h, r.Values, next)
 		}
 	case accessWrite:
-		t.recordWrite(e.keyHash)
+		t.recordWrite(p.keyHash)
 	}
 }
 
@@ -295,40 +293,58 @@ func recordValue(t *tenant, h uint64, values []memcache.Value, next int) int {
 	return 0
 }
 
-// deliverSplit merges the parts of a retrieval into one response, values in key order.
-func (h *memcacheHandler) deliverSplit(e *entry) {
+// memcacheFailure is the response for a request whose response will not come.
+func memcacheFailure(err error) []byte {
+	return memcache.AppendServerError(nil, "cacheqos: "+err.Error())
+}
+
+func (h *memcacheHandler) deliver(p *pending) {
 	c := h.c
-	s := e.split
-	responses := make([]*memcache.Response, len(s.parts))
+	switch {
+	case p.kind == entrySplit:
+		h.deliverSplit(p)
+	case p.failure != nil:
+		c.write(memcacheFailure(p.failure))
+	default:
+		c.write(p.reply)
+	}
+}
+
+// deliverSplit merges the parts of a retrieval into one response, values in key order.
+func (h *memcacheHandler) deliverSplit(p *pending) {
+	c := h.c
+	s := p.split
 	var failure []byte
-	for p, l := range s.parts {
-		r, readFailure := h.read(l, memcache.Expect{Command: s.cmd})
+	for i := range p.parts {
+		pr := &p.parts[i]
 		switch {
-		case readFailure != nil:
-			failure = firstFailure(failure, readFailure)
-		case r.IsError():
-			failure = firstFailure(failure, slices.Clone(r.Raw()))
-		default:
-			responses[p] = r
-		}
-		if readFailure == nil && l.local {
-			e.tenant.served(len(r.Raw()))
+		case pr.failure != nil:
+			failure = firstFailure(failure, memcacheFailure(pr.failure))
+		case pr.isError:
+			failure = firstFailure(failure, pr.raw)
 		}
 	}
 	if failure != nil {
 		c.write(failure)
 		return
 	}
-	next := make([]int, len(s.parts))
-	for n, p := range s.owner {
-		values := responses[p].Values
-		found := next[p] < len(values) && keyhash.Sum64(values[next[p]].Key) == s.keyHashes[n]
-		if s.parts[p].local {
-			recordValue(e.tenant, s.keyHashes[n], values, next[p])
+	next := make([]int, len(p.parts))
+	for n, part := range s.owner {
+		pr := &p.parts[part]
+		var found *partValue
+		if i := next[part]; i < len(pr.values) && pr.values[i].keyHash == s.keyHashes[n] {
+			found = &pr.values[i]
+			next[part]++
 		}
-		if found {
-			c.write(values[next[p]].Raw)
-			next[p]++
+		if pr.local {
+			if found != nil {
+				p.tenant.recordRead(s.keyHashes[n], true, found.len)
+			} else {
+				p.tenant.recordRead(s.keyHashes[n], false, 0)
+			}
+		}
+		if found != nil {
+			c.write(pr.raw[found.start:found.end])
 		}
 	}
 	c.write(memcache.AppendEnd(nil))

@@ -28,7 +28,7 @@ type Proxy struct {
 	conf    atomic.Pointer[nodeConfig]
 	loaded  atomic.Bool
 
-	pool    *linkPool
+	links   *linkSet
 	connIDs atomic.Int64
 	stats   proxyStats
 	version atomic.Pointer[string]
@@ -39,12 +39,14 @@ type Proxy struct {
 	listeners       map[net.Listener]bool // value: peer listener
 	conns           map[*conn]struct{}
 	closed          bool
+	draining        atomic.Bool // Shutdown began: no new connections, open ones finish
 	clientListeners atomic.Int32
 	peerListeners   atomic.Int32
 
 	ctx    context.Context // cancelled by Close: stops background work
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	wg     sync.WaitGroup // every goroutine of the proxy
+	connWG sync.WaitGroup // running connections, for Shutdown
 }
 
 // nodeConfig is the node-wide part of the configuration.
@@ -80,7 +82,7 @@ func New(opts Options) (*Proxy, error) {
 	p := &Proxy{
 		opts:      opts,
 		log:       opts.Logger,
-		pool:      newLinkPool(opts.MaxIdleLinks),
+		links:     newLinkSet(),
 		listeners: make(map[net.Listener]bool),
 		conns:     make(map[*conn]struct{}),
 		ctx:       ctx,
@@ -139,10 +141,31 @@ func (p *Proxy) Update(cfg Config) error {
 	for id, t := range old {
 		if next[id] == nil {
 			t.remove()
-			p.pool.drop(func(k linkKey) bool { return k.tenant == id })
+			p.links.retire(func(k linkKey) bool { return k.tenant == id }, true)
 		}
 	}
+	// Links to engines and peers that no tenant uses any more close once they have answered
+	// what was sent on them.
+	p.links.retire(func(k linkKey) bool { return !linkInUse(next, cfg.NodeID, k) }, false)
 	return nil
+}
+
+// linkInUse reports whether a link's tenant still sends requests to its address.
+func linkInUse(tenants map[string]*tenant, nodeID string, k linkKey) bool {
+	t := tenants[k.tenant]
+	if t == nil {
+		return false
+	}
+	cfg := t.cfg.Load()
+	if !k.peer {
+		return k.address == cfg.localEngine
+	}
+	for _, n := range cfg.routes.nodes {
+		if n.id != nodeID && n.peerAddress == k.address {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *Proxy) nodeID() string    { return p.conf.Load().nodeID }
@@ -158,12 +181,12 @@ func (p *Proxy) Serve(l net.Listener) error { return p.serve(l, false) }
 // documentation) until l fails or the proxy closes.
 func (p *Proxy) ServePeer(l net.Listener) error { return p.serve(l, true) }
 
-// ErrClosed is returned by Serve and ServePeer after Close.
+// ErrClosed is returned by Serve and ServePeer after Shutdown or Close.
 var ErrClosed = errors.New("proxy: closed")
 
 func (p *Proxy) serve(l net.Listener, peer bool) error {
 	p.mu.Lock()
-	if p.closed {
+	if p.closed || p.draining.Load() {
 		p.mu.Unlock()
 		return ErrClosed
 	}
@@ -184,7 +207,7 @@ func (p *Proxy) serve(l net.Listener, peer bool) error {
 	for {
 		nc, err := l.Accept()
 		if err != nil {
-			if p.isClosed() {
+			if p.isClosed() || p.draining.Load() {
 				return ErrClosed
 			}
 			var ne net.Error
@@ -198,7 +221,7 @@ func (p *Proxy) serve(l net.Listener, peer bool) error {
 		}
 		backoff = 0
 		p.mu.Lock()
-		if p.closed { // Close may already be waiting for the connections it knows of
+		if p.closed || p.draining.Load() { // Close may already be waiting for the connections it knows of
 			p.mu.Unlock()
 			nc.Close()
 			return ErrClosed
@@ -222,19 +245,22 @@ func (p *Proxy) isClosed() bool {
 	return p.closed
 }
 
-// runConn serves a connection, tracked so Close can end it.
+// runConn serves a connection, tracked so Close and Shutdown can end it.
 func (p *Proxy) runConn(c *conn) {
 	p.mu.Lock()
-	if p.closed {
+	if p.closed || p.draining.Load() {
 		p.mu.Unlock()
 		c.nc.Close()
+		c.cancel()
 		if c.tenant != nil {
 			c.tenant.unregister(c)
 		}
 		return
 	}
 	p.conns[c] = struct{}{}
+	p.connWG.Add(1)
 	p.mu.Unlock()
+	defer p.connWG.Done()
 	c.serve()
 	p.mu.Lock()
 	delete(p.conns, c)
@@ -278,13 +304,53 @@ func (p *Proxy) servePeerConn(nc net.Conn) {
 	c := p.newConn(nc, br, t)
 	if !t.register(c) {
 		nc.Close()
+		c.cancel()
 		return
 	}
 	p.runConn(c)
 }
 
-// Close stops the listeners, closes every connection and idle link and stops background
-// work. Engines are not touched.
+// Shutdown stops the proxy gracefully: it stops accepting connections, lets every open
+// connection finish the requests it has already received (their replies are written) and then
+// closes it, and finally closes the proxy as Close does. Requests a client sends after
+// Shutdown began are not read; the client sees its connection close after the replies it is
+// owed. If ctx ends first, the connections still open are closed at once and Shutdown returns
+// ctx's error. Engines are not touched.
+func (p *Proxy) Shutdown(ctx context.Context) error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.draining.Store(true)
+	for l := range p.listeners {
+		l.Close()
+	}
+	conns := make([]*conn, 0, len(p.conns))
+	for c := range p.conns {
+		conns = append(conns, c)
+	}
+	p.mu.Unlock()
+	for _, c := range conns {
+		c.stopReading()
+	}
+	finished := make(chan struct{})
+	go func() {
+		p.connWG.Wait()
+		close(finished)
+	}()
+	var err error
+	select {
+	case <-finished:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	p.Close()
+	return err
+}
+
+// Close stops the listeners, closes every connection and link and stops background work at
+// once; replies still due are lost (Shutdown waits for them). Engines are not touched.
 func (p *Proxy) Close() error {
 	p.mu.Lock()
 	if p.closed {
@@ -305,8 +371,8 @@ func (p *Proxy) Close() error {
 			ps.stop()
 		}
 	}
+	p.links.closeAll()
 	p.wg.Wait()
-	p.pool.closeAll()
 	p.registerer().Unregister(collector{p})
 	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"time"
 
 	"github.com/cacheqos/cacheqos/internal/protocol"
 	"github.com/cacheqos/cacheqos/internal/protocol/resp"
@@ -38,22 +37,19 @@ const (
 type redisHandler struct {
 	c      *conn
 	cr     *resp.CommandReader
-	proto  resp.Proto
 	name   []byte
 	keyIdx []int
 }
 
 func newRedisHandler(c *conn) *redisHandler {
 	lim := resp.Limits{MaxBulkLen: c.p.opts.MaxRequestBytes, MaxCommandLen: c.p.opts.MaxRequestBytes}
-	return &redisHandler{c: c, cr: resp.NewCommandReader(c.br, lim), proto: resp.RESP2}
+	return &redisHandler{c: c, cr: resp.NewCommandReader(c.br, lim)}
 }
 
 func (h *redisHandler) readLoop() error {
 	c := h.c
 	for !c.closing {
-		if h.cr.Buffered() == 0 {
-			c.flushLinks()
-		}
+		wasBuffered := h.cr.Buffered() > 0
 		cmd, err := h.cr.ReadCommand()
 		if err != nil {
 			var pe *resp.ProtocolError
@@ -63,7 +59,7 @@ func (h *redisHandler) readLoop() error {
 			}
 			return err
 		}
-		h.handle(cmd, now())
+		h.handle(cmd, c.requestStart(wasBuffered))
 	}
 	return nil
 }
@@ -198,24 +194,13 @@ func (h *redisHandler) hello(args [][]byte, start int64) {
 		h.setProto(hl.Proto)
 	}
 	info := resp.HelloInfo{Server: "redis", Version: c.p.engineVersion(c.tenant), ID: c.id}
-	c.pushLocal(resp.AppendHelloReply(nil, h.proto, info), start)
+	c.pushLocal(resp.AppendHelloReply(nil, c.proto, info), start)
 }
 
-// setProto switches the connection, and the links it has open, to a RESP version: replies
-// pass through unchanged, so every engine behind the connection must speak the client's
-// version.
-func (h *redisHandler) setProto(proto resp.Proto) {
-	if proto == h.proto {
-		return
-	}
-	h.proto = proto
-	cmd := resp.AppendCommandStrings(nil, "HELLO", strconv.Itoa(int(proto)))
-	for _, l := range h.c.links {
-		l.write(cmd, time.Now(), h.c.p.opts.BackendTimeout)
-		l.key.proto = proto
-		h.c.push(entry{kind: entryDiscard, link: l})
-	}
-}
+// setProto switches the connection to a RESP version. Replies pass through unchanged, so its
+// later requests go to links that speak that version; those in flight are answered in the
+// version they were sent in, as redis would.
+func (h *redisHandler) setProto(proto resp.Proto) { h.c.proto = proto }
 
 // checkClientName applies redis' rule for client names.
 func checkClientName(name []byte) string {
@@ -280,7 +265,7 @@ func (h *redisHandler) local(spec *resp.CommandSpec, args [][]byte, start int64)
 		reply = resp.AppendSimpleString(nil, "OK")
 	case "client|getname":
 		if h.name == nil {
-			reply = resp.AppendNull(nil, h.proto)
+			reply = resp.AppendNull(nil, c.proto)
 		} else {
 			reply = resp.AppendBulk(nil, h.name)
 		}
@@ -489,56 +474,65 @@ func (h *redisHandler) scan(cmd *resp.Command, start int64) {
 	}
 }
 
-// readReply reads a link's next reply; a failure becomes an error reply to the client.
-func (h *redisHandler) readReply(l *link) (resp.Reply, []byte) {
-	l.prepareRead(h.c.p.opts.BackendTimeout)
-	reply, err := l.replies.ReadReply()
-	if err != nil {
-		return reply, resp.AppendError(nil, "ERR cacheqos: "+h.c.readFailed(l, err).Error())
-	}
-	return reply, nil
-}
-
-func (h *redisHandler) deliver(e *entry) {
-	c := h.c
-	switch e.kind {
-	case entryForward, entryDiscard:
-		reply, failure := h.readReply(e.link)
-		switch {
-		case failure != nil:
-			if e.kind == entryForward {
-				c.write(failure)
-			}
-		case e.kind == entryForward:
-			if e.link.local {
-				h.count(e, reply)
-			}
-			c.write(reply.Raw())
+// completeRESP takes a link's reply to p (to one part of a split request): it counts the
+// reply for the local partition and keeps its bytes for the writer. It runs on the link's
+// reader, which then no longer touches p.
+func (p *pending) completeRESP(l *link, part int, reply resp.Reply) {
+	raw := reply.Raw()
+	switch {
+	case p.kind == entrySplit:
+		pr := &p.parts[part]
+		pr.raw = append(pr.raw[:0], raw...)
+		pr.isError = reply.IsError()
+		if l.local {
+			p.tenant.served(len(raw))
 		}
-	case entryScan:
-		h.deliverScan(e)
-	case entrySplit:
-		h.deliverSplit(e)
+	case l.local && p.kind == entryForward:
+		countRESP(p, reply)
+		p.reply = append(p.reply[:0], raw...)
+	default:
+		if l.local {
+			p.tenant.served(len(raw))
+		}
+		p.reply = append(p.reply[:0], raw...)
 	}
+	p.remaining.Add(-1)
 }
 
-// count updates the counters of the local partition for one reply.
-func (h *redisHandler) count(e *entry, reply resp.Reply) {
-	t := e.tenant
+// countRESP updates the counters of the local partition for one reply.
+func countRESP(p *pending, reply resp.Reply) {
+	t := p.tenant
 	t.served(len(reply.Raw()))
-	switch e.access {
+	switch p.access {
 	case accessRead:
 		if hit, counted := classifyRead(reply); counted {
-			t.recordRead(e.keyHash, hit, len(reply.Raw()))
+			t.recordRead(p.keyHash, hit, len(reply.Raw()))
 		}
 	case accessReadMulti:
-		if v, err := reply.Decode(); err == nil && v.Type == resp.TypeArray && len(v.Elems) == len(e.more.keyHashes) {
+		if v, err := reply.Decode(); err == nil && v.Type == resp.TypeArray && len(v.Elems) == len(p.more.keyHashes) {
 			for i, elem := range v.Elems {
-				recordElement(t, e.more.keyHashes[i], elem)
+				recordElement(t, p.more.keyHashes[i], elem)
 			}
 		}
 	case accessWrite:
-		t.recordWrite(e.keyHash)
+		t.recordWrite(p.keyHash)
+	}
+}
+
+// failureReply is the error reply for a request whose reply will not come.
+func failureReply(err error) []byte { return resp.AppendError(nil, "ERR cacheqos: "+err.Error()) }
+
+func (h *redisHandler) deliver(p *pending) {
+	c := h.c
+	switch {
+	case p.kind == entrySplit:
+		h.deliverSplit(p)
+	case p.failure != nil:
+		c.write(failureReply(p.failure))
+	case p.kind == entryScan:
+		h.deliverScan(p)
+	default:
+		c.write(p.reply)
 	}
 }
 
@@ -574,22 +568,14 @@ func isEmptyAggregate(raw []byte) bool {
 }
 
 // deliverScan rewrites an engine's SCAN cursor into the tenant-wide cursor.
-func (h *redisHandler) deliverScan(e *entry) {
+func (h *redisHandler) deliverScan(p *pending) {
 	c := h.c
-	reply, failure := h.readReply(e.link)
-	if failure != nil {
-		c.write(failure)
+	v, err := resp.DecodeValue(p.reply)
+	switch {
+	case err == nil && v.IsError():
+		c.write(p.reply)
 		return
-	}
-	if e.link.local {
-		e.tenant.served(len(reply.Raw()))
-	}
-	if reply.IsError() {
-		c.write(reply.Raw())
-		return
-	}
-	v, err := reply.Decode()
-	if err != nil || v.Type != resp.TypeArray || len(v.Elems) != 2 {
+	case err != nil || v.Type != resp.TypeArray || len(v.Elems) != 2:
 		c.write(resp.AppendError(nil, "ERR cacheqos: unexpected SCAN reply from the engine"))
 		return
 	}
@@ -601,9 +587,9 @@ func (h *redisHandler) deliverScan(e *entry) {
 	var cursor uint64
 	switch {
 	case engineCursor != 0:
-		cursor = engineCursor<<scanNodeBits | uint64(e.more.scanNode)
-	case e.more.scanNode+1 < e.more.scanNodes:
-		cursor = uint64(e.more.scanNode + 1)
+		cursor = engineCursor<<scanNodeBits | uint64(p.more.scanNode)
+	case p.more.scanNode+1 < p.more.scanNodes:
+		cursor = uint64(p.more.scanNode + 1)
 	}
 	out := resp.AppendArrayHeader(nil, 2)
 	out = resp.AppendBulk(out, strconv.AppendUint(nil, cursor, 10))
@@ -611,31 +597,27 @@ func (h *redisHandler) deliverScan(e *entry) {
 	c.write(v.Elems[1].Raw)
 }
 
-// deliverSplit reads every part's reply and merges them.
-func (h *redisHandler) deliverSplit(e *entry) {
+// deliverSplit merges the parts' replies.
+func (h *redisHandler) deliverSplit(p *pending) {
 	c := h.c
-	s := e.split
-	values := make([]resp.Value, len(s.parts))
+	s := p.split
+	values := make([]resp.Value, len(p.parts))
 	var failure []byte
-	for p, l := range s.parts {
-		reply, readFailure := h.readReply(l)
-		if readFailure != nil {
-			failure = firstFailure(failure, readFailure)
-			continue
+	for i := range p.parts {
+		pr := &p.parts[i]
+		switch {
+		case pr.failure != nil:
+			failure = firstFailure(failure, failureReply(pr.failure))
+		case pr.isError:
+			failure = firstFailure(failure, pr.raw)
+		default:
+			v, err := resp.DecodeValue(pr.raw)
+			if err != nil {
+				failure = firstFailure(failure, resp.AppendError(nil, "ERR cacheqos: "+err.Error()))
+				continue
+			}
+			values[i] = v
 		}
-		if l.local {
-			e.tenant.served(len(reply.Raw()))
-		}
-		if reply.IsError() {
-			failure = firstFailure(failure, slices.Clone(reply.Raw()))
-			continue
-		}
-		v, err := reply.Decode()
-		if err != nil {
-			failure = firstFailure(failure, resp.AppendError(nil, "ERR cacheqos: "+err.Error()))
-			continue
-		}
-		values[p] = v
 	}
 	if failure != nil {
 		c.write(failure)
@@ -643,7 +625,7 @@ func (h *redisHandler) deliverSplit(e *entry) {
 	}
 	switch s.merge {
 	case resp.MergeArrayInKeyOrder:
-		h.mergeArrays(e, values)
+		h.mergeArrays(p, values)
 	case resp.MergeSumIntegers:
 		var sum int64
 		for _, v := range values {
@@ -660,26 +642,26 @@ func (h *redisHandler) deliverSplit(e *entry) {
 }
 
 // mergeArrays puts the elements of the parts' arrays back in the order of the keys.
-func (h *redisHandler) mergeArrays(e *entry, values []resp.Value) {
+func (h *redisHandler) mergeArrays(p *pending, values []resp.Value) {
 	c := h.c
-	s := e.split
+	s := p.split
 	next := make([]int, len(values))
-	for _, p := range s.owner {
-		next[p]++
+	for _, part := range s.owner {
+		next[part]++
 	}
-	for p, v := range values {
-		if v.Type != resp.TypeArray || len(v.Elems) != next[p] {
+	for part, v := range values {
+		if v.Type != resp.TypeArray || len(v.Elems) != next[part] {
 			c.write(resp.AppendError(nil, "ERR cacheqos: a node answered a reply that does not match its keys"))
 			return
 		}
-		next[p] = 0
+		next[part] = 0
 	}
 	c.write(resp.AppendArrayHeader(nil, len(s.owner)))
-	for n, p := range s.owner {
-		elem := values[p].Elems[next[p]]
-		next[p]++
-		if s.parts[p].local && s.keyHashes != nil {
-			recordElement(e.tenant, s.keyHashes[n], elem)
+	for n, part := range s.owner {
+		elem := values[part].Elems[next[part]]
+		next[part]++
+		if p.parts[part].local && s.keyHashes != nil {
+			recordElement(p.tenant, s.keyHashes[n], elem)
 		}
 		c.write(elem.Raw)
 	}

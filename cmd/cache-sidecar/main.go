@@ -15,8 +15,9 @@
 //
 // Every flag can also be set through the environment variable named in its help. On SIGTERM
 // or SIGINT it turns not ready, keeps serving for --shutdown-delay so load balancers notice,
-// then stops accepting and closes connections; engines keep running for the next sidecar to
-// adopt unless --stop-engines-on-exit is set.
+// then stops accepting, lets open connections finish the requests they already sent (for up
+// to --drain-timeout) and closes them; engines keep running for the next sidecar to adopt
+// unless --stop-engines-on-exit is set.
 package main
 
 import (
@@ -92,6 +93,7 @@ type options struct {
 
 	refreshInterval   time.Duration
 	shutdownDelay     time.Duration
+	drainTimeout      time.Duration
 	stopEnginesOnExit bool
 
 	logLevel  string
@@ -140,6 +142,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	fs.BoolVar(&o.pprof, "pprof", false, "also serve /debug/pprof on the metrics address")
 	fs.DurationVar(&o.refreshInterval, "refresh-interval", agent.DefaultRefreshInterval, "how often status is refreshed without any change")
 	fs.DurationVar(&o.shutdownDelay, "shutdown-delay", 5*time.Second, "how long the sidecar keeps serving, not ready, after it was told to stop")
+	fs.DurationVar(&o.drainTimeout, "drain-timeout", 10*time.Second, "after the shutdown delay, how long open connections may take to get the replies to requests they already sent before they are closed")
 	fs.BoolVar(&o.stopEnginesOnExit, "stop-engines-on-exit", false, "stop every engine on exit instead of leaving them for the next sidecar to adopt")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -195,6 +198,9 @@ func (o *options) validate() error {
 	}
 	if o.shutdownDelay < 0 {
 		errs = append(errs, fmt.Errorf("--shutdown-delay %v is negative", o.shutdownDelay))
+	}
+	if o.drainTimeout < 0 {
+		errs = append(errs, fmt.Errorf("--drain-timeout %v is negative", o.drainTimeout))
 	}
 	if _, err := parseLevel(o.logLevel); err != nil {
 		errs = append(errs, err)
@@ -338,12 +344,18 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 	}
 
 	// Shutdown: not ready first, so endpoints stop sending new clients; then stop accepting and
-	// close every connection; engines stay for the next sidecar unless told otherwise.
+	// let open connections finish the requests they sent before they close, while the engines
+	// still run; engines stay for the next sidecar unless told otherwise.
 	stopping.Store(true)
-	log.Info("shutting down", "delay", o.shutdownDelay, "stopEngines", o.stopEnginesOnExit)
+	log.Info("shutting down", "delay", o.shutdownDelay, "drainTimeout", o.drainTimeout, "stopEngines", o.stopEnginesOnExit)
 	time.Sleep(o.shutdownDelay)
 	clientLn.Close()
 	peerLn.Close()
+	drainCtx, cancelDrain := context.WithTimeout(context.Background(), o.drainTimeout)
+	if err := px.Shutdown(drainCtx); err != nil {
+		log.Warn("closed connections whose replies were still due after the drain timeout", "timeout", o.drainTimeout)
+	}
+	cancelDrain()
 	if o.stopEnginesOnExit {
 		stopCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -351,7 +363,6 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 			log.Error("stopping engines", "error", err)
 		}
 	}
-	px.Close()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := httpServer.Shutdown(shutdownCtx); err != nil {

@@ -76,9 +76,9 @@ func TestParseFlags(t *testing.T) {
 		},
 		{
 			name:    "bad values",
-			args:    []string{"--log-level", "loud", "--log-format", "xml", "--refresh-interval", "0s", "--shutdown-delay", "-1s"},
+			args:    []string{"--log-level", "loud", "--log-format", "xml", "--refresh-interval", "0s", "--shutdown-delay", "-1s", "--drain-timeout", "-2s"},
 			env:     clusterEnv,
-			wantErr: []string{`--log-level "loud"`, `--log-format "xml"`, "--refresh-interval 0s must be positive", "--shutdown-delay -1s is negative"},
+			wantErr: []string{`--log-level "loud"`, `--log-format "xml"`, "--refresh-interval 0s must be positive", "--shutdown-delay -1s is negative", "--drain-timeout -2s is negative"},
 		},
 		{
 			name:    "stray argument",
