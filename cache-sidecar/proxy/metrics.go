@@ -103,9 +103,9 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 //     histogram 11 (8 buckets, +Inf, sum, count) + connections 1 + auth failures 1 +
 //     forwarded requests P (one per peer node the tenant's keys are forwarded to) = 18 + P;
 //   - serving, on a node holding a partition: served 1 + hits 1 + misses 1 + bytes 2 +
-//     throttled 2 + ghost hits 1 + curve hit ratios 12 = 20.
+//     throttled, refused and waited seconds 3 + ghost hits 1 + curve hit ratios 12 = 21.
 //
-// So 38 + P series per tenant-partition, well under the budget of ~100.
+// So 39 + P series per tenant-partition, well under the budget of ~100.
 var (
 	descRequests = desc("requests_total",
 		"Requests received from the tenant's clients on this node, by command class.", "tenant", "class")
@@ -122,6 +122,8 @@ var (
 	descLatency = desc("request_duration_seconds",
 		"Time from reading a request of the tenant's client on this node to queueing its reply.", "tenant")
 	descThrottled = desc("throttled_requests_total",
+		"Requests for the tenant's partition on this node its limits held back: delayed for tokens, or refused.", "tenant")
+	descRefused = desc("refused_requests_total",
 		"Requests for the tenant's partition on this node refused because they would have waited too long for tokens.", "tenant")
 	descThrottleSeconds = desc("throttled_seconds_total",
 		"Time requests for the tenant's partition on this node spent waiting for tokens.", "tenant")
@@ -148,7 +150,7 @@ type collector struct{ p *Proxy }
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		descRequests, descServed, descHits, descMisses, descBytesIn, descBytesOut, descLatency,
-		descThrottled, descThrottleSeconds, descConnections, descForwarded, descAuthFailures,
+		descThrottled, descRefused, descThrottleSeconds, descConnections, descForwarded, descAuthFailures,
 		descGhostHits, descMRC, descUnauthenticated, descProtocolErrors,
 	} {
 		ch <- d
@@ -191,7 +193,8 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descBytesIn, s.bytesIn.Load(), id)
 		counter(descBytesOut, s.bytesOut.Load(), id)
 		limiter := t.limiter.Stats()
-		counter(descThrottled, limiter.Throttled, id)
+		counter(descThrottled, limiter.Delayed+limiter.Throttled, id)
+		counter(descRefused, limiter.Throttled, id)
 		ch <- prometheus.MustNewConstMetric(descThrottleSeconds, prometheus.CounterValue, limiter.WaitedSeconds, id)
 		counter(descGhostHits, s.ghostHits.Load(), id)
 		curve := ps.tracker.Snapshot()

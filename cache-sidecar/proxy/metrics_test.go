@@ -68,7 +68,7 @@ func tenantSeries(families map[string]*dto.MetricFamily, tenant string) map[stri
 }
 
 // seriesBudget is the documented number of series per tenant-partition without forwarding.
-const seriesBudget = 38
+const seriesBudget = 39
 
 func TestMetricsPerTenant(t *testing.T) {
 	acct := newAccount(t, "team-a/cache")
@@ -97,6 +97,7 @@ func TestMetricsPerTenant(t *testing.T) {
 		"cacheqos_sidecar_connections{}":                  1,
 		"cacheqos_sidecar_request_duration_seconds_count": 3*keys + 3,
 		"cacheqos_sidecar_throttled_requests_total{}":     0,
+		"cacheqos_sidecar_refused_requests_total{}":       0,
 		"cacheqos_sidecar_auth_failures_total{}":          0,
 	}
 	for key, want := range checks {

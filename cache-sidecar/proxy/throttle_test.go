@@ -74,6 +74,13 @@ func TestThrottleHoldsTenantToItsLimit(t *testing.T) {
 	if got := n.p.lookupTenant([]byte(fast.id)).limiter.Stats(); got.Throttled != 0 || got.Delayed != 0 {
 		t.Errorf("unlimited tenant's limiter: %+v", got)
 	}
+	// Held back at its limit, the tenant's requests waited without being refused: they count as
+	// throttled (the operator's Throttled condition reads this), not as refused.
+	series := tenantSeries(scrape(t, n), slow.id)
+	if series["cacheqos_sidecar_throttled_requests_total{}"] == 0 || series["cacheqos_sidecar_refused_requests_total{}"] != 0 {
+		t.Errorf("limited tenant: throttled %v, refused %v; want some throttled and none refused",
+			series["cacheqos_sidecar_throttled_requests_total{}"], series["cacheqos_sidecar_refused_requests_total{}"])
+	}
 }
 
 // TestThrottleRefusesRequestsThatWouldWaitTooLong checks the explicit error once the wait

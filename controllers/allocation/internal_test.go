@@ -279,3 +279,39 @@ func TestViewRaisesSliversToTheEngineMinimum(t *testing.T) {
 		t.Error("viewOf changed the plan it was given")
 	}
 }
+
+// TestDegradation: a maxDegradation objective is judged for every tenant whose fair-share
+// service the curve predicts, including one whose every read misses (a scan), where hit and
+// miss latencies cannot be told apart.
+func TestDegradation(t *testing.T) {
+	measure := func(hits, misses float64, curve []promquery.CurvePoint) *promquery.TenantMeasurement {
+		// Hits take 1 ms and misses 9 ms; the histogram's buckets hold them apart.
+		return &promquery.TenantMeasurement{
+			Nodes:         map[string]*promquery.TenantNodeMeasurement{"a": {RequestsPerSecond: hits + misses, Curve: curve}},
+			HitsPerSecond: hits, MissesPerSecond: misses,
+			LatencySumPerSecond: hits*0.001 + misses*0.009, LatencyCountPerSecond: hits + misses,
+			LatencyBuckets: []promquery.Bucket{{UpperBound: 0.002, Count: hits}, {UpperBound: 0.01, Count: hits + misses}, {UpperBound: math.Inf(1), Count: hits + misses}},
+		}
+	}
+	flat := []promquery.CurvePoint{{SizeBytes: 1 << 20, HitRatio: 0}, {SizeBytes: 1 << 30, HitRatio: 0}}
+	rising := []promquery.CurvePoint{{SizeBytes: 1 << 20, HitRatio: 0.5}, {SizeBytes: 1 << 30, HitRatio: 0.9}}
+	tests := []struct {
+		name   string
+		tm     *promquery.TenantMeasurement
+		want   float64
+		judged bool
+	}{
+		{"a scan: no share would serve it better", measure(0, 100, flat), 1, true},
+		{"served as a fair share would", measure(90, 10, rising), 1, true},
+		{"a fair share would hit more", measure(50, 50, rising), (0.5*0.001 + 0.5*0.009) / (0.9*0.001 + 0.1*0.009), true},
+		{"no curve yet", measure(50, 50, nil), 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, judged := degradation(tt.tm, []string{"a"}, 1<<30)
+			if judged != tt.judged || math.Abs(got-tt.want) > 0.05*tt.want {
+				t.Errorf("degradation = %.3f (judged %v), want %.3f (judged %v)", got, judged, tt.want, tt.judged)
+			}
+		})
+	}
+}

@@ -238,13 +238,15 @@ func judge(t *v1.TenantSLO, tm *promquery.TenantMeasurement, nodes []string, fai
 	return j
 }
 
+// sameHitRatio is how close two hit ratios are to count as the same service.
+const sameHitRatio = 0.01
+
 // degradation is the tenant's observed mean latency over the mean latency its curve and
 // hit/miss latencies predict at the fair share.
 func degradation(tm *promquery.TenantMeasurement, nodes []string, fairShare int64) (float64, bool) {
 	mean, ok := tm.MeanLatency()
-	hit, miss, okHM := tm.HitMissLatency()
 	pts := mergedCurve(tm, nodes)
-	if !ok || !okHM || len(pts) == 0 {
+	if !ok || len(pts) == 0 {
 		return 0, false
 	}
 	cp := make([]curve.Point, len(pts))
@@ -255,7 +257,18 @@ func degradation(tm *promquery.TenantMeasurement, nodes []string, fairShare int6
 	if err != nil {
 		return 0, false
 	}
-	fair := curve.MeanLatency(c.At(fairShare), hit, miss)
+	atFair := c.At(fairShare)
+	if h, ok := tm.HitRatio(); ok && math.Abs(atFair-h) <= sameHitRatio {
+		// A fair share would serve it as it is served now, so with the same latency. This also
+		// judges the tenants whose hit and miss latencies cannot be told apart: every read a
+		// miss (a scan) or a hit.
+		return 1, true
+	}
+	hit, miss, ok := tm.HitMissLatency()
+	if !ok {
+		return 0, false
+	}
+	fair := curve.MeanLatency(atFair, hit, miss)
 	if fair <= 0 || math.IsNaN(fair) {
 		return 0, false
 	}
