@@ -59,10 +59,12 @@ test: bootstrap ## Bootstrap, then run every test layer and print each layer's c
 	hack/test.sh
 
 .PHONY: demo
-demo: ## Local cluster, chart, three tenants under load converging to their SLOs.
-	@test -x hack/demo.sh || { echo "make demo is not available yet: it lands with the end-to-end work" >&2; exit 1; }
-	hack/bootstrap.sh
+demo: bootstrap ## A cluster (kind, or the local one), the chart, three tenants under load converging to their SLOs.
 	hack/demo.sh
+
+.PHONY: demo-down
+demo-down: ## Remove the demo and its cluster.
+	hack/demo.sh down
 
 .PHONY: test-unit
 test-unit: ## Only the unit layer (no bootstrap).
@@ -75,6 +77,10 @@ bench: ## Allocator and sidecar benchmarks (ratios measured in one run).
 .PHONY: bench-sidecar
 bench-sidecar: ## Sidecar proxy vs direct engine vs twemproxy: throughput, p50/p99 ratios (PROFILE=dir adds CPU hot spots).
 	hack/bench-sidecar.sh
+
+.PHONY: eval
+eval: ## Simulate every scenario under every policy; regenerate docs/evaluation.md and docs/eval/ plots.
+	hack/eval.sh
 
 .PHONY: verify-generated
 verify-generated: generate manifests ## Fail when generated files are out of date.

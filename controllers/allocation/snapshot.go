@@ -1,8 +1,6 @@
 package allocation
 
 import (
-	"cmp"
-	"math"
 	"slices"
 
 	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
@@ -157,73 +155,20 @@ func objectiveOf(t *v1.TenantSLO, tm *promquery.TenantMeasurement, obs planning.
 	return nil
 }
 
-// mergedCurve combines the tenant's per-node curves into one curve over its total size.
-// Keys are routed to nodes in proportion to their weights, so a node receiving share w of the
-// tenant's requests sees w of its keys, and a local partition of size s behaves like a total
-// size of s/w. The merged hit ratio at total size S is the request-weighted mean over nodes
-// of each node's curve at S*w, read at the sizes of the node with the largest share.
+// mergedCurve combines the tenant's per-node curves into one curve over its total size
+// (curve.Merge).
 func mergedCurve(tm *promquery.TenantMeasurement, nodes []string) []planning.MissRatioPoint {
-	type nodeCurve struct {
-		share float64
-		curve *curve.Curve
-		sizes []int64
-	}
-	var curves []nodeCurve
-	var total float64
+	var curves []curve.NodeCurve
 	for _, node := range nodes {
-		n := tm.Nodes[node]
-		if n == nil || len(n.Curve) == 0 {
-			continue
-		}
-		pts := make([]curve.Point, len(n.Curve))
-		sizes := make([]int64, len(n.Curve))
-		for i, p := range n.Curve {
-			pts[i] = curve.Point{SizeBytes: p.SizeBytes, HitRatio: p.HitRatio}
-			sizes[i] = p.SizeBytes
-		}
-		c, err := curve.Fit(pts)
-		if err != nil {
-			continue
-		}
-		curves = append(curves, nodeCurve{share: n.RequestsPerSecond, curve: c, sizes: sizes})
-		total += n.RequestsPerSecond
-	}
-	if len(curves) == 0 {
-		return nil
-	}
-	for i := range curves {
-		if total > 0 {
-			curves[i].share /= total
-		} else {
-			curves[i].share = 1 / float64(len(curves))
-		}
-	}
-	dominant := slices.MaxFunc(curves, func(a, b nodeCurve) int { return cmp.Compare(a.share, b.share) })
-	if dominant.share <= 0 {
-		return nil
-	}
-	var out []planning.MissRatioPoint
-	limit := float64(planning.MaxNodeMemoryBytes) * float64(len(nodes))
-	for _, local := range dominant.sizes {
-		size := float64(local) / dominant.share
-		if size > limit || len(out) == planning.MaxCurvePoints {
-			break
-		}
-		var hit, weight float64
-		for _, c := range curves {
-			if c.share <= 0 {
-				continue
+		if n := tm.Nodes[node]; n != nil {
+			pts := make([]curve.Point, len(n.Curve))
+			for i, p := range n.Curve {
+				pts[i] = curve.Point{SizeBytes: p.SizeBytes, HitRatio: p.HitRatio}
 			}
-			hit += c.share * c.curve.At(int64(size*c.share))
-			weight += c.share
+			curves = append(curves, curve.NodeCurve{Points: pts, RequestsPerSecond: n.RequestsPerSecond})
 		}
-		point := planning.MissRatioPoint{SizeBytes: max(1, int64(math.Round(size))), MissRatio: clamp01(1 - hit/weight)}
-		if len(out) > 0 && point.SizeBytes <= out[len(out)-1].SizeBytes {
-			continue
-		}
-		out = append(out, point)
 	}
-	return out
+	return planning.MissRatios(curve.Merge(curves, float64(planning.MaxNodeMemoryBytes)*float64(len(nodes)), planning.MaxCurvePoints))
 }
 
 func clamp01(v float64) float64 {

@@ -44,6 +44,27 @@ func (l *Limiter) Wait(ctx context.Context, n int64) error {
 	return waitAll(ctx, l.clock, l.maxWait, &l.stats, claim{l.bytes, n}, claim{l.ops, 1})
 }
 
+// TryReserve is Wait for callers that keep their own clock (the simulator): it never blocks.
+// When a request of n bytes may proceed within the maximum wait, it takes the tokens and
+// returns how long the request must be held first; otherwise it takes nothing and reports
+// false, where Wait would return a *ThrottledError.
+func (l *Limiter) TryReserve(n int64) (time.Duration, bool) {
+	l.stats.requests.Add(1)
+	claims := []claim{{l.bytes, max(n, 0)}, {l.ops, 1}}
+	var tickets [maxClaims]ticket
+	wait, _, _ := reserveAll(l.clock.Now(), claims, tickets[:])
+	if wait > l.maxWait {
+		releaseAll(claims, tickets[:])
+		l.stats.throttled.Add(1)
+		return wait, false
+	}
+	if wait > 0 {
+		l.stats.delayed.Add(1)
+		l.stats.waitedNanos.Add(int64(wait))
+	}
+	return wait, true
+}
+
 // Charge takes n bytes from the bytes bucket now, allowing debt (see Bucket.Charge): for
 // bytes known only after a request went through, such as its reply's.
 func (l *Limiter) Charge(n int64) { l.bytes.Charge(n) }

@@ -26,21 +26,7 @@ func waitAll(ctx context.Context, clock Clock, maxWait time.Duration, stats *cou
 	start := clock.Now()
 	var ticketArray [maxClaims]ticket
 	tickets := ticketArray[:len(claims)]
-	var (
-		wait    time.Duration
-		worst   int
-		changed [maxClaims]<-chan struct{}
-	)
-	for i, c := range claims {
-		b := c.bucket
-		b.mu.Lock()
-		tickets[i] = b.reserve(start, c.n)
-		if d := b.delay(tickets[i]); d > wait {
-			wait, worst = d, i
-		}
-		changed[i] = b.changed
-		b.mu.Unlock()
-	}
+	wait, worst, changed := reserveAll(start, claims, tickets)
 	if wait > maxWait {
 		releaseAll(claims, tickets)
 		stats.throttled.Add(1)
@@ -76,6 +62,22 @@ func waitAll(ctx context.Context, clock Clock, maxWait time.Duration, stats *cou
 			return throttled(claims[worst], total, maxWait)
 		}
 	}
+}
+
+// reserveAll takes a ticket for every claim at now, one bucket locked at a time, and returns
+// the longest wait they impose, the claim imposing it, and the buckets' limit-change channels.
+func reserveAll(now time.Time, claims []claim, tickets []ticket) (wait time.Duration, worst int, changed [maxClaims]<-chan struct{}) {
+	for i, c := range claims {
+		b := c.bucket
+		b.mu.Lock()
+		tickets[i] = b.reserve(now, c.n)
+		if d := b.delay(tickets[i]); d > wait {
+			wait, worst = d, i
+		}
+		changed[i] = b.changed
+		b.mu.Unlock()
+	}
+	return wait, worst, changed
 }
 
 func throttled(c claim, wait, maxWait time.Duration) error {

@@ -15,6 +15,8 @@ package planning
 import (
 	"fmt"
 	"math"
+
+	"github.com/cacheqos/cacheqos/internal/curve"
 )
 
 // APIVersion is the version of both documents. A future incompatible change gets a new version.
@@ -300,6 +302,18 @@ type Prediction struct {
 	// HitsPerSecond is the request rate times the hit ratio.
 	HitsPerSecond float64 `json:"hitsPerSecond"`
 	Saturated     bool    `json:"saturated,omitempty"`
+}
+
+// MissRatios turns a hit-ratio curve into the snapshot's miss-ratio points; nil stays nil.
+func MissRatios(points []curve.Point) []MissRatioPoint {
+	if points == nil {
+		return nil
+	}
+	out := make([]MissRatioPoint, len(points))
+	for i, p := range points {
+		out[i] = MissRatioPoint{SizeBytes: p.SizeBytes, MissRatio: 1 - p.HitRatio}
+	}
+	return out
 }
 
 // FormatBytes prints a byte count with a binary unit ("1.5 GiB"), as explanations and the CLI
