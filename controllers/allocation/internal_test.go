@@ -315,3 +315,31 @@ func TestDegradation(t *testing.T) {
 		})
 	}
 }
+
+// TestThrottledDemandIsRemembered: while a tenant's limits hold its requests back, its served
+// rate is its limit; the snapshot keeps the demand measured before, so LACS does not release
+// an elephant only to throttle it again.
+func TestThrottledDemandIsRemembered(t *testing.T) {
+	st := &clusterState{demand: map[string][]planning.NodeRate{}}
+	rate := func(node string, req, bytes float64) planning.NodeRate {
+		return planning.NodeRate{Node: node, RequestsPerSecond: req, BytesPerSecond: bytes}
+	}
+	steps := []struct {
+		name      string
+		measured  []planning.NodeRate
+		throttled bool
+		want      []planning.NodeRate
+	}{
+		{"flooding, not limited yet", []planning.NodeRate{rate("a", 9000, 40e6)}, false, []planning.NodeRate{rate("a", 9000, 40e6)}},
+		{"held at its limit", []planning.NodeRate{rate("a", 480, 2e6)}, true, []planning.NodeRate{rate("a", 9000, 40e6)}},
+		{"still held, on a new node too", []planning.NodeRate{rate("b", 100, 1e6), rate("a", 480, 2e6)}, true,
+			[]planning.NodeRate{rate("a", 9000, 40e6), rate("b", 100, 1e6)}},
+		{"calm: under its limit", []planning.NodeRate{rate("a", 50, 1e5)}, false, []planning.NodeRate{rate("a", 50, 1e5)}},
+		{"held again: the calm rate is the demand now", []planning.NodeRate{rate("a", 480, 2e6)}, true, []planning.NodeRate{rate("a", 480, 2e6)}},
+	}
+	for _, s := range steps {
+		if got := st.demandOf("ns/elephant", s.measured, s.throttled); !equality.Semantic.DeepEqual(got, s.want) {
+			t.Errorf("%s: %+v, want %+v", s.name, got, s.want)
+		}
+	}
+}

@@ -149,6 +149,9 @@ type clusterState struct {
 	history map[string][]planning.HitRatioPoint
 	// isolated records the tenants the last plan throttled as LACS elephants.
 	isolated map[string]bool
+	// demand holds each tenant's rates per node as last measured while its limits held none
+	// of its requests back: a throttled tenant's served rate is its limit, not its demand.
+	demand map[string][]planning.NodeRate
 }
 
 // maxHistory bounds each tenant's history.
@@ -160,7 +163,7 @@ func (l *Loop) stateOf(cluster types.NamespacedName) *clusterState {
 	defer l.mu.Unlock()
 	s := l.state[cluster]
 	if s == nil {
-		s = &clusterState{history: map[string][]planning.HitRatioPoint{}, isolated: map[string]bool{}}
+		s = &clusterState{history: map[string][]planning.HitRatioPoint{}, isolated: map[string]bool{}, demand: map[string][]planning.NodeRate{}}
 		l.state[cluster] = s
 	}
 	return s

@@ -2,6 +2,7 @@ package allocation
 
 import (
 	"slices"
+	"strings"
 
 	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
 	"github.com/cacheqos/cacheqos/internal/allocator/planning"
@@ -93,6 +94,7 @@ func snapshotTenant(t *v1.TenantSLO, tm *promquery.TenantMeasurement, in *inputs
 	}
 	if tm != nil {
 		observe(&pt, tm, in.nodes)
+		pt.Rates = st.demandOf(pt.ID, pt.Rates, tm.ThrottledPerSecond >= minThrottledRate)
 	}
 	pt.Objective = objectiveOf(t, tm, pt.Observed)
 	if pt.Objective == nil {
@@ -101,6 +103,29 @@ func snapshotTenant(t *v1.TenantSLO, tm *promquery.TenantMeasurement, in *inputs
 		pt.Class = planning.ClassBestEffort
 	}
 	return pt
+}
+
+// demandOf is the tenant's demand per node: the measured rates while its limits hold nothing
+// back (and they are remembered), and while they do, on each node the larger of the measured
+// rate and the one remembered from before. Without this, a throttled elephant would look like
+// a mouse at its limit, be released by the next plan, flood again, and be throttled again.
+func (st *clusterState) demandOf(tenant string, measured []planning.NodeRate, throttled bool) []planning.NodeRate {
+	if !throttled {
+		st.demand[tenant] = measured
+		return measured
+	}
+	out := slices.Clone(measured)
+	for _, before := range st.demand[tenant] {
+		i := slices.IndexFunc(out, func(r planning.NodeRate) bool { return r.Node == before.Node })
+		if i < 0 {
+			out = append(out, before)
+			continue
+		}
+		out[i].RequestsPerSecond = max(out[i].RequestsPerSecond, before.RequestsPerSecond)
+		out[i].BytesPerSecond = max(out[i].BytesPerSecond, before.BytesPerSecond)
+	}
+	slices.SortFunc(out, func(a, b planning.NodeRate) int { return strings.Compare(a.Node, b.Node) })
+	return out
 }
 
 // observe copies a tenant's measurements into the snapshot: rates on the cluster's nodes,
