@@ -356,7 +356,7 @@ func measureCliffs(r *ScenarioResult) ClaimResult {
 		res.Why = "A seed policy does as well here: its minimum-size step already puts each loop past its cliff when the targets fit."
 	case len(starved) > 0:
 		res.Verdict = verdictWorse
-		res.Why = fmt.Sprintf("%s meets more targets. Under optimal %s, far below its loop: once a loop tenant sits below its cliff and hits nothing, the correction of its sampled curve by the observed hit ratio of 0 (curve.Corrected) stretches the curve's size axis by the maximum factor of 4, which puts the cliff out of reach, so the tenant never gets the memory to climb it.",
+		res.Why = fmt.Sprintf("%s meets more targets. Under optimal %s, far below its loop: a loop tenant below its cliff hits nothing, and the plan does not give it the memory to climb the cliff its sampled curve shows.",
 			bestSeedName, strings.Join(starved, ", "))
 	default:
 		res.Verdict = verdictWorse

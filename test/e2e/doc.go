@@ -1,7 +1,17 @@
-// Package e2e holds the end-to-end tests that run against the local cluster of
-// hack/local-cluster.sh: a real single-node Kubernetes on this machine, running images built by
-// hack/images without a registry. TestMain brings the cluster up once, imports the images the
-// tests use, and purges the cluster at the end, also on failure, interrupt or test timeout.
+// Package e2e holds the end-to-end tests: the product installed the way users install it, on a
+// real cluster. TestMain builds the images (hack/images/build.sh, no registry), brings up the
+// local cluster of hack/local-cluster.sh (a real single-node Kubernetes on this machine) and
+// imports them, installs the monitoring stack of hack/monitoring (prometheus-operator and a
+// Prometheus) and the chart with hack/demo/values.yaml, runs the tests, and purges the cluster
+// at the end, also on failure, interrupt or test timeout. On failure it prints every cacheqos
+// object and the last log lines of the operator, the sidecars and the monitoring.
+//
+// TestProduct is the product's story: the demo's three tenants meet their SLOs under load; a
+// noisy neighbour is isolated (LACS) while its mouse keeps its SLO; tenants are isolated from
+// each other; the plans survive a sidecar pod deletion, an operator restart and a Prometheus
+// outage, and an infeasible SLO becomes a condition; deleting tenants and clusters frees
+// everything; uninstalling the chart leaves nothing but the kept CRDs. The other tests check the
+// cluster itself (pods, Services, a DaemonSet) from local images.
 //
 // The tests need root (the cluster changes host networking) and the binaries of
 // `hack/bootstrap.sh`. Environment:
@@ -9,7 +19,10 @@
 //	CACHEQOS_E2E_KEEP_CLUSTER=1  leave the cluster running afterwards (inspect it with
 //	                             eval "$(hack/local-cluster.sh env)"; kubectl get pods -A)
 //	CACHEQOS_CLUSTER_DIR         the cluster's state directory, as for hack/local-cluster.sh
+//	CACHEQOS_E2E_KUBECONFIG      run against this cluster instead (kind: hack/kind-e2e.sh);
+//	                             its nodes must have the images already, and this host must
+//	                             reach its pod and Service addresses
 //
-// A cluster that was already running when the tests started is reused and left running.
+// A local cluster that was already running when the tests started is reused and left running.
 // `go test -short` skips the package.
 package e2e

@@ -17,8 +17,15 @@ import (
 	"testing"
 	"time"
 
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
 )
 
 // keepClusterEnv names the variable that leaves the cluster running after the tests.
@@ -28,11 +35,27 @@ const keepClusterEnv = "CACHEQOS_E2E_KEEP_CLUSTER"
 // binary panics at the deadline without running deferred functions.
 const teardownMargin = 45 * time.Second
 
+// kubeconfigEnv names the variable that points the suite at a running cluster (kind) instead
+// of starting the local one.
+const kubeconfigEnv = "CACHEQOS_E2E_KUBECONFIG"
+
+// imageNames are the images of hack/images/build.sh the suite runs.
+var imageNames = []string{"smoke", "redis", "operator", "cache-sidecar", "loadgen",
+	"prometheus-operator", "prometheus-config-reloader", "prometheus"}
+
+// localTag is the tag hack/images/build.sh (and hack/kind.sh) give an image.
+func localTag(name string) string { return "localhost/cacheqos/" + name + ":local" }
+
 // cluster is the shared fixture TestMain sets up.
 var cluster struct {
-	repo   string
-	client kubernetes.Interface
-	images map[string]string // image name in hack/images/build.sh -> tag
+	repo       string
+	kubeconfig string
+	// prometheusURL is the in-cluster Prometheus, reachable from this host.
+	prometheusURL string
+	client        kubernetes.Interface
+	kube          ctrlclient.Client // typed client that knows the cacheqos.io kinds
+	images        map[string]string // image name in hack/images/build.sh -> tag
+	imageIDs      map[string]string // image name -> ID, for images this run built
 }
 
 func TestMain(m *testing.M) { os.Exit(runTests(m)) }
@@ -57,6 +80,10 @@ func runTests(m *testing.M) int {
 		return 1
 	}
 	cluster.repo = repo
+
+	if kubeconfig := os.Getenv(kubeconfigEnv); kubeconfig != "" {
+		return runAgainst(m, kubeconfig)
+	}
 
 	// A cluster someone already runs is reused and left as it was found.
 	reuse := script("hack/local-cluster.sh", "status").Run() == nil
@@ -107,7 +134,7 @@ func runTests(m *testing.M) int {
 	}
 	defer os.RemoveAll(imageDir)
 	start := time.Now()
-	tars, err := buildImages(imageDir, "smoke", "redis")
+	tars, err := buildImages(imageDir, imageNames...)
 	if err != nil {
 		logf("building images: %v", err)
 		return 1
@@ -124,23 +151,56 @@ func runTests(m *testing.M) int {
 		return 1
 	}
 	logf("cluster up with images imported in %s", since(start))
-	if cluster.client, err = newClient(); err != nil {
-		logf("%v", err)
+	out, err := script("hack/local-cluster.sh", "kubeconfig").Output()
+	if err != nil {
+		logf("hack/local-cluster.sh kubeconfig: %v", err)
 		return 1
 	}
-
-	start = time.Now()
-	code := m.Run()
+	code := runSuite(m, strings.TrimSpace(string(out)))
 	if aborting.Load() {
 		select {} // abort exits the process
 	}
-	logf("tests took %s", since(start))
 	if code != 0 {
 		logf("tests failed; last lines of every component's log:")
 		_ = runScript("hack/local-cluster.sh", "logs", "40")
 	}
 	logf("memory in use (hack/local-cluster.sh status):")
 	_ = runScript("hack/local-cluster.sh", "status")
+	return code
+}
+
+// runAgainst runs the suite against a cluster someone else provides (kind, through
+// hack/kind-e2e.sh), whose nodes already have every image of imageNames under its local tag.
+func runAgainst(m *testing.M, kubeconfig string) int {
+	logf("using the cluster of %s=%s; images must be loaded already", kubeconfigEnv, kubeconfig)
+	cluster.images = map[string]string{}
+	for _, name := range imageNames {
+		cluster.images[name] = localTag(name)
+	}
+	return runSuite(m, kubeconfig)
+}
+
+// runSuite connects to the cluster, installs monitoring and the product, and runs the tests.
+func runSuite(m *testing.M, kubeconfig string) int {
+	cluster.kubeconfig = kubeconfig
+	if err := connect(); err != nil {
+		logf("%v", err)
+		return 1
+	}
+	start := time.Now()
+	if err := installProduct(); err != nil {
+		logf("installing: %v", err)
+		printProductLogs()
+		return 1
+	}
+	logf("monitoring and the product installed in %s", since(start))
+
+	start = time.Now()
+	code := m.Run()
+	logf("tests took %s", since(start))
+	if code != 0 {
+		printProductLogs()
+	}
 	return code
 }
 
@@ -202,7 +262,7 @@ func buildImages(dir string, names ...string) ([]string, error) {
 	if err := cmd.Run(); err != nil {
 		return nil, err
 	}
-	cluster.images = map[string]string{}
+	cluster.images, cluster.imageIDs = map[string]string{}, map[string]string{}
 	var tars []string
 	sc := bufio.NewScanner(&out)
 	for sc.Scan() {
@@ -211,7 +271,7 @@ func buildImages(dir string, names ...string) ([]string, error) {
 			return nil, fmt.Errorf("unexpected build.sh output line %q", sc.Text())
 		}
 		name := strings.TrimSuffix(filepath.Base(fields[2]), ".tar")
-		cluster.images[name] = fields[0]
+		cluster.images[name], cluster.imageIDs[name] = fields[0], fields[1]
 		tars = append(tars, fields[2])
 	}
 	for _, name := range names {
@@ -222,15 +282,25 @@ func buildImages(dir string, names ...string) ([]string, error) {
 	return tars, nil
 }
 
-func newClient() (kubernetes.Interface, error) {
-	out, err := script("hack/local-cluster.sh", "kubeconfig").Output()
+// connect builds the clients of cluster.kubeconfig.
+func connect() error {
+	config, err := clientcmd.BuildConfigFromFlags("", cluster.kubeconfig)
 	if err != nil {
-		return nil, fmt.Errorf("hack/local-cluster.sh kubeconfig: %w", err)
-	}
-	config, err := clientcmd.BuildConfigFromFlags("", strings.TrimSpace(string(out)))
-	if err != nil {
-		return nil, err
+		return err
 	}
 	config.Timeout = 30 * time.Second
-	return kubernetes.NewForConfig(config)
+	// client-go's own warning logger: controller-runtime's default one complains that no
+	// logger was set up.
+	config.WarningHandler = rest.WarningLogger{}
+	if cluster.client, err = kubernetes.NewForConfig(config); err != nil {
+		return err
+	}
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1.AddToScheme, monitoringv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return err
+		}
+	}
+	cluster.kube, err = ctrlclient.New(config, ctrlclient.Options{Scheme: scheme})
+	return err
 }
