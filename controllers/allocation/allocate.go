@@ -289,16 +289,19 @@ func policyOf(a v1.AllocationSettings) v1.AllocationPolicy {
 }
 
 // viewOf is the allocation a plan makes.
-// viewOf is the plan's allocation, with every partition at least minPartition bytes: a tenant
-// spread over several nodes may get a sliver on one, which the engine cannot run. Raising it
-// costs at most minPartition per partition, which the node's headroom absorbs.
+// viewOf is the plan's allocation in whole MiB (an engine's limit needs no finer grain, and
+// kubectl then shows 27Mi, not 28142944), every partition at least minPartition bytes: a tenant
+// spread over several nodes may get a sliver on one, which the engine cannot run. Rounding and
+// raising cost at most half a MiB and minPartition per partition, which the node's headroom
+// absorbs.
 func viewOf(plan *planning.Plan, minPartition int64) view {
+	const mib = 1 << 20
 	out := view{}
 	for _, tp := range plan.Tenants {
 		parts := slices.Clone(tp.Partitions)
 		for i := range parts {
 			if parts[i].MemoryBytes > 0 {
-				parts[i].MemoryBytes = max(parts[i].MemoryBytes, minPartition)
+				parts[i].MemoryBytes = max((parts[i].MemoryBytes+mib/2)/mib*mib, minPartition)
 			}
 		}
 		out[tp.ID] = parts

@@ -265,14 +265,14 @@ func TestEveryTenantIsPlannedAPartition(t *testing.T) {
 	}
 }
 
-// TestViewRaisesSliversToTheEngineMinimum: a partition the engine cannot run is raised to its
-// minimum; routing-only entries (no memory) stay as they are.
+// TestViewRaisesSliversToTheEngineMinimum: partitions are whole MiB, one the engine cannot run
+// is raised to its minimum, and routing-only entries (no memory) stay as they are.
 func TestViewRaisesSliversToTheEngineMinimum(t *testing.T) {
 	plan := &planning.Plan{Tenants: []planning.TenantPlan{{ID: "ns/t", Partitions: []planning.Partition{
-		{Node: "a", MemoryBytes: 100 << 20}, {Node: "b", MemoryBytes: 1 << 20}, {Node: "c"},
+		{Node: "a", MemoryBytes: 100<<20 + 300<<10}, {Node: "b", MemoryBytes: 1 << 20}, {Node: "c"}, {Node: "d", MemoryBytes: 27<<20 - 100},
 	}}}}
 	got := viewOf(plan, 4<<20)["ns/t"]
-	if got[0].MemoryBytes != 100<<20 || got[1].MemoryBytes != 4<<20 || got[2].MemoryBytes != 0 {
+	if got[0].MemoryBytes != 100<<20 || got[1].MemoryBytes != 4<<20 || got[2].MemoryBytes != 0 || got[3].MemoryBytes != 27<<20 {
 		t.Errorf("partitions %+v", got)
 	}
 	if plan.Tenants[0].Partitions[1].MemoryBytes != 1<<20 {

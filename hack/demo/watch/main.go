@@ -78,6 +78,11 @@ func (s *tenantSLO) objective() string {
 	return "none"
 }
 
+// shortObjective fits the chart's legend.
+func (s *tenantSLO) shortObjective() string {
+	return strings.NewReplacer("hit ratio ", "", "degradation ", "", " ", "").Replace(s.objective())
+}
+
 func (s *tenantSLO) condition(kind string) (status, reason string) {
 	for _, c := range s.Status.Conditions {
 		if c.Type == kind {
@@ -306,7 +311,7 @@ func (h *history) writeChart(path string) error {
 	low, high := 0.0, 1.0
 	chart := plot.Lines{Title: "cacheqos demo: observed hit ratio vs target", XLabel: "seconds", YLabel: "hit ratio", YMin: &low, YMax: &high}
 	for _, id := range h.order {
-		series := plot.Series{Name: id + " (" + h.tenants[id].objective() + ")"}
+		series := plot.Series{Name: id + " " + h.tenants[id].shortObjective()}
 		for _, s := range h.samples[id] {
 			if !math.IsNaN(s.hitRatio) {
 				series.X = append(series.X, s.at.Seconds())
