@@ -200,9 +200,8 @@ func (c *Curve) Breakpoints(lo, hi int64) []int64 {
 	return out
 }
 
-// SamplingTolerance is how far an observed hit ratio may be from the curve's prediction and
-// still count as agreeing with it: sampled curves are held to 0.02 mean absolute error, and a
-// few points of a curve are off by more.
+// SamplingTolerance is the hit ratio a sampled curve may credit where there are no hits: curves
+// are held to 0.02 mean absolute error, and a few points are off by more.
 const SamplingTolerance = 0.05
 
 // Corrected returns the curve adjusted so that it predicts observed.HitRatio at
@@ -214,18 +213,17 @@ const SamplingTolerance = 0.05
 // with f clamped to [1/4, 4] so one odd sample cannot distort the curve beyond that. When the
 // observation is above anything the curve reaches, the ratios are lifted instead, by the
 // observed excess, ramping in from size 0 to the observed size and capped at 1. Monotonicity
-// is preserved in both cases. A zero observed size, or an observation within
-// SamplingTolerance of the prediction, returns the curve unchanged: a sampled curve is only
-// that accurate, and rescaling on the difference would distort it — an observed 0 against a
-// sampled 0.03 below a loop's cliff would otherwise stretch the curve 4x and starve the
-// tenant of the memory that reaches the cliff.
+// is preserved in both cases. A zero observed size returns the curve unchanged, and so does an
+// observed 0 where the curve predicts at most SamplingTolerance: a sampled curve credits a loop
+// a few hits below its cliff, and rescaling on that noise (the curve reaches 0 only at size 0)
+// would stretch the curve 4x and starve the tenant of the memory that reaches the cliff.
 func (c *Curve) Corrected(observed Point) *Curve {
 	if observed.SizeBytes <= 0 || observed.SizeBytes > MaxSizeBytes || math.IsNaN(observed.HitRatio) {
 		return c
 	}
 	obs := math.Min(1, math.Max(0, observed.HitRatio))
 	predicted := c.At(observed.SizeBytes)
-	if math.Abs(predicted-obs) <= SamplingTolerance {
+	if math.Abs(predicted-obs) < 1e-9 || obs == 0 && predicted <= SamplingTolerance {
 		return c
 	}
 	if maxHit, _ := c.Max(); obs <= maxHit {

@@ -271,7 +271,8 @@ func FuzzFit(f *testing.F) {
 }
 
 // TestCorrectedIgnoresSamplingNoise: an observed 0 below a loop's cliff, where the sampled
-// curve credits a few hits, is within the curve's accuracy and leaves the cliff where it is.
+// curve credits a few hits, is within the curve's accuracy and leaves the cliff where it is;
+// a small difference elsewhere still corrects the curve.
 func TestCorrectedIgnoresSamplingNoise(t *testing.T) {
 	loop := mustFit(t, []Point{{100, 0.03}, {2_600, 0.03}, {2_700, 1}})
 	if got := loop.Corrected(Point{SizeBytes: 1_000, HitRatio: 0}); got != loop {
@@ -279,5 +280,8 @@ func TestCorrectedIgnoresSamplingNoise(t *testing.T) {
 	}
 	if got := loop.Corrected(Point{SizeBytes: 2_700, HitRatio: 0}); got == loop {
 		t.Error("an observed 0 where the curve predicts 1 left the curve as it was")
+	}
+	if got := loop.Corrected(Point{SizeBytes: 2_700, HitRatio: 0.97}); got == loop {
+		t.Error("an observed 0.97 where the curve predicts 1 left the curve as it was")
 	}
 }
