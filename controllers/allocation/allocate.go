@@ -60,6 +60,9 @@ type outcome struct {
 	specHash string
 }
 
+// retryAfterError is when a cluster whose allocation could not even read it is tried again.
+const retryAfterError = 5 * time.Second
+
 // problem is one reason for Degraded=True.
 type problem struct{ reason, message string }
 
@@ -76,7 +79,9 @@ func (l *Loop) allocate(ctx context.Context, key types.NamespacedName) (time.Dur
 		return 0, nil
 	}
 	if err != nil {
-		return 0, err
+		// The API server may be briefly unreachable: try again soon rather than lose the
+		// cluster's allocations until something else triggers one.
+		return retryAfterError, err
 	}
 	interval := cluster.Spec.Allocation.IntervalOrDefault()
 	in, err := l.gather(ctx, cluster)

@@ -1,15 +1,20 @@
 package allocation
 
 import (
+	"context"
+	"errors"
 	"math"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
 	"github.com/cacheqos/cacheqos/controllers/internal/objects"
@@ -341,5 +346,23 @@ func TestThrottledDemandIsRemembered(t *testing.T) {
 		if got := st.demandOf("ns/elephant", s.measured, s.throttled); !equality.Semantic.DeepEqual(got, s.want) {
 			t.Errorf("%s: %+v, want %+v", s.name, got, s.want)
 		}
+	}
+}
+
+// unreachableAPI fails every Get, as a client does while the API server is unreachable: a
+// fault envtest cannot produce on demand, hence this stand-in.
+type unreachableAPI struct{ client.Client }
+
+func (unreachableAPI) Get(context.Context, client.ObjectKey, client.Object, ...client.GetOption) error {
+	return errors.New("dial tcp: connection refused")
+}
+
+// TestAllocationRetriesWhenTheClusterCannotBeRead: an error reading the cluster schedules the
+// next attempt instead of dropping the cluster from the loop.
+func TestAllocationRetriesWhenTheClusterCannotBeRead(t *testing.T) {
+	l := New(unreachableAPI{}, nil, logr.Discard(), Options{})
+	next, err := l.allocate(t.Context(), types.NamespacedName{Namespace: "ns", Name: "c"})
+	if err == nil || next != retryAfterError {
+		t.Errorf("allocate = %s, %v; want a retry after %s and the error", next, err, retryAfterError)
 	}
 }
