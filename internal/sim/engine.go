@@ -225,25 +225,25 @@ func nanSlice(n int) []float64 {
 func (e *engine) simulate(i int) {
 	seconds := e.sc.intervalSeconds()
 	start, end := float64(i)*seconds, float64(i+1)*seconds
-	var heap arrivalHeap
+	var arrivals arrivalHeap
 	for _, ts := range e.tenants {
 		clear(ts.stats)
 		ts.unrouted, ts.beforeQueue, ts.measured = 0, 0, false
 		if ts.spec.activeAt(i) {
 			ts.measured = true
-			heap.push(arrival{at: start + ts.arrivals.ExpFloat64()/ts.spec.rateAt(i), tenant: ts.index})
+			arrivals.push(arrival{at: start + ts.arrivals.ExpFloat64()/ts.spec.rateAt(i), tenant: ts.index})
 		}
 	}
 	e.pending = e.pending[:0]
-	for len(heap) > 0 {
-		a := heap.pop()
+	for len(arrivals) > 0 {
+		a := arrivals.pop()
 		if a.at >= end {
 			continue
 		}
 		ts := e.tenants[a.tenant]
 		e.clock.set(a.at)
 		e.request(ts)
-		heap.push(arrival{at: a.at + ts.arrivals.ExpFloat64()/ts.spec.rateAt(i), tenant: a.tenant})
+		arrivals.push(arrival{at: a.at + ts.arrivals.ExpFloat64()/ts.spec.rateAt(i), tenant: a.tenant})
 	}
 }
 

@@ -1,6 +1,9 @@
 package sim
 
-import "math"
+import (
+	"container/heap"
+	"math"
+)
 
 // latencyHist is a histogram of latencies in seconds with logarithmic buckets: histPerDecade
 // buckets per factor of 10 from histMin up, everything below in the first bucket and above
@@ -76,39 +79,18 @@ type arrival struct {
 
 func (a arrival) less(b arrival) bool { return a.at < b.at || a.at == b.at && a.tenant < b.tenant }
 
-func (h *arrivalHeap) push(a arrival) {
-	*h = append(*h, a)
-	s := *h
-	for i := len(s) - 1; i > 0; {
-		parent := (i - 1) / 2
-		if !s[i].less(s[parent]) {
-			break
-		}
-		s[i], s[parent] = s[parent], s[i]
-		i = parent
-	}
-}
+// push and pop order arrivals through container/heap.
+func (h *arrivalHeap) push(a arrival) { heap.Push(h, a) }
+func (h *arrivalHeap) pop() arrival   { return heap.Pop(h).(arrival) }
 
-func (h *arrivalHeap) pop() arrival {
+// heap.Interface.
+func (h arrivalHeap) Len() int           { return len(h) }
+func (h arrivalHeap) Less(i, j int) bool { return h[i].less(h[j]) }
+func (h arrivalHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *arrivalHeap) Push(x any)        { *h = append(*h, x.(arrival)) }
+func (h *arrivalHeap) Pop() any {
 	s := *h
-	top := s[0]
-	last := len(s) - 1
-	s[0] = s[last]
-	s = s[:last]
-	for i := 0; ; {
-		smallest, l, r := i, 2*i+1, 2*i+2
-		if l < len(s) && s[l].less(s[smallest]) {
-			smallest = l
-		}
-		if r < len(s) && s[r].less(s[smallest]) {
-			smallest = r
-		}
-		if smallest == i {
-			break
-		}
-		s[i], s[smallest] = s[smallest], s[i]
-		i = smallest
-	}
-	*h = s
-	return top
+	last := s[len(s)-1]
+	*h = s[:len(s)-1]
+	return last
 }
