@@ -55,11 +55,7 @@ func tenantCredentials(t *testing.T, tenants ...string) (passwords map[string]st
 	passwords = make(map[string]string, len(tenants))
 	data = map[string][]byte{PeerTokenKey: []byte("peer-token-for-tests")}
 	for _, tenant := range tenants {
-		password, err := credentials.Generate()
-		if err != nil {
-			t.Fatal(err)
-		}
-		hash, err := credentials.Hash(password)
+		password, hash, err := credentials.Issue()
 		if err != nil {
 			t.Fatal(err)
 		}

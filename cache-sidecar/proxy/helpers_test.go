@@ -33,11 +33,7 @@ type account struct {
 
 func newAccount(t testing.TB, id string) account {
 	t.Helper()
-	password, err := credentials.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	hash, err := credentials.Hash(password)
+	password, hash, err := credentials.Issue()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -13,12 +12,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cacheqos/cacheqos/internal/credentials"
+	"github.com/cacheqos/cacheqos/internal/protocol/enginetest"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -125,38 +124,6 @@ func TestVersion(t *testing.T) {
 	}
 }
 
-// logLines collects the sidecar's JSON log and finds records in it.
-type logLines struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logLines) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-// find returns the first record with message msg.
-func (l *logLines) find(msg string) (map[string]any, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	sc := bufio.NewScanner(bytes.NewReader(l.buf.Bytes()))
-	for sc.Scan() {
-		var rec map[string]any
-		if json.Unmarshal(sc.Bytes(), &rec) == nil && rec["msg"] == msg {
-			return rec, true
-		}
-	}
-	return nil, false
-}
-
-func (l *logLines) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 // TestStandaloneRun runs the whole command on a plan file with a real redis-server: a client
 // authenticates through the proxy; on shutdown the engine keeps running for adoption, unless
 // --stop-engines-on-exit says otherwise.
@@ -170,11 +137,7 @@ func TestStandaloneRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(root) })
-	password, err := credentials.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	hash, err := credentials.Hash(password)
+	password, hash, err := credentials.Issue()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,13 +158,13 @@ spec:
 `)
 	writeFile(t, filepath.Join(dir, "secret.yaml"), "apiVersion: v1\nkind: Secret\nmetadata: {name: creds}\nstringData:\n  team-a.orders: \""+hash+"\"\n")
 
-	start := func(extra ...string) (stop func() int, logs *logLines) {
+	start := func(extra ...string) (stop func() int, logs *enginetest.LockedBuffer) {
 		args := append([]string{"--engine", "redis", "--plan-file", filepath.Join(dir, "plan.yaml"),
 			"--credentials-file", filepath.Join(dir, "secret.yaml"), "--status-file", filepath.Join(dir, "status.yaml"),
 			"--state-root", root, "--client-listen", "127.0.0.1:0", "--peer-listen", "127.0.0.1:0",
 			"--metrics-listen", "127.0.0.1:0", "--shutdown-delay", "0s"}, extra...)
 		ctx, cancel := context.WithCancel(context.Background())
-		logs = &logLines{}
+		logs = &enginetest.LockedBuffer{}
 		done := make(chan int, 1)
 		go func() { done <- run(ctx, args, io.Discard, logs) }()
 		return func() int { cancel(); return <-done }, logs
@@ -244,11 +207,11 @@ func writeFile(t *testing.T, path, content string) {
 	}
 }
 
-func waitLog(t *testing.T, logs *logLines, msg string) map[string]any {
+func waitLog(t *testing.T, logs *enginetest.LockedBuffer, msg string) map[string]any {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		if rec, ok := logs.find(msg); ok {
+		if rec, ok := logs.LogRecord(msg); ok {
 			return rec
 		}
 		time.Sleep(20 * time.Millisecond)

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -154,24 +153,6 @@ func TestFlagsOverrideFile(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for a running command's output.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 var listeningLine = regexp.MustCompile(`msg=listening metrics=(\S+)`)
 
 // TestRunUntilSignal runs the command against redis-server with a config file and no duration:
@@ -194,7 +175,7 @@ tenants:
 `)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout, stderr syncBuffer
+	var stdout, stderr enginetest.LockedBuffer
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, []string{"--config", config}, &stdout, &stderr) }()
 

@@ -62,6 +62,18 @@ func Hash(password string) (string, error) {
 	return scheme + ":" + encoding.EncodeToString(salt[:]) + ":" + encoding.EncodeToString(digest[:]), nil
 }
 
+// Issue returns a new password (Generate) and its hash (Hash): what a tenant is given, and what
+// a sidecar keeps to check it.
+func Issue() (password, hash string, err error) {
+	if password, err = Generate(); err != nil {
+		return "", "", err
+	}
+	if hash, err = Hash(password); err != nil {
+		return "", "", err
+	}
+	return password, hash, nil
+}
+
 // Verify reports whether password matches encoded, a string made by Hash. The digest comparison
 // is constant-time (crypto/subtle), so timing tells nothing about how much of a guess matched.
 // A malformed encoding (unknown scheme, bad base64, wrong lengths) never matches.

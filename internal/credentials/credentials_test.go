@@ -161,3 +161,13 @@ func FuzzTenantFromSecretKey(f *testing.F) {
 		}
 	})
 }
+
+func TestIssueGivesAPasswordItsHashVerifies(t *testing.T) {
+	password, hash, err := Issue()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(password) != 43 || !Verify(hash, password) || Verify(hash, password+"x") {
+		t.Errorf("Issue() = %q, %q: the hash does not verify exactly its password", password, hash)
+	}
+}

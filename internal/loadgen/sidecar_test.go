@@ -1,9 +1,7 @@
 package loadgen
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -85,11 +83,7 @@ type account struct {
 
 func newAccount(t *testing.T, id string) account {
 	t.Helper()
-	password, err := credentials.Generate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	hash, err := credentials.Hash(password)
+	password, hash, err := credentials.Issue()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,18 +103,6 @@ func buildSidecar(t *testing.T) string {
 		t.Fatalf("building cache-sidecar: %v\n%s", err, out)
 	}
 	return bin
-}
-
-// hasLogMessage reports whether the JSON log has a record with message msg.
-func hasLogMessage(b *enginetest.LockedBuffer, msg string) bool {
-	sc := bufio.NewScanner(strings.NewReader(b.String()))
-	for sc.Scan() {
-		var rec map[string]any
-		if json.Unmarshal(sc.Bytes(), &rec) == nil && rec["msg"] == msg {
-			return true
-		}
-	}
-	return false
 }
 
 // startSidecar runs the sidecar on a plan holding a partition for good (unlimited) and one for
@@ -190,7 +172,10 @@ spec:
 		}
 	})
 	deadline := time.Now().Add(sidecarStartTimeout)
-	for !hasLogMessage(&logs, "plan applied") {
+	for {
+		if _, applied := logs.LogRecord("plan applied"); applied {
+			return addr
+		}
 		select {
 		case <-exited:
 			t.Fatalf("the sidecar exited:\n%s", logs.String())
@@ -200,5 +185,4 @@ spec:
 			t.Fatalf("the sidecar did not apply its plan within %v:\n%s", sidecarStartTimeout, logs.String())
 		}
 	}
-	return addr
 }

@@ -168,7 +168,7 @@ func loadgenCounter(t *testing.T, podIP, metric, tenant string) float64 {
 // SLO is met within a bounded number of allocation intervals, and `kubectl wait` sees it.
 func testFeasibleSLOsAreMet(t *testing.T) {
 	t.Parallel()
-	applyDemo(t)
+	applyManifest(t, "hack/demo/tenants.yaml")
 	c := &v1.CacheCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "cacheqos-demo", Name: "demo"}}
 	waitCondition(t, clusterObject{c}, v1.ConditionReady, metav1.ConditionTrue, v1.ReasonAllNodesReady, 3*time.Minute)
 	tenants := []*v1.TenantSLO{
@@ -193,13 +193,6 @@ func testFeasibleSLOsAreMet(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("kubectl get tenantslo -A:\n%s", out)
-}
-
-// applyDemo applies the demo's CacheCluster and tenants, and deletes them at the end of the
-// test (the load first, so no client holds the partitions).
-func applyDemo(t *testing.T) {
-	t.Helper()
-	applyManifest(t, "hack/demo/tenants.yaml")
 }
 
 // applyManifest applies a manifest of the repository with kubectl, replacing each pair of

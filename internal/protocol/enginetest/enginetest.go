@@ -5,12 +5,15 @@
 package enginetest
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/json"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -89,6 +92,20 @@ func (b *LockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// LogRecord returns the first line of a JSON log (log/slog's JSON handler) whose message is
+// msg, decoded.
+func (b *LockedBuffer) LogRecord(msg string) (map[string]any, bool) {
+	sc := bufio.NewScanner(strings.NewReader(b.String()))
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		var rec map[string]any
+		if json.Unmarshal(sc.Bytes(), &rec) == nil && rec["msg"] == msg {
+			return rec, true
+		}
+	}
+	return nil, false
 }
 
 func start(tb testing.TB, name string, args []string, sock string) {
