@@ -96,7 +96,35 @@ func TestParseStatCPU(t *testing.T) {
 			t.Errorf("parseStatCPU(%q) succeeded", bad)
 		}
 	}
-	if got := medianCPU([]cpuUse{{1, 5}, {3, 1}, {2, 2}}); got != (cpuUse{2, 2}) {
+	rounds := []cpuUse{{1, 5, 9, 20, 0.9}, {3, 1, 7, 30, 0.5}, {2, 2, 8, 10, 1}}
+	if got := medianCPU(rounds); got != (cpuUse{2, 2, 8, 20, 0.9}) {
 		t.Errorf("medianCPU = %+v", got)
+	}
+}
+
+func TestParseMachineStat(t *testing.T) {
+	stat := "cpu  100 5 50 800 20 3 2 0 7 0\ncpu0 50 2 25 400 10 1 1 0 0 0\n"
+	busy, total, err := parseMachineStat([]byte(stat))
+	if err != nil || busy != 1600*time.Millisecond || total != 9800*time.Millisecond {
+		t.Fatalf("parseMachineStat = %v, %v, %v; want busy 1.6s (160 ticks), total 9.8s", busy, total, err)
+	}
+	for _, bad := range []string{"", "cpu0 1 2 3 4 5 6 7 8\n", "cpu 1 2 3\n", "cpu 1 2 3 x 5 6 7 8\n", "cpu 1 2 3 4 5 6 -7 8\n"} {
+		if _, _, err := parseMachineStat([]byte(bad)); err == nil {
+			t.Errorf("parseMachineStat(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestBoundShare(t *testing.T) {
+	// Direct: 24 us of machine CPU per request, 10 of them the engine's. Behind the proxies the
+	// engine costs 4 or 5 us and the null hop alone 10 us: at best 24/(14+4+10) of direct.
+	cpu := map[string]cpuUse{
+		targetDirect:    {Engine: 10, Machine: 24},
+		targetSidecar:   {Engine: 5, Proxy: 15, Machine: 33},
+		targetTwemproxy: {Engine: 4, Proxy: 13, Machine: 30},
+		targetNullHop:   {Proxy: 10, Machine: 23},
+	}
+	if got, want := boundShare(cpu), 24.0/28; got != want {
+		t.Fatalf("boundShare = %v, want %v", got, want)
 	}
 }

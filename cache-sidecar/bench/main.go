@@ -4,14 +4,17 @@
 // For each engine it starts the cache-sidecar binary standalone on a generated plan (one
 // tenant, limits set far above the load but enabled, metrics and miss-ratio sampling on), a
 // second engine process with the same settings on a loopback TCP port (the direct baseline),
-// and nutcracker in front of the sidecar's own engine socket. Then, for an unpipelined and a
-// pipelined load, it measures SET and GET against all three: redis with redis-benchmark
-// (authenticating to the sidecar with --user/-a), memcached with the load generator in
-// loadgen.go (memcslap cannot authenticate). It also reports the CPU the engine and the proxy
-// of each target spent per request (from /proc), which other work on a shared machine
-// disturbs much less than throughput and latency.
+// nutcracker in front of the sidecar's own engine socket, and the null hop (nullhop.go), a
+// server that answers without an engine. Then, for an unpipelined and a pipelined load, it
+// measures SET and GET against all four: redis with redis-benchmark (authenticating to the
+// sidecar with --user/-a), memcached with the load generator in loadgen.go (memcslap cannot
+// authenticate). It also reports the CPU the engine and the proxy of each target, the load
+// generator and the whole machine spent per request (from /proc), which other work on a shared
+// machine disturbs much less than throughput and latency, and from them the best share of the
+// direct engine's throughput any proxy could keep on this machine (boundShare).
 //
 //	bench -sidecar bin/cache-sidecar [-engines redis,memcached] [-profile dir]
+//	bench null-hop redis|memcached 127.0.0.1:PORT   (what the benchmark starts as the null hop)
 //
 // hack/bench-sidecar.sh builds the binaries and runs it.
 package main
@@ -71,6 +74,13 @@ type config struct {
 }
 
 func main() {
+	if len(os.Args) == 4 && os.Args[1] == "null-hop" {
+		if err := serveNullHop(os.Args[2], os.Args[3]); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	cfg, err := parseFlags()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -156,23 +166,28 @@ const (
 	targetDirect    = "direct"
 	targetSidecar   = "cacheqos"
 	targetTwemproxy = "twemproxy"
+	// targetNullHop answers without an engine (nullhop.go): the floor of a proxy's cost.
+	targetNullHop = "null-hop"
 )
 
-var targets = []string{targetDirect, targetSidecar, targetTwemproxy}
+var targets = []string{targetDirect, targetSidecar, targetTwemproxy, targetNullHop}
 
 // stack is the processes of one engine's benchmark.
 type stack struct {
 	dir                     string
 	password                string
 	sidecar, direct, twem   *process
+	nullHop                 *process
 	enginePID               int // the sidecar's engine, which twemproxy fronts too
 	clientAddr, metricsAddr string
 	directAddr, twemAddr    string
+	nullHopAddr             string
 }
 
 func (s *stack) stop() {
 	// The sidecar stops its engine on the way out (--stop-engines-on-exit); twemproxy goes
 	// first since it uses that engine.
+	s.nullHop.stop(5 * time.Second)
 	s.twem.stop(5 * time.Second)
 	s.sidecar.stop(30 * time.Second)
 	s.direct.stop(5 * time.Second)
@@ -259,8 +274,10 @@ func (s *stack) cpuMeter(target string) (*cpuMeter, error) {
 		return startCPUMeter(s.direct.cmd.Process.Pid, 0)
 	case targetSidecar:
 		return startCPUMeter(s.enginePID, s.sidecar.cmd.Process.Pid)
-	default:
+	case targetTwemproxy:
 		return startCPUMeter(s.enginePID, s.twem.cmd.Process.Pid)
+	default:
+		return startCPUMeter(0, s.nullHop.cmd.Process.Pid)
 	}
 }
 
@@ -286,7 +303,7 @@ func median(v []float64) float64 {
 }
 
 func runTarget(ctx context.Context, cfg *config, engine string, s *stack, target string, l load) ([]result, error) {
-	addr := map[string]string{targetDirect: s.directAddr, targetSidecar: s.clientAddr, targetTwemproxy: s.twemAddr}[target]
+	addr := map[string]string{targetDirect: s.directAddr, targetSidecar: s.clientAddr, targetTwemproxy: s.twemAddr, targetNullHop: s.nullHopAddr}[target]
 	user, password := "", ""
 	if target == targetSidecar {
 		user, password = tenant, s.password
@@ -302,7 +319,7 @@ func runTarget(ctx context.Context, cfg *config, engine string, s *stack, target
 // waits until each serves.
 func startStack(cfg *config, engine, dir string) (*stack, error) {
 	s := &stack{dir: dir}
-	ports := make([]int, 6) // client, peer, metrics, direct engine, twemproxy, twemproxy stats
+	ports := make([]int, 7) // client, peer, metrics, direct engine, twemproxy, twemproxy stats, null hop
 	for i := range ports {
 		p, err := freePort()
 		if err != nil {
@@ -313,6 +330,7 @@ func startStack(cfg *config, engine, dir string) (*stack, error) {
 	loopback := func(port int) string { return fmt.Sprintf("127.0.0.1:%d", port) }
 	s.clientAddr, s.metricsAddr, s.directAddr, s.twemAddr = loopback(ports[0]), loopback(ports[2]), loopback(ports[3]), loopback(ports[4])
 	peerAddr := loopback(ports[1])
+	s.nullHopAddr = loopback(ports[6])
 
 	password, err := credentials.Generate()
 	if err != nil {
@@ -390,7 +408,19 @@ func startStack(cfg *config, engine, dir string) (*stack, error) {
 	if err != nil {
 		return s, err
 	}
-	return s, waitFor(s.twem, 10*time.Second, "nutcracker", dialable("tcp", s.twemAddr))
+	if err := waitFor(s.twem, 10*time.Second, "nutcracker", dialable("tcp", s.twemAddr)); err != nil {
+		return s, err
+	}
+
+	self, err := os.Executable()
+	if err != nil {
+		return s, err
+	}
+	s.nullHop, err = startProcess(dir, "null-hop", self, "null-hop", engine, s.nullHopAddr)
+	if err != nil {
+		return s, err
+	}
+	return s, waitFor(s.nullHop, 10*time.Second, "null hop", dialable("tcp", s.nullHopAddr))
 }
 
 // writeInputs writes the plan and the credentials Secret the sidecar follows.
