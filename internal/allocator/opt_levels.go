@@ -7,7 +7,8 @@ import (
 
 // Resolutions of the optimal policy's integer objective. The objective is lexicographic:
 //
-//	W1 * (strict objectives met, each weighted 1+priority)
+//	W1 * (strict objectives met, each weighted (1+priority) * U, plus 1 for each one met with
+//	      its safety margin; U = strict tenants + 1, so margins never buy an objective)
 //	+ W2 * (expected hits, scaled so the largest possible total is hitsResolution)
 //	- movement (in units of moveUnit bytes, scaled so twice the total memory is moveResolution)
 //
@@ -31,6 +32,9 @@ const (
 // scaling holds the units and tier weights of the optimal policy's models.
 type scaling struct {
 	quantum int64 // bytes per memory quantum
+	// sloUnit is U above: what meeting a strict objective of priority 0 is worth in the first
+	// tier, more than every safety margin together.
+	sloUnit int64
 	// moveUnit is the movement unit in quanta: movement is counted as ceil(|delta| / moveUnit).
 	moveUnit       int64
 	hitsResolution int64
@@ -58,12 +62,15 @@ func (p *problem) newScaling(terms, pairs int) scaling {
 	}
 	sc.opsScale = loadResolution / maxOps
 	sc.bytesScale = loadResolution / maxBW
-	maxWeight := int64(1)
+	sc.sloUnit = 1
+	maxPriority := int64(0)
 	for _, t := range p.tenants {
 		if t.strict {
-			maxWeight = max(maxWeight, 1+int64(t.priority))
+			sc.sloUnit++
+			maxPriority = max(maxPriority, int64(t.priority))
 		}
 	}
+	maxWeight := (1+maxPriority)*sc.sloUnit + 1
 	for moveRes, hitsRes := int64(defaultMoveResolution), int64(defaultHitsResolution); ; {
 		sc.moveUnit = max(1, ceilDiv(2*totalQuanta, moveRes))
 		sc.hitsResolution = hitsRes
@@ -93,7 +100,9 @@ func ceilDiv(a, b int64) int64 {
 type levelSet struct {
 	bytes  []int64
 	quanta []int64 // memory reserved in quanta: a multiple of the tenant's split units
-	slo    []int64 // 1+priority when the size meets a strict, reachable objective, else 0
+	// slo is the first tier: (1+priority)*sloUnit when the size meets a strict, reachable
+	// objective, plus 1 when it also has the safety margin; else 0.
+	slo    []int64
 	hits   []int64 // scaled expected hits
 	moveLB []int64 // floor(|bytes - current total| / moveUnit bytes): a lower bound of the movement
 }
@@ -116,7 +125,7 @@ func (p *problem) levelCandidates(k int) []int64 {
 	lo, hi := t.minBytes, t.maxBytes
 	mandatory := []int64{lo}
 	if n := p.needs[k]; n.reachable && n.hasObjective {
-		mandatory = append(mandatory, n.bytes)
+		mandatory = append(mandatory, n.bytes, n.safeBytes)
 	}
 	if t.currentTotal >= lo && t.currentTotal <= hi {
 		mandatory = append(mandatory, t.currentTotal)
@@ -224,7 +233,10 @@ func (p *problem) buildLevels(k int, sizes []int64, units int64, sc scaling) lev
 	for _, s := range sizes {
 		var slo int64
 		if t.strict && n.reachable && s >= n.bytes {
-			slo = 1 + int64(t.priority)
+			slo = (1 + int64(t.priority)) * sc.sloUnit
+			if s >= n.safeBytes {
+				slo++
+			}
 		}
 		var hits int64
 		if sc.hitValueTotal > 0 {

@@ -3,6 +3,7 @@ package allocator
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -161,13 +162,46 @@ func TestOptimalBeatsGreedyOnACliff(t *testing.T) {
 	if solved.Solver.Status != "Optimal" || solved.Solver.Objective <= solved.Solver.GreedyObjective {
 		t.Errorf("solver report %+v", solved.Solver)
 	}
-	// With a strict objective on the concave tenant (hit ratio 0.7: 25 bytes), the solver still
-	// jumps the cliff and meets the objective.
+	// With a strict objective on the concave tenant (hit ratio 0.65: 21 bytes, 22 with the
+	// safety margin), the solver still jumps the cliff and meets the objective.
 	s := cliffAndConcave()
-	s.Tenants[1].Class, s.Tenants[1].Objective = planning.ClassStrict, hitObjective(0.7)
+	s.Tenants[1].Class, s.Tenants[1].Objective = planning.ClassStrict, hitObjective(0.65)
 	withSLO := mustPlan(t, s, Options{Workers: 1})
 	if m := memoryOf(withSLO); m["a/cliff"] < 75 || tenantOf(t, withSLO, "a/concave").Verdict != planning.VerdictMeetsSLO {
 		t.Errorf("with an objective: memory %v, concave verdict %s", m, tenantOf(t, withSLO, "a/concave").Verdict)
+	}
+}
+
+func TestOptimalSafetyMargin(t *testing.T) {
+	needSolver(t)
+	// Linear curves (hit ratio = size/100 bytes): an objective of 0.5 needs 50 bytes, and 52
+	// with the safety margin (the larger of hit ratio 0.51 and 3% more memory, rounded up).
+	strict := func(id string) planning.Tenant {
+		return planning.Tenant{ID: id, Class: planning.ClassStrict, Objective: hitObjective(0.5), MissRatioCurve: mrc(100, 1), Rates: rates("n1", 10)}
+	}
+	bestEffort := planning.Tenant{ID: "b/bulk", MissRatioCurve: mrc(100, 1), Rates: rates("n1", 1000)}
+	for _, tc := range []struct {
+		name    string
+		tenants []planning.Tenant
+		want    map[string]int64
+	}{
+		// The margin comes before a best-effort tenant's hits, even one with 100x the traffic
+		// (which gets the largest of its candidate sizes that fits in the rest).
+		{"ahead of best-effort hits", []planning.Tenant{strict("a/web"), bestEffort}, map[string]int64{"a/web": 52, "b/bulk": 43}},
+		// Margins never cost an objective: both fit without them, not with them.
+		{"never at an objective's expense", []planning.Tenant{strict("a/web"), strict("a/api")}, map[string]int64{"a/web": 50, "a/api": 50}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			plan := mustPlan(t, snapshotOf([]planning.Node{memNode("n1", 100)}, tc.tenants...), Options{Workers: 1})
+			if got := memoryOf(plan); !maps.Equal(got, tc.want) {
+				t.Errorf("memory %v, want %v", got, tc.want)
+			}
+			for _, tenant := range tc.tenants {
+				if tenant.Class == planning.ClassStrict && tenantOf(t, plan, tenant.ID).Verdict != planning.VerdictMeetsSLO {
+					t.Errorf("%s: verdict %s, want %s", tenant.ID, tenantOf(t, plan, tenant.ID).Verdict, planning.VerdictMeetsSLO)
+				}
+			}
+		})
 	}
 }
 

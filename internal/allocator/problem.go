@@ -308,6 +308,9 @@ type need struct {
 	hitRatio     float64 // the hit ratio that meets the objective
 	bytes        int64   // the smallest size reaching it (>= minBytes), if reachable
 	reachable    bool    // the curve reaches hitRatio within maxBytes
+	// safeBytes is the size with the optimal policy's safety margin over bytes (see
+	// safetyMargins), at most maxBytes; bytes when there is no room for one.
+	safeBytes int64
 	// why explains an unreachable objective.
 	why string
 }
@@ -365,8 +368,26 @@ func (p *problem) needOf(k int) need {
 		return n
 	}
 	n.reachable = true
+	n.safeBytes = n.bytes
+	safe := int64(math.Ceil(float64(n.bytes) * (1 + safetySizeMargin)))
+	if s, ok := t.curve.MinSize(n.hitRatio + safetyHitRatioMargin); ok {
+		safe = max(safe, s)
+	}
+	n.safeBytes = max(n.bytes, min(safe, t.maxBytes))
 	return n
 }
+
+// The optimal policy's safety margins. A tenant sized exactly where its curve reaches the
+// target lands just above or just below it from one interval to the next: the curve is a
+// prediction (sampled, and measured on last interval's traffic) and keys are not spread over
+// nodes exactly in proportion to memory. So once every strict objective it can keep is kept,
+// the policy gives each of them, ahead of any expected hits, the larger of the size whose
+// predicted hit ratio is safetyHitRatioMargin above the target (for concave curves) and
+// safetySizeMargin more memory (for cliffs, where more hit ratio needs no more memory).
+const (
+	safetyHitRatioMargin = 0.01
+	safetySizeMargin     = 0.03
+)
 
 // hitValueWeight is what one unit of hit ratio of tenant k is worth in the objective: hits
 // per second by default, seconds saved per second when minimizing latency.
