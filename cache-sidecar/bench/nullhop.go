@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"runtime"
-	"strconv"
+	"slices"
 	"syscall"
+
+	"github.com/cacheqos/cacheqos/internal/protocol"
 )
 
 // The null hop is the cheapest server a request can pass through: an epoll loop per core, on
@@ -66,6 +69,9 @@ func listenNonblocking(addr string) (int, error) {
 	return fd, syscall.Listen(fd, 1024)
 }
 
+// readSize is the room a read into a connection's buffer has at least.
+const readSize = 16 << 10
+
 // nullHopConn is a client connection's unparsed requests and unwritten replies.
 type nullHopConn struct {
 	in, out        []byte
@@ -90,7 +96,6 @@ func nullHopLoop(listenFD int, answer nullHopProtocol) error {
 		syscall.Close(int(fd))
 	}
 	events := make([]syscall.EpollEvent, 128)
-	readBuf := make([]byte, 64<<10)
 	for {
 		n, err := syscall.EpollWait(epfd, events, -1)
 		if errors.Is(err, syscall.EINTR) {
@@ -120,12 +125,13 @@ func nullHopLoop(listenFD int, answer nullHopProtocol) error {
 				continue
 			}
 			if ev.Events&syscall.EPOLLIN != 0 {
-				got, err := syscall.Read(int(ev.Fd), readBuf)
+				c.in = slices.Grow(c.in, readSize)
+				got, err := syscall.Read(int(ev.Fd), c.in[len(c.in):cap(c.in)])
 				if got <= 0 && !errors.Is(err, syscall.EAGAIN) {
 					closeConn(ev.Fd)
 					continue
 				}
-				c.in = append(c.in, readBuf[:max(got, 0)]...)
+				c.in = c.in[:len(c.in)+max(got, 0)]
 				consumed := 0
 				for consumed < len(c.in) {
 					used, reply, err := answer(c.in[consumed:], c.out)
@@ -168,30 +174,34 @@ func nullHopLoop(listenFD int, answer nullHopProtocol) error {
 var crlf = []byte("\r\n")
 
 // answerMemcache frames one memcached text request: a storage command's line and data block
-// is answered STORED, a retrieval END (a miss), anything else ERROR.
+// is answered STORED, a retrieval END (a miss), anything else ERROR. It allocates nothing, so
+// the null hop stays a floor.
 func answerMemcache(buf, out []byte) (int, []byte, error) {
 	end := bytes.Index(buf, crlf)
 	if end < 0 {
 		return 0, out, nil
 	}
-	fields := bytes.Fields(buf[:end])
-	if len(fields) == 0 {
-		return end + 2, append(out, "ERROR\r\n"...), nil
-	}
-	switch string(fields[0]) {
+	line := buf[:end]
+	command, rest := nextField(line)
+	switch string(command) { // a switch on string(b) does not allocate
 	case "get", "gets":
 		return end + 2, append(out, "END\r\n"...), nil
 	case "set", "add", "replace", "append", "prepend", "cas":
-		if len(fields) < 5 {
-			return 0, out, fmt.Errorf("storage command %q without a size", buf[:end])
+		var sizeField []byte
+		for range 4 { // key, flags, exptime, bytes
+			sizeField, rest = nextField(rest)
 		}
-		size, err := strconv.Atoi(string(fields[4]))
-		if err != nil || size < 0 {
-			return 0, out, fmt.Errorf("storage command %q: bad size", buf[:end])
+		if len(sizeField) == 0 {
+			return 0, out, fmt.Errorf("storage command %q without a size", line)
 		}
-		if size > len(buf) { // incomplete (and end+size cannot overflow)
-			return 0, out, nil
+		parsed, ok := protocol.ParseUint(sizeField)
+		if !ok || parsed > uint64(len(buf)) {
+			if ok {
+				return 0, out, nil // incomplete: wait for the data block
+			}
+			return 0, out, fmt.Errorf("storage command %q: bad size", line)
 		}
+		size := int(parsed)
 		total := end + 2 + size + 2
 		if len(buf) < total {
 			return 0, out, nil
@@ -202,6 +212,15 @@ func answerMemcache(buf, out []byte) (int, []byte, error) {
 	}
 }
 
+// nextField returns the first space-separated field of line and what follows it.
+func nextField(line []byte) (field, rest []byte) {
+	line = bytes.TrimLeft(line, " ")
+	if i := bytes.IndexByte(line, ' '); i >= 0 {
+		return line[:i], line[i:]
+	}
+	return line, nil
+}
+
 // answerRESP frames one RESP array of bulk strings: SET is answered +OK, GET a nil (a miss),
 // PING +PONG and anything else (redis-benchmark's CONFIG GET) an empty array.
 func answerRESP(buf, out []byte) (int, []byte, error) {
@@ -209,7 +228,7 @@ func answerRESP(buf, out []byte) (int, []byte, error) {
 	if !ok || err != nil {
 		return 0, out, err
 	}
-	var name []byte
+	var name []byte // aliases buf: compared without case, not copied
 	for i := range count {
 		size, start, ok, err := respLength(buf, pos, '$')
 		if !ok || err != nil {
@@ -219,16 +238,16 @@ func answerRESP(buf, out []byte) (int, []byte, error) {
 			return 0, out, nil
 		}
 		if i == 0 {
-			name = bytes.ToUpper(buf[start : start+size])
+			name = buf[start : start+size]
 		}
 		pos = start + size + 2
 	}
-	switch string(name) {
-	case "SET":
+	switch {
+	case bytes.EqualFold(name, []byte("SET")):
 		return pos, append(out, "+OK\r\n"...), nil
-	case "GET":
+	case bytes.EqualFold(name, []byte("GET")):
 		return pos, append(out, "$-1\r\n"...), nil
-	case "PING":
+	case bytes.EqualFold(name, []byte("PING")):
 		return pos, append(out, "+PONG\r\n"...), nil
 	default:
 		return pos, append(out, "*0\r\n"...), nil
@@ -248,9 +267,9 @@ func respLength(buf []byte, pos int, kind byte) (n, next int, ok bool, err error
 	if end < 0 {
 		return 0, 0, false, nil
 	}
-	n, err = strconv.Atoi(string(buf[pos+1 : pos+end]))
-	if err != nil || n < 0 {
+	parsed, ok := protocol.ParseUint(buf[pos+1 : pos+end])
+	if !ok || parsed > math.MaxInt32 {
 		return 0, 0, false, fmt.Errorf("bad length %q", buf[pos+1:pos+end])
 	}
-	return n, pos + end + 2, true, nil
+	return int(parsed), pos + end + 2, true, nil
 }

@@ -54,6 +54,34 @@ func TestNullHopAnswers(t *testing.T) {
 	}
 }
 
+// TestNullHopAllocatesNothing keeps the null hop a floor: framing and answering a request
+// allocates nothing once the reply buffer has room.
+func TestNullHopAllocatesNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		answer  nullHopProtocol
+		request string
+	}{
+		{"memcached set", answerMemcache, "set key:1 0 0 3\r\nabc\r\n"},
+		{"memcached get", answerMemcache, "get key:1\r\n"},
+		{"redis set", answerRESP, "*3\r\n$3\r\nSET\r\n$5\r\nkey:1\r\n$3\r\nabc\r\n"},
+		{"redis get", answerRESP, "*2\r\n$3\r\nget\r\n$5\r\nkey:1\r\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in, out := []byte(tc.request), make([]byte, 0, 64)
+			allocs := testing.AllocsPerRun(100, func() {
+				used, _, err := tc.answer(in, out[:0])
+				if err != nil || used != len(in) {
+					t.Fatalf("answer used %d of %d bytes: %v", used, len(in), err)
+				}
+			})
+			if allocs != 0 {
+				t.Errorf("%v allocations per request, want 0", allocs)
+			}
+		})
+	}
+}
+
 func FuzzNullHopAnswers(f *testing.F) {
 	f.Add([]byte("set k 0 0 3\r\nabc\r\n"))
 	f.Add([]byte("*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"))

@@ -309,7 +309,7 @@ type need struct {
 	bytes        int64   // the smallest size reaching it (>= minBytes), if reachable
 	reachable    bool    // the curve reaches hitRatio within maxBytes
 	// safeBytes is the size with the optimal policy's safety margin over bytes (see
-	// safetyMargins), at most maxBytes; bytes when there is no room for one.
+	// safetyHitRatioMargin), at most maxBytes; bytes when there is no room for one.
 	safeBytes int64
 	// why explains an unreachable objective.
 	why string
@@ -368,7 +368,6 @@ func (p *problem) needOf(k int) need {
 		return n
 	}
 	n.reachable = true
-	n.safeBytes = n.bytes
 	safe := int64(math.Ceil(float64(n.bytes) * (1 + safetySizeMargin)))
 	if s, ok := t.curve.MinSize(n.hitRatio + safetyHitRatioMargin); ok {
 		safe = max(safe, s)
