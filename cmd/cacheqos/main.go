@@ -78,6 +78,7 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	compare := fs.Bool("compare", false, "run every policy on the snapshot and compare them")
 	timeLimit := fs.Duration("time-limit", allocator.DefaultTimeLimit, "solver time limit of the optimal policy")
 	workers := fs.Int("workers", 0, "CP-SAT workers (0: one per CPU, at most 8)")
+	workLimit := fs.Float64("work-limit", 0, "solver work limit of the optimal policy in CP-SAT's deterministic time (0: none); with -workers 1 a search it stops gives the same plan on any machine")
 	maxChurn := fs.Int64("max-churn", 0, "optimal: cap on the `bytes` moved from the current plan (0: none)")
 	objective := fs.String("objective", allocator.ObjectiveHits, "optimal: efficiency objective, hits or latency")
 	noSolver := fs.Bool("no-solver", false, "optimal: use the greedy solution only")
@@ -104,7 +105,7 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "cacheqos plan: -objective %q: want %s or %s\n", *objective, allocator.ObjectiveHits, allocator.ObjectiveLatency)
 		return exitUsage
 	}
-	opts := allocator.Options{Policy: *policy, TimeLimit: *timeLimit, Workers: *workers, MaxChurnBytes: *maxChurn,
+	opts := allocator.Options{Policy: *policy, TimeLimit: *timeLimit, WorkLimit: *workLimit, Workers: *workers, MaxChurnBytes: *maxChurn,
 		Objective: *objective, DisableSolver: *noSolver}
 	snapshot, err := readSnapshot(*file)
 	if err != nil {

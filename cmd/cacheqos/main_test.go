@@ -96,6 +96,7 @@ func TestPlanErrors(t *testing.T) {
 		{"unknown policy", []string{"plan", "-f", example, "-policy", "fastest"}, 2, `-policy "fastest"`},
 		{"bad output", []string{"plan", "-f", example, "-o", "xml"}, 2, `-o "xml"`},
 		{"bad objective", []string{"plan", "-f", example, "-objective", "cost"}, 2, `-objective "cost"`},
+		{"negative work limit", []string{"plan", "-f", example, "-work-limit", "-1"}, 1, "WorkLimit -1 must be a finite number >= 0"},
 		{"stray argument", []string{"plan", "-f", example, "extra"}, 2, `unexpected argument "extra"`},
 		{"unknown flag", []string{"plan", "-x"}, 2, "flag provided but not defined: -x"},
 	}

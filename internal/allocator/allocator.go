@@ -23,6 +23,7 @@ package allocator
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -60,9 +61,14 @@ type Options struct {
 	Policy string
 	// TimeLimit bounds the optimal policy's solver time (DefaultTimeLimit when zero).
 	TimeLimit time.Duration
-	// Workers is the number of CP-SAT workers (0: the solver package's default). One worker
-	// makes the optimal policy reproducible even when it stops at the time limit.
+	// Workers is the number of CP-SAT workers (0: the solver package's default). With one
+	// worker the optimal policy is reproducible when its search ends before TimeLimit: proven,
+	// within its gap target, or stopped by WorkLimit.
 	Workers int
+	// WorkLimit bounds the optimal policy's search in CP-SAT's deterministic time (a count of
+	// work, unlike TimeLimit independent of the machine's speed and load), shared between the
+	// stages of a decomposed solve as the time is; 0 means no bound but TimeLimit.
+	WorkLimit float64
 	// Seed seeds the solver.
 	Seed int32
 	// MaxChurnBytes caps the movement (the L1 distance between the current and the new
@@ -119,6 +125,9 @@ func (o Options) validate() error {
 	}
 	if o.TimeLimit < 0 || o.Workers < 0 || o.MaxChurnBytes < 0 || o.SizeLevels < 0 {
 		return fmt.Errorf("negative option in %+v", o)
+	}
+	if math.IsNaN(o.WorkLimit) || math.IsInf(o.WorkLimit, 0) || o.WorkLimit < 0 {
+		return fmt.Errorf("WorkLimit %v must be a finite number >= 0", o.WorkLimit)
 	}
 	return nil
 }

@@ -16,8 +16,8 @@ import (
 // sizing and placement.
 const jointModelLimit = 10000
 
-// sizingTimeShare is the share of the remaining time the sizing stage of the decomposed
-// method may use; the greedy sizing is usually within a few millionths of the LP bound, so
+// sizingTimeShare is the share of the remaining time (and of the work limit) the sizing stage
+// of the decomposed method may use; the greedy sizing is usually within a few millionths of the LP bound, so
 // most of the time goes to the placement.
 const sizingTimeShare = 0.3
 
@@ -232,8 +232,13 @@ const solverOverheadPerItem = 2 * time.Microsecond
 func (o *optInstance) params(deadline time.Time, st stage, greedy optCandidate, m *cpsat.Model) cpsat.Params {
 	overhead := time.Duration(m.NumVars()+m.NumConstraints()) * solverOverheadPerItem
 	left := time.Until(deadline) - overhead
-	if st == stageSizing {
+	work := o.p.opts.WorkLimit
+	switch st {
+	case stageSizing:
 		left = time.Duration(float64(left) * sizingTimeShare)
+		work *= sizingTimeShare
+	case stagePlacement:
+		work *= 1 - sizingTimeShare
 	}
 	_, hits, _ := o.tiers(greedy.levels, greedy.parts)
 	gap := 0.0
@@ -246,7 +251,7 @@ func (o *optInstance) params(deadline time.Time, st stage, greedy optCandidate, 
 		gap = math.Min(0.01, targetHitsGap*float64(o.sc.w2)*float64(hits)/float64(greedy.obj))
 	}
 	return cpsat.Params{
-		TimeLimit: max(left, 10*time.Millisecond), Workers: o.p.opts.Workers, Seed: o.p.opts.Seed, RelativeGap: gap,
+		TimeLimit: max(left, 10*time.Millisecond), WorkLimit: work, Workers: o.p.opts.Workers, Seed: o.p.opts.Seed, RelativeGap: gap,
 		// Presolve pays off on small models only; on large ones it takes seconds before the
 		// first solution while the greedy hint is already close to the bound.
 		Presolve: o.jointSize() < 1000,

@@ -2,6 +2,7 @@ package allocator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -10,6 +11,7 @@ import (
 	"os/exec"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -327,6 +329,39 @@ func TestOptimalCancellationReturnsPromptly(t *testing.T) {
 	}
 	if _, err := Plan(ctx, s, Options{}); err == nil {
 		t.Error("Plan with a done context succeeded")
+	}
+}
+
+// TestWorkLimitMakesStoppedPlansReproducible plans a snapshot whose search the work limit
+// stops before its gap target: once alone, then twice at the same time (each solve slower,
+// competing for the cores). With one worker the three plans are the same.
+func TestWorkLimitMakesStoppedPlansReproducible(t *testing.T) {
+	needSolver(t)
+	s := benchSnapshot(60, 6)
+	opts := Options{Workers: 1, WorkLimit: 0.02, TimeLimit: time.Minute}
+	plans := make([]*planning.Plan, 3)
+	plans[0] = mustPlan(t, s, opts)
+	errs := make([]error, len(plans))
+	var wg sync.WaitGroup
+	for run := 1; run < len(plans); run++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			plans[run], errs[run] = Plan(t.Context(), s, opts)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	for run, plan := range plans {
+		if plan.Solver.Status != "Feasible" {
+			t.Fatalf("run %d: solver status %q (%s), want Feasible: stopped by the work limit", run, plan.Solver.Status, plan.Solver.Fallback)
+		}
+		plan.Solver = nil // wall times differ
+		if run > 0 && !reflect.DeepEqual(plan, plans[0]) {
+			t.Errorf("run %d: the plan differs from the first run's", run)
+		}
 	}
 }
 

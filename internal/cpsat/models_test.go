@@ -150,6 +150,31 @@ func marketSplit(rows int, seed uint64) *Model {
 	return m
 }
 
+// multiKnapsack is a random multi-dimensional 0-1 knapsack: solutions are easy, proving the
+// optimum takes long, so a small work limit stops the search with a solution in hand.
+func multiKnapsack(items, rows int, seed uint64) *Model {
+	r := rand.New(rand.NewPCG(seed, 11))
+	m := NewModel()
+	xs := make([]Var, items)
+	value := make([]Term, items)
+	for j := range xs {
+		xs[j] = m.NewBoolVar("")
+		value[j] = Term{xs[j], int64(50 + r.IntN(50))}
+	}
+	for range rows {
+		weights := make([]Term, items)
+		var sum int64
+		for j := range xs {
+			w := int64(20 + r.IntN(80))
+			weights[j] = Term{xs[j], w}
+			sum += w
+		}
+		m.AddLinear(weights, 0, sum/2)
+	}
+	m.Maximize(value)
+	return m
+}
+
 // bruteForceLimit bounds the assignments bruteForce enumerates.
 const bruteForceLimit = 1 << 17
 

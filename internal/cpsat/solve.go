@@ -27,6 +27,12 @@ type Params struct {
 	// TimeLimit bounds the wall-clock time of the solve, presolve included.
 	// Zero means DefaultTimeLimit.
 	TimeLimit time.Duration
+	// WorkLimit bounds the solve in the solver's deterministic time, a count
+	// of work done (about seconds on a fast machine) that does not depend on
+	// the machine's speed or load; zero means no such bound. With one worker,
+	// a solve stopped by it returns the same solution every time, which a
+	// solve stopped by TimeLimit does not.
+	WorkLimit float64
 	// Workers is the number of parallel search workers; zero means
 	// DefaultWorkers(). One worker gives reproducible results for a seed.
 	Workers int
@@ -58,6 +64,8 @@ func (p Params) encode() (*cpsatpb.SatParameters, error) {
 		return nil, fmt.Errorf("%w: Workers %d", ErrInvalidParams, p.Workers)
 	case math.IsNaN(p.RelativeGap) || math.IsInf(p.RelativeGap, 0) || p.RelativeGap < 0:
 		return nil, fmt.Errorf("%w: RelativeGap %v must be a finite number >= 0", ErrInvalidParams, p.RelativeGap)
+	case math.IsNaN(p.WorkLimit) || math.IsInf(p.WorkLimit, 0) || p.WorkLimit < 0:
+		return nil, fmt.Errorf("%w: WorkLimit %v must be a finite number >= 0", ErrInvalidParams, p.WorkLimit)
 	}
 	limit := p.TimeLimit
 	if limit == 0 {
@@ -67,7 +75,7 @@ func (p Params) encode() (*cpsatpb.SatParameters, error) {
 	if workers == 0 {
 		workers = DefaultWorkers()
 	}
-	return &cpsatpb.SatParameters{
+	enc := &cpsatpb.SatParameters{
 		MaxTimeInSeconds:       proto.Float64(limit.Seconds()),
 		NumWorkers:             proto.Int32(int32(workers)),
 		RandomSeed:             proto.Int32(p.Seed),
@@ -77,7 +85,11 @@ func (p Params) encode() (*cpsatpb.SatParameters, error) {
 		// The solver logs to stdout by default; a library must stay silent.
 		LogSearchProgress: proto.Bool(false),
 		LogToStdout:       proto.Bool(false),
-	}, nil
+	}
+	if p.WorkLimit > 0 {
+		enc.MaxDeterministicTime = proto.Float64(p.WorkLimit)
+	}
+	return enc, nil
 }
 
 // Status is the outcome of a solve.
@@ -125,6 +137,8 @@ type Result struct {
 	Objective, BestBound float64
 	// WallTime is the solver's own measure of the solve time.
 	WallTime time.Duration
+	// Work is the deterministic time the solve took (see Params.WorkLimit).
+	Work float64
 	// NumConflicts and NumBranches are search statistics.
 	NumConflicts, NumBranches int64
 	// Stopped reports that the context was cancelled during the solve, so the
@@ -210,6 +224,7 @@ func Solve(ctx context.Context, m *Model, p Params) (*Result, error) {
 		Objective:    resp.GetObjectiveValue(),
 		BestBound:    resp.GetBestObjectiveBound(),
 		WallTime:     time.Duration(resp.GetWallTime() * float64(time.Second)),
+		Work:         resp.GetDeterministicTime(),
 		NumConflicts: resp.GetNumConflicts(),
 		NumBranches:  resp.GetNumBranches(),
 		Stopped:      stopped,

@@ -251,6 +251,42 @@ func TestTimeLimitHonoured(t *testing.T) {
 	}
 }
 
+// TestWorkLimitReproducible stops a hard search by its work limit: once alone, then twice at
+// the same time (each solve slower, competing for the cores). With one worker the three
+// return the same solution.
+func TestWorkLimitReproducible(t *testing.T) {
+	needSolver(t)
+	m := multiKnapsack(80, 6, 3)
+	params := Params{Workers: 1, WorkLimit: 0.05, TimeLimit: hardTimeLimit}
+	results := make([]*Result, 3)
+	errs := make([]error, len(results))
+	results[0], errs[0] = Solve(context.Background(), m, params)
+	var wg sync.WaitGroup
+	for run := 1; run < len(results); run++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[run], errs[run] = Solve(context.Background(), m, params)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	for run, r := range results {
+		t.Logf("run %d: objective %v after %.3f work in %v", run, r.Objective, r.Work, r.WallTime)
+		if r.Status != Feasible {
+			t.Fatalf("run %d: status %v, want Feasible (stopped by the work limit with a solution)", run, r.Status)
+		}
+		if r.Work < params.WorkLimit || r.Work > 1.5*params.WorkLimit {
+			t.Errorf("run %d: work %.3f, want about the limit %.3f", run, r.Work, params.WorkLimit)
+		}
+		if run > 0 && (r.Objective != results[0].Objective || !slices.Equal(r.values, results[0].values)) {
+			t.Errorf("run %d: objective %v, values %v; first run: %v, %v", run, r.Objective, r.values, results[0].Objective, results[0].values)
+		}
+	}
+}
+
 func TestContextCancelStopsSolve(t *testing.T) {
 	needSolver(t)
 	m := marketSplit(5, 2)
@@ -371,6 +407,9 @@ func TestInvalidParams(t *testing.T) {
 		{RelativeGap: -0.1},
 		{RelativeGap: math.NaN()},
 		{RelativeGap: math.Inf(1)},
+		{WorkLimit: -1},
+		{WorkLimit: math.NaN()},
+		{WorkLimit: math.Inf(1)},
 	} {
 		if _, err := Solve(context.Background(), m, p); !errors.Is(err, ErrInvalidParams) {
 			t.Errorf("%+v: error %v, want ErrInvalidParams", p, err)
@@ -384,14 +423,15 @@ func TestParamsEncoding(t *testing.T) {
 		t.Fatal(err)
 	}
 	if enc.GetMaxTimeInSeconds() != DefaultTimeLimit.Seconds() || int(enc.GetNumWorkers()) != DefaultWorkers() ||
-		enc.GetCpModelPresolve() || enc.GetLogToStdout() || enc.GetLogSearchProgress() || enc.GetStopAfterFirstSolution() {
+		enc.GetCpModelPresolve() || enc.GetLogToStdout() || enc.GetLogSearchProgress() || enc.GetStopAfterFirstSolution() ||
+		enc.MaxDeterministicTime != nil {
 		t.Errorf("zero Params encode to %v", enc)
 	}
-	enc, err = Params{TimeLimit: 1500 * time.Millisecond, Workers: 3, Seed: 9, RelativeGap: 0.01, Presolve: true, StopAfterFirstSolution: true}.encode()
+	enc, err = Params{TimeLimit: 1500 * time.Millisecond, WorkLimit: 0.5, Workers: 3, Seed: 9, RelativeGap: 0.01, Presolve: true, StopAfterFirstSolution: true}.encode()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if enc.GetMaxTimeInSeconds() != 1.5 || enc.GetNumWorkers() != 3 || enc.GetRandomSeed() != 9 ||
+	if enc.GetMaxTimeInSeconds() != 1.5 || enc.GetMaxDeterministicTime() != 0.5 || enc.GetNumWorkers() != 3 || enc.GetRandomSeed() != 9 ||
 		enc.GetRelativeGapLimit() != 0.01 || !enc.GetCpModelPresolve() || !enc.GetStopAfterFirstSolution() {
 		t.Errorf("encoded %v", enc)
 	}

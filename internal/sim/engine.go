@@ -374,7 +374,7 @@ func (e *engine) plan(ctx context.Context, next int) error {
 	if len(snap.Tenants) == 0 {
 		return e.apply(&planning.Plan{})
 	}
-	opts := allocator.Options{Policy: e.policy, Workers: 1, Seed: 1, TimeLimit: e.sc.optimalTimeLimit()}
+	opts := allocator.Options{Policy: e.policy, Workers: 1, Seed: 1, TimeLimit: e.sc.optimalTimeLimit(), WorkLimit: e.sc.optimalWorkLimit()}
 	start := time.Now()
 	plan, err := allocator.Plan(ctx, snap, opts)
 	ir.PlanSeconds = time.Since(start).Seconds()

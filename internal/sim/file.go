@@ -37,6 +37,7 @@ type scenarioFile struct {
 	MissLatencySecs  float64      `json:"missLatencySeconds"`
 	MRCSampleRate    float64      `json:"mrcSampleRate"`
 	OptimalTimeLimit float64      `json:"optimalTimeLimitSeconds"`
+	OptimalWorkLimit float64      `json:"optimalWorkLimit"`
 	Nodes            nodesFile    `json:"nodes"`
 	Tenants          []tenantFile `json:"tenants"`
 }
@@ -114,6 +115,7 @@ func ParseScenario(data []byte, baseDir string) (*Scenario, error) {
 		MissLatency:      seconds(f.MissLatencySecs),
 		MRCSampleRate:    f.MRCSampleRate,
 		OptimalTimeLimit: seconds(f.OptimalTimeLimit),
+		OptimalWorkLimit: f.OptimalWorkLimit,
 	}
 	if sc.Title == "" {
 		sc.Title = "custom scenario"

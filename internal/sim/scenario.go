@@ -22,11 +22,14 @@ func Policies() []string {
 
 // Defaults of a Scenario.
 const (
-	DefaultHitLatency      = 200 * time.Microsecond // Soft-QoS' t_c
-	DefaultMissLatency     = 10 * time.Millisecond  // Soft-QoS' t_d
-	DefaultMRCSampleRate   = 0.1                    // the sidecar's default SHARDS rate
-	DefaultOptimalTimeOut  = 10 * time.Second
-	DefaultIntervalSeconds = 10
+	DefaultHitLatency     = 200 * time.Microsecond // Soft-QoS' t_c
+	DefaultMissLatency    = 10 * time.Millisecond  // Soft-QoS' t_d
+	DefaultMRCSampleRate  = 0.1                    // the sidecar's default SHARDS rate
+	DefaultOptimalTimeOut = 30 * time.Second
+	// DefaultOptimalWorkLimit is about what the solver gets done in a few seconds on the
+	// development machine.
+	DefaultOptimalWorkLimit = 0.5
+	DefaultIntervalSeconds  = 10
 	// SaturatedDelay is what a request waits on a node whose utilization reaches 1, where
 	// the M/M/1 delay is unbounded: about a request timeout.
 	SaturatedDelay = time.Second
@@ -61,8 +64,12 @@ type Scenario struct {
 	HitLatency, MissLatency time.Duration
 	// MRCSampleRate is the trackers' initial SHARDS rate (DefaultMRCSampleRate when 0).
 	MRCSampleRate float64
-	// OptimalTimeLimit bounds each optimal plan (DefaultOptimalTimeOut when 0).
+	// OptimalTimeLimit bounds each optimal plan's wall time (DefaultOptimalTimeOut when 0).
 	OptimalTimeLimit time.Duration
+	// OptimalWorkLimit bounds each optimal plan's search in the solver's deterministic time
+	// (DefaultOptimalWorkLimit when 0), so that a search it stops gives the same plan on any
+	// machine; see allocator.Options.WorkLimit.
+	OptimalWorkLimit float64
 	// Claim is the seed paper's headline result this scenario mirrors, if any.
 	Claim *Claim
 }
@@ -184,6 +191,16 @@ func (s *Scenario) optimalTimeLimit() time.Duration {
 	return DefaultOptimalTimeOut
 }
 
+// maxOptimalWorkLimit bounds OptimalWorkLimit: hours of solver work per plan.
+const maxOptimalWorkLimit = 10000
+
+func (s *Scenario) optimalWorkLimit() float64 {
+	if s.OptimalWorkLimit > 0 {
+		return s.OptimalWorkLimit
+	}
+	return DefaultOptimalWorkLimit
+}
+
 func orDuration(d, def time.Duration) float64 {
 	if d > 0 {
 		return d.Seconds()
@@ -215,6 +232,9 @@ func (s *Scenario) Validate() error {
 	}
 	if s.HitLatency < 0 || s.MissLatency < 0 || s.OptimalTimeLimit < 0 {
 		add("HitLatency, MissLatency, OptimalTimeLimit: must not be negative")
+	}
+	if !(s.OptimalWorkLimit >= 0 && s.OptimalWorkLimit <= maxOptimalWorkLimit) {
+		add("OptimalWorkLimit: %v outside [0, %d]", s.OptimalWorkLimit, maxOptimalWorkLimit)
 	}
 	if len(s.Nodes) == 0 {
 		add("Nodes: none")
