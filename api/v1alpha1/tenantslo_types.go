@@ -305,6 +305,38 @@ type TenantAllocation struct {
 	// planGeneration of the allocation that produced these numbers.
 	// +optional
 	PlanGeneration int64 `json:"planGeneration,omitempty"`
+
+	// isolated: under policy lacs the tenant is an elephant (its traffic exceeds a 1/K share
+	// of the cluster): its cache is revoked and its bandwidth and ops are throttled to 1/K of
+	// every node, so that it cannot slow the other tenants down.
+	// +optional
+	Isolated bool `json:"isolated,omitempty"`
+
+	// demand of an isolated tenant: its traffic per node as measured before its limits held
+	// it back. While throttled, its served traffic is its limit; the allocator plans it by
+	// this demand instead, also after the operator restarts.
+	// +optional
+	// +listType=map
+	// +listMapKey=nodeName
+	// +kubebuilder:validation:MaxItems=256
+	Demand []NodeTraffic `json:"demand,omitempty"`
+}
+
+// NodeTraffic is a tenant's traffic arriving at one node.
+type NodeTraffic struct {
+	// nodeName of the Node.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	NodeName string `json:"nodeName"`
+
+	// opsPerSecond arriving.
+	// +optional
+	OpsPerSecond int64 `json:"opsPerSecond,omitempty"`
+
+	// bytesPerSecond arriving (requests plus responses).
+	// +optional
+	BytesPerSecond resource.Quantity `json:"bytesPerSecond,omitempty"`
 }
 
 // NodeAllocation is the tenant's partition on one node.

@@ -94,13 +94,14 @@ func (l *Loop) allocate(ctx context.Context, key types.NamespacedName) (time.Dur
 		return interval, nil
 	}
 	st := l.stateOf(key)
+	st.restore(in.admitted)
 	metrics := l.measure(ctx, in)
 	out := l.decide(ctx, in, metrics, st)
 	if out.summary != nil {
 		out.summary.Duration = metav1.Duration{Duration: time.Since(start)}
 	}
 	generations, writeErr := l.writePlans(ctx, in, out.desired, out.specHash)
-	counts, tenantErr := l.writeTenantStatuses(ctx, in, metrics, out, generations)
+	counts, tenantErr := l.writeTenantStatuses(ctx, in, metrics, out, generations, st)
 	clusterErr := l.writeClusterStatus(ctx, in, metrics, out, generations, counts)
 	l.exportMetrics(in, out, start)
 	return interval, errors.Join(writeErr, tenantErr, clusterErr)

@@ -87,6 +87,24 @@ func sidecarPod(t *testing.T, ns, cluster, node, ip string) {
 	}
 }
 
+// sharedCluster is the CacheCluster "shared" in ns on the nodes labelled pool, planned by
+// policy every 5 s from the Prometheus at promURL; each node gives caching 1Gi, 100M bytes/s
+// and opsPerSecond.
+func sharedCluster(ns, pool, promURL string, opsPerSecond int64, policy v1.AllocationPolicy) *v1.CacheCluster {
+	return &v1.CacheCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shared"},
+		Spec: v1.CacheClusterSpec{
+			Engine:       v1.EngineRedis,
+			NodeSelector: map[string]string{"pool": pool},
+			Capacity: v1.NodeCapacity{Memory: resource.MustParse("1Gi"), Bandwidth: resource.MustParse("100M"), OpsPerSecond: opsPerSecond,
+				HeadroomPercent: ptr.To[int32](0)},
+			Allocation: v1.AllocationSettings{Interval: &metav1.Duration{Duration: 5 * time.Second}, SolverTimeLimit: &metav1.Duration{Duration: 2 * time.Second},
+				Policy: policy, MaxChurnPercent: 100},
+			Monitoring: v1.MonitoringSettings{PrometheusURL: promURL, ServiceMonitor: v1.ServiceMonitorSettings{Interval: &metav1.Duration{Duration: time.Second}}},
+		},
+	}
+}
+
 type plansSnapshot map[string]v1.CacheNodePlanSpec
 
 func plansOf(ns string, nodes ...string) (plansSnapshot, error) {
@@ -140,18 +158,7 @@ func TestAllocationWithPrometheus(t *testing.T) {
 	}
 	sidecarPod(t, cacheNS, "shared", "alloc-a", "10.1.0.1")
 	sidecarPod(t, cacheNS, "shared", "alloc-b", "10.1.0.2")
-	cluster := &v1.CacheCluster{
-		ObjectMeta: metav1.ObjectMeta{Namespace: cacheNS, Name: "shared"},
-		Spec: v1.CacheClusterSpec{
-			Engine:       v1.EngineRedis,
-			NodeSelector: map[string]string{"pool": "alloc"},
-			Capacity: v1.NodeCapacity{Memory: resource.MustParse("1Gi"), Bandwidth: resource.MustParse("100M"), OpsPerSecond: 100000,
-				HeadroomPercent: ptr.To[int32](0)},
-			Allocation: v1.AllocationSettings{Interval: &metav1.Duration{Duration: 5 * time.Second}, SolverTimeLimit: &metav1.Duration{Duration: 2 * time.Second},
-				Policy: v1.PolicyOptimal, MaxChurnPercent: 100},
-			Monitoring: v1.MonitoringSettings{PrometheusURL: prom.URL, ServiceMonitor: v1.ServiceMonitorSettings{Interval: &metav1.Duration{Duration: time.Second}}},
-		},
-	}
+	cluster := sharedCluster(cacheNS, "alloc", prom.URL, 100000, v1.PolicyOptimal)
 	create(t, cluster)
 	webSLO := &v1.TenantSLO{
 		ObjectMeta: metav1.ObjectMeta{Namespace: teamNS, Name: "web"},

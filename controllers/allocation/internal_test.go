@@ -349,6 +349,35 @@ func TestThrottledDemandIsRemembered(t *testing.T) {
 	}
 }
 
+// TestRestoreIsolation: a restarted loop takes the isolated tenants and their demand from the
+// statuses once, and later statuses do not override what it has learned since.
+func TestRestoreIsolation(t *testing.T) {
+	slo := func(name string, a *v1.TenantAllocation) *v1.TenantSLO {
+		return &v1.TenantSLO{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: name}, Status: v1.TenantSLOStatus{Allocation: a}}
+	}
+	demand := []v1.NodeTraffic{{NodeName: "a", OpsPerSecond: 9000, BytesPerSecond: resource.MustParse("40M")}}
+	st := &clusterState{isolated: map[string]bool{}, demand: map[string][]planning.NodeRate{}}
+	st.restore([]*v1.TenantSLO{
+		slo("elephant", &v1.TenantAllocation{Isolated: true, Demand: demand}),
+		slo("no-demand", &v1.TenantAllocation{Isolated: true}),
+		slo("mouse", &v1.TenantAllocation{Demand: demand}),
+		slo("new", nil),
+	})
+	wantIsolated := map[string]bool{"team/elephant": true, "team/no-demand": true}
+	wantDemand := map[string][]planning.NodeRate{"team/elephant": {{Node: "a", RequestsPerSecond: 9000, BytesPerSecond: 40e6}}}
+	if !equality.Semantic.DeepEqual(st.isolated, wantIsolated) || !equality.Semantic.DeepEqual(st.demand, wantDemand) {
+		t.Fatalf("restored isolated %v demand %v, want %v and %v", st.isolated, st.demand, wantIsolated, wantDemand)
+	}
+	if got := trafficOf(wantDemand["team/elephant"]); !equality.Semantic.DeepEqual(got, demand) {
+		t.Errorf("trafficOf(ratesOf(d)) = %+v, want %+v", got, demand)
+	}
+	st.isolated["team/elephant"] = false
+	st.restore([]*v1.TenantSLO{slo("elephant", &v1.TenantAllocation{Isolated: true, Demand: demand})})
+	if st.isolated["team/elephant"] {
+		t.Error("a second restore overrode what the loop decided since")
+	}
+}
+
 // unreachableAPI fails every Get, as a client does while the API server is unreachable: a
 // fault envtest cannot produce on demand, hence this stand-in.
 type unreachableAPI struct{ client.Client }

@@ -142,8 +142,11 @@ func (l *Loop) Start(ctx context.Context) error {
 }
 
 // clusterState is what the loop remembers about a cluster between allocations. It is soft
-// state: lost on restart, it only refines the next plans.
+// state that only refines the next plans; what LACS needs to keep an elephant isolated across
+// a restart (isolated, demand) is also written to the tenants' statuses and restored from them.
 type clusterState struct {
+	// restored is set once isolated and demand were taken from the tenants' statuses.
+	restored bool
 	// history holds each tenant's observed (total size, hit ratio) points, oldest first, for
 	// a curve fit while no miss-ratio curve exists.
 	history map[string][]planning.HitRatioPoint
@@ -152,6 +155,28 @@ type clusterState struct {
 	// demand holds each tenant's rates per node as last measured while its limits held none
 	// of its requests back: a throttled tenant's served rate is its limit, not its demand.
 	demand map[string][]planning.NodeRate
+}
+
+// restore takes, once after the operator starts, the isolated tenants and their demand from
+// the statuses the previous operator wrote. Without it a restart would release every elephant
+// (while throttled, its traffic is its limit and looks like a mouse's) only for the next plan
+// to throttle it again.
+func (s *clusterState) restore(tenants []*v1.TenantSLO) {
+	if s.restored {
+		return
+	}
+	s.restored = true
+	for _, t := range tenants {
+		a := t.Status.Allocation
+		if a == nil || !a.Isolated {
+			continue
+		}
+		id := t.TenantID()
+		s.isolated[id] = true
+		if len(a.Demand) > 0 {
+			s.demand[id] = ratesOf(a.Demand)
+		}
+	}
 }
 
 // maxHistory bounds each tenant's history.

@@ -59,7 +59,7 @@ func hasLoopStatus(t *v1.TenantSLO) bool {
 // writeTenantStatuses writes every tenant's allocation, observations and SLOMet/Throttled
 // conditions, and emits events when those conditions change. Tenants no longer admitted lose
 // what the loop wrote. Without measurements, observations and conditions stay as they were.
-func (l *Loop) writeTenantStatuses(ctx context.Context, in *inputs, mr metricsResult, out outcome, generations map[string]int64) (tenantCounts, error) {
+func (l *Loop) writeTenantStatuses(ctx context.Context, in *inputs, mr metricsResult, out outcome, generations map[string]int64, cs *clusterState) (tenantCounts, error) {
 	predictions := map[string]*planning.TenantPlan{}
 	if out.plan != nil {
 		for i := range out.plan.Tenants {
@@ -74,6 +74,10 @@ func (l *Loop) writeTenantStatuses(ctx context.Context, in *inputs, mr metricsRe
 	for _, t := range in.admitted {
 		id := t.TenantID()
 		st := tenantStatus{Allocation: allocationOf(out.desired[id], generations), PredictedHitRatio: t.Status.PredictedHitRatio}
+		if cs.isolated[id] {
+			st.Allocation.Isolated = true
+			st.Allocation.Demand = trafficOf(cs.demand[id])
+		}
 		if tp := predictions[id]; tp != nil {
 			if p, err := decimal.Format(clamp01(tp.Predicted.HitRatio)); err == nil {
 				st.PredictedHitRatio = p
@@ -166,6 +170,27 @@ func allocationOf(parts []planning.Partition, generations map[string]int64) *v1.
 		a.OpsLimit = ptr.To(ops)
 	}
 	return a
+}
+
+// trafficOf turns the allocator's per-node rates into their status form, and ratesOf back.
+func trafficOf(rates []planning.NodeRate) []v1.NodeTraffic {
+	out := make([]v1.NodeTraffic, 0, min(len(rates), v1.MaxTenantNodes))
+	for _, r := range rates[:min(len(rates), v1.MaxTenantNodes)] {
+		out = append(out, v1.NodeTraffic{
+			NodeName:       r.Node,
+			OpsPerSecond:   int64(math.Round(r.RequestsPerSecond)),
+			BytesPerSecond: *resource.NewQuantity(int64(math.Round(r.BytesPerSecond)), resource.DecimalSI),
+		})
+	}
+	return out
+}
+
+func ratesOf(traffic []v1.NodeTraffic) []planning.NodeRate {
+	out := make([]planning.NodeRate, len(traffic))
+	for i, tr := range traffic {
+		out[i] = planning.NodeRate{Node: tr.NodeName, RequestsPerSecond: float64(tr.OpsPerSecond), BytesPerSecond: tr.BytesPerSecond.AsApproximateFloat64()}
+	}
+	return out
 }
 
 // judgement is a tenant's objective against what was observed.
