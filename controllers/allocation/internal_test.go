@@ -155,25 +155,32 @@ func TestThrottledCondition(t *testing.T) {
 		}
 		return a
 	}
+	isolated := func(a *v1.TenantAllocation) *v1.TenantAllocation {
+		a.Isolated = true
+		return a
+	}
 	tests := []struct {
 		name      string
 		throttled float64
 		alloc     *v1.TenantAllocation
 		status    metav1.ConditionStatus
 		reason    string
+		isolated  bool // the message says the tenant is isolated
 	}{
-		{"nothing held", 0, limited(100, 0), metav1.ConditionFalse, v1.ReasonWithinLimits},
-		{"noise", minThrottledRate / 2, limited(100, 0), metav1.ConditionFalse, v1.ReasonWithinLimits},
-		{"ops limit in use", 5, limited(110, 0), metav1.ConditionTrue, v1.ReasonOpsLimited},
-		{"bandwidth limit in use", 5, limited(0, 1100), metav1.ConditionTrue, v1.ReasonBandwidthLimited},
-		{"both: the fuller one", 5, limited(1000, 1100), metav1.ConditionTrue, v1.ReasonBandwidthLimited},
+		{"nothing held", 0, limited(100, 0), metav1.ConditionFalse, v1.ReasonWithinLimits, false},
+		{"noise", minThrottledRate / 2, limited(100, 0), metav1.ConditionFalse, v1.ReasonWithinLimits, false},
+		{"ops limit in use", 5, limited(110, 0), metav1.ConditionTrue, v1.ReasonOpsLimited, false},
+		{"bandwidth limit in use", 5, limited(0, 1100), metav1.ConditionTrue, v1.ReasonBandwidthLimited, false},
+		{"both: the fuller one", 5, limited(1000, 1100), metav1.ConditionTrue, v1.ReasonBandwidthLimited, false},
+		{"isolated elephant", 5, isolated(limited(110, 0)), metav1.ConditionTrue, v1.ReasonOpsLimited, true},
+		{"isolated, nothing held", 0, isolated(limited(110, 0)), metav1.ConditionFalse, v1.ReasonWithinLimits, false},
 	}
 	for _, tt := range tests {
 		m := *traffic
 		m.ThrottledPerSecond = tt.throttled
 		c := throttledCondition(&m, tt.alloc)
-		if c.Status != tt.status || c.Reason != tt.reason {
-			t.Errorf("%s: %s/%s (%s), want %s/%s", tt.name, c.Status, c.Reason, c.Message, tt.status, tt.reason)
+		if c.Status != tt.status || c.Reason != tt.reason || strings.Contains(c.Message, "isolated by policy lacs") != tt.isolated {
+			t.Errorf("%s: %s/%s (%s), want %s/%s, isolation mentioned %v", tt.name, c.Status, c.Reason, c.Message, tt.status, tt.reason, tt.isolated)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package allocation_test
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,6 +89,9 @@ func TestLACSIsolationSurvivesRestart(t *testing.T) {
 		}
 		if obs := slo.Status.Observed; obs == nil || obs.OpsPerSecond > 450 {
 			return fmt.Errorf("elephant observed %+v, want about 400 requests/s", obs)
+		}
+		if c := condition(slo.Status.Conditions, v1.ConditionThrottled); c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "isolated by policy lacs") {
+			return fmt.Errorf("elephant Throttled %+v, want True and saying it is isolated", c)
 		}
 		return isolated()
 	})

@@ -375,6 +375,9 @@ func throttledCondition(tm *promquery.TenantMeasurement, a *v1.TenantAllocation)
 		share = 100 * tm.ThrottledPerSecond / requests
 	}
 	c.Message = fmt.Sprintf("%.2f requests/s (%.1f%% of %.1f requests/s) waited for the tenant's limits", tm.ThrottledPerSecond, share, requests)
+	if a.Isolated {
+		c.Message += "; the tenant is isolated by policy lacs: its traffic exceeds a 1/K share, so its limits are 1/K of every node"
+	}
 	return c
 }
 
