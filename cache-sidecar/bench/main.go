@@ -60,6 +60,7 @@ type load struct {
 
 type config struct {
 	sidecar       string
+	sidecarProcs  int // GOMAXPROCS of the sidecar; 0: Go's default
 	redisBench    string
 	redisServer   string
 	memcached     string
@@ -111,6 +112,7 @@ func parseFlags() (*config, error) {
 	pipelined := flag.Int("pipelined-requests", 200000, "requests per test in the pipelined load")
 	flag.IntVar(&cfg.rounds, "rounds", 3, "rounds of every measurement; the report shows their median")
 	flag.StringVar(&cfg.sidecar, "sidecar", "", "the cache-sidecar binary (required)")
+	flag.IntVar(&cfg.sidecarProcs, "sidecar-procs", 0, "GOMAXPROCS of the sidecar (0: Go's default, one per core); the operator sets it to the sidecar's CPU request")
 	flag.StringVar(&cfg.profileDir, "profile", "", "write CPU profiles of the sidecar under each load into this directory")
 	flag.DurationVar(&cfg.profileWindow, "profile-window", 4*time.Second, "length of each CPU profile")
 	flag.BoolVar(&cfg.keep, "keep", false, "keep the work directories (logs, plan, status) and print the tenant's password")
@@ -121,6 +123,9 @@ func parseFlags() (*config, error) {
 	}
 	if *clients <= 0 || *pipeline <= 0 || cfg.rounds <= 0 || *requests < *clients || *pipelined < *clients {
 		return nil, errors.New("-clients, -pipeline and -rounds must be positive and the request counts at least -clients")
+	}
+	if cfg.sidecarProcs < 0 {
+		return nil, errors.New("-sidecar-procs must be 0 (Go's default) or positive")
 	}
 	cfg.loads = []load{
 		{name: "unpipelined", clients: *clients, pipeline: 1, requests: *requests},
@@ -341,7 +346,11 @@ func startStack(cfg *config, engine, dir string) (*stack, error) {
 		return nil, err
 	}
 	root := filepath.Join(dir, "e")
-	s.sidecar, err = startProcess(dir, "cache-sidecar", cfg.sidecar,
+	var sidecarEnv []string
+	if cfg.sidecarProcs > 0 {
+		sidecarEnv = []string{fmt.Sprintf("GOMAXPROCS=%d", cfg.sidecarProcs)}
+	}
+	s.sidecar, err = startProcess(dir, "cache-sidecar", sidecarEnv, cfg.sidecar,
 		"--engine", engine, "--plan-file", filepath.Join(dir, "plan.yaml"), "--credentials-file", filepath.Join(dir, "secret.yaml"),
 		"--status-file", filepath.Join(dir, "status.yaml"), "--state-root", root,
 		"--client-listen", s.clientAddr, "--peer-listen", peerAddr, "--metrics-listen", s.metricsAddr,
@@ -375,14 +384,14 @@ func startStack(cfg *config, engine, dir string) (*stack, error) {
 
 	host, port := "127.0.0.1", fmt.Sprint(ports[3])
 	if engine == "redis" {
-		s.direct, err = startProcess(dir, "direct-engine", cfg.redisServer, "--bind", host, "--port", port,
+		s.direct, err = startProcess(dir, "direct-engine", nil, cfg.redisServer, "--bind", host, "--port", port,
 			"--save", "", "--appendonly", "no", "--maxmemory", fmt.Sprintf("%dmb", partitionMiB), "--maxmemory-policy", "allkeys-lru")
 	} else {
 		args := []string{"-l", host, "-p", port, "-U", "0", "-m", fmt.Sprint(partitionMiB), "-t", "2"}
 		if os.Geteuid() == 0 {
 			args = append(args, "-u", "nobody")
 		}
-		s.direct, err = startProcess(dir, "direct-engine", cfg.memcached, args...)
+		s.direct, err = startProcess(dir, "direct-engine", nil, cfg.memcached, args...)
 	}
 	if err != nil {
 		return s, err
@@ -404,7 +413,7 @@ func startStack(cfg *config, engine, dir string) (*stack, error) {
 `, s.twemAddr, engine == "redis", sockets[0])), 0o600); err != nil {
 		return s, err
 	}
-	s.twem, err = startProcess(dir, "nutcracker", cfg.nutcracker, "-c", twemConfig, "-s", fmt.Sprint(ports[5]))
+	s.twem, err = startProcess(dir, "nutcracker", nil, cfg.nutcracker, "-c", twemConfig, "-s", fmt.Sprint(ports[5]))
 	if err != nil {
 		return s, err
 	}
@@ -416,7 +425,7 @@ func startStack(cfg *config, engine, dir string) (*stack, error) {
 	if err != nil {
 		return s, err
 	}
-	s.nullHop, err = startProcess(dir, "null-hop", self, "null-hop", engine, s.nullHopAddr)
+	s.nullHop, err = startProcess(dir, "null-hop", nil, self, "null-hop", engine, s.nullHopAddr)
 	if err != nil {
 		return s, err
 	}

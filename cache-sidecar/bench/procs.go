@@ -23,7 +23,9 @@ type process struct {
 	err  error
 }
 
-func startProcess(dir, name, binary string, args ...string) (*process, error) {
+// startProcess starts binary with args, its output in dir/name.log and env added to the
+// driver's environment.
+func startProcess(dir, name string, env []string, binary string, args ...string) (*process, error) {
 	logPath := filepath.Join(dir, name+".log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
@@ -31,6 +33,7 @@ func startProcess(dir, name, binary string, args ...string) (*process, error) {
 	}
 	defer logFile.Close()
 	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {

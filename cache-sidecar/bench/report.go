@@ -22,8 +22,8 @@ func printReports(w io.Writer, cfg *config, reports []engineReport) {
 	for _, rep := range reports {
 		for _, l := range cfg.loads {
 			byTarget := rep.results[l.name]
-			fmt.Fprintf(w, "\n== %s, %s: %d connections, pipeline %d, %d requests per test, %d-byte values, %d keys, tenant limits %s, median of %d rounds\n",
-				rep.engine, l.name, l.clients, l.pipeline, l.requests, valueSize, keyspace, onOff(cfg.limits), cfg.rounds)
+			fmt.Fprintf(w, "\n== %s, %s: %d connections, pipeline %d, %d requests per test, %d-byte values, %d keys, tenant limits %s, sidecar GOMAXPROCS %s, median of %d rounds\n",
+				rep.engine, l.name, l.clients, l.pipeline, l.requests, valueSize, keyspace, onOff(cfg.limits), procs(cfg.sidecarProcs), cfg.rounds)
 			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 			fmt.Fprintln(tw, "test\ttarget\tops/s\tp50 ms\tp99 ms\t")
 			for i, test := range byTarget[targetDirect] {
@@ -107,6 +107,14 @@ func ratio(a, b float64) float64 {
 		return 0
 	}
 	return a / b
+}
+
+// procs describes the sidecar's GOMAXPROCS setting.
+func procs(n int) string {
+	if n == 0 {
+		return "default"
+	}
+	return fmt.Sprint(n)
 }
 
 func onOff(b bool) string {

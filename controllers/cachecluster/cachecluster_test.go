@@ -198,6 +198,13 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, c *v1.CacheCluster) {
 	if len(sc.Env) == 0 || sc.Env[0].Name != "NODE_NAME" || sc.Env[0].ValueFrom.FieldRef.FieldPath != "spec.nodeName" {
 		t.Errorf("sidecar env %+v", sc.Env)
 	}
+	// The proxy's threads: its CPU request, rounded up to whole cores.
+	procs := slices.IndexFunc(sc.Env, func(e corev1.EnvVar) bool { return e.Name == "GOMAXPROCS" })
+	if procs < 0 || sc.Env[procs].ValueFrom == nil || sc.Env[procs].ValueFrom.ResourceFieldRef == nil ||
+		sc.Env[procs].ValueFrom.ResourceFieldRef.Resource != "requests.cpu" || sc.Env[procs].ValueFrom.ResourceFieldRef.ContainerName != "sidecar" ||
+		sc.Env[procs].ValueFrom.ResourceFieldRef.Divisor.Cmp(resource.MustParse("1")) != 0 {
+		t.Errorf("sidecar env %+v, want GOMAXPROCS from the CPU request in whole cores", sc.Env)
+	}
 	// Memory: the node's cache capacity plus the sidecar's own 256Mi, requested and limited
 	// alike; CPU from the node's request rate (100000 ops/s at 50000 per core); no CPU limit.
 	wantMemory := resource.MustParse("4352Mi")

@@ -164,6 +164,11 @@ func (r *Reconciler) desiredDaemonSet(c *v1.CacheCluster) *appsv1.DaemonSet {
 						fieldEnv("NODE_NAME", "spec.nodeName"),
 						fieldEnv("POD_NAMESPACE", "metadata.namespace"),
 						fieldEnv("POD_IP", "status.podIP"),
+						// The proxy runs as many threads as the cores it was sized for (its CPU
+						// request, rounded up): on a busy node, idle Go threads looking for work
+						// take CPU from the engines (docs/sidecar-performance.md).
+						{Name: "GOMAXPROCS", ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{
+							ContainerName: "sidecar", Resource: "requests.cpu", Divisor: resource.MustParse("1")}}},
 					},
 					Ports: []corev1.ContainerPort{
 						{Name: portClient, ContainerPort: objects.ClientPort(c.Spec.Engine), Protocol: corev1.ProtocolTCP},
