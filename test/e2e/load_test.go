@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -188,6 +189,10 @@ func testFeasibleSLOsAreMet(t *testing.T) {
 	}
 	kubectlWait(t, "tenantslo/catalog", "demo-shop", v1.ConditionSLOMet, time.Minute)
 	kubectlWait(t, "tenantslo/queries", "demo-search", v1.ConditionReady, time.Minute)
+	// The proxy runs one Go thread per core it requests: the demo's 20,000 ops/s make 400m.
+	if procs, err := queryVector(t.Context(), `go_sched_gomaxprocs_threads{namespace="cacheqos-demo"}`); err != nil || len(procs) == 0 || slices.ContainsFunc(procs, func(v string) bool { return v != "1" }) {
+		t.Errorf("sidecars' GOMAXPROCS %v (query error %v), want 1 on every node", procs, err)
+	}
 	out, err := tool(t.Context(), "kubectl", "get", "tenantslo", "-A")
 	if err != nil {
 		t.Fatal(err)
