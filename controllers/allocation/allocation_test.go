@@ -420,30 +420,34 @@ func checkEvents(t *testing.T, ns string, want map[string]string) {
 // checkOperatorMetrics reads the operator's own metrics from controller-runtime's registry.
 func checkOperatorMetrics(t *testing.T, cluster string) {
 	t.Helper()
-	families, err := crmetrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := map[string]float64{}
-	for _, f := range families {
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels[promquery.LabelCluster] != cluster {
-				continue
-			}
-			switch {
-			case m.GetHistogram() != nil:
-				seen[f.GetName()] += float64(m.GetHistogram().GetSampleCount())
-			case m.GetGauge() != nil && (f.GetName() != promquery.OperatorSolverStatus || m.GetGauge().GetValue() == 1):
-				seen[f.GetName()] += m.GetGauge().GetValue()
+	// The loop exports a plan's metrics after writing the statuses the caller waited for.
+	testenv.Eventually(t, timeout, func() error {
+		families, err := crmetrics.Registry.Gather()
+		if err != nil {
+			return err
+		}
+		seen := map[string]float64{}
+		for _, f := range families {
+			for _, m := range f.GetMetric() {
+				labels := map[string]string{}
+				for _, l := range m.GetLabel() {
+					labels[l.GetName()] = l.GetValue()
+				}
+				if labels[promquery.LabelCluster] != cluster {
+					continue
+				}
+				switch {
+				case m.GetHistogram() != nil:
+					seen[f.GetName()] += float64(m.GetHistogram().GetSampleCount())
+				case m.GetGauge() != nil && (f.GetName() != promquery.OperatorSolverStatus || m.GetGauge().GetValue() == 1):
+					seen[f.GetName()] += m.GetGauge().GetValue()
+				}
 			}
 		}
-	}
-	if seen[promquery.OperatorPlanDuration] < 1 || seen[promquery.OperatorSolverStatus] != 1 || seen[promquery.OperatorPlanObjective] <= 0 ||
-		seen[promquery.OperatorTenantsMeetingSLO] != 1 || seen[promquery.OperatorTenantSLOMet] != 1 {
-		t.Errorf("operator metrics of %s: %v", cluster, seen)
-	}
+		if seen[promquery.OperatorPlanDuration] < 1 || seen[promquery.OperatorSolverStatus] != 1 || seen[promquery.OperatorPlanObjective] <= 0 ||
+			seen[promquery.OperatorTenantsMeetingSLO] != 1 || seen[promquery.OperatorTenantSLOMet] != 1 {
+			return fmt.Errorf("operator metrics of %s: %v", cluster, seen)
+		}
+		return nil
+	})
 }
