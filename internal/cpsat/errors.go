@@ -22,7 +22,6 @@ var (
 	ErrDomainRange = errors.New("domain outside the supported range")
 	ErrOverflow    = errors.New("possible int64 overflow")
 	ErrObjective   = errors.New("more than one objective")
-	ErrHint        = errors.New("invalid hint")
 	ErrInvalidName = errors.New("variable name is not valid UTF-8")
 	ErrTooLarge    = errors.New("serialized model exceeds 2 GiB")
 )

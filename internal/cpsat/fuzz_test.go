@@ -38,7 +38,7 @@ func FuzzModel(f *testing.F) {
 		{1, 4, 7, 0, 0}, // empty domain
 		{1, 0, 0, 0, 0, 2, 0, 1, 0, 1, 0, 1, 1, 0, 1, 0}, // two objectives
 		{1, 0, 0, 0, 1, 0, 1, 0, 0, 0, 0, 1, 0},          // negated literal in a linear term
-		{1, 0, 0, 0, 1, 6, 0, 1, 4, 0},                   // hint outside the domain
+		{1, 0, 0, 0, 1, 6, 0, 1, 4, 0},                   // hint outside the domain (clamped)
 		{1, 0, 3, 0, 1, 4, 1, 0, 1, 0},                   // integer variable as a literal
 		{1, 0, 0, 2},                                     // name not UTF-8
 	} {

@@ -12,7 +12,7 @@
 //
 // The solver aborts the whole process on some malformed input, so every model
 // is checked before any C call: variable references, domains, Boolean
-// literals, int64 overflow of every linear expression, hints and UTF-8 names
+// literals, int64 overflow of every linear expression, hinted variables and UTF-8 names
 // (Validate). After the solve, the returned solution is checked against the
 // model again, which would expose a wire-format mismatch.
 package cpsat
@@ -155,9 +155,13 @@ func (m *Model) setObjective(terms []Term, maximize bool) {
 }
 
 // Hint suggests value for variable v; the search tries hinted values first. A
-// later Hint for the same variable replaces the earlier one. The value must lie
-// in v's domain.
+// later Hint for the same variable replaces the earlier one. A value outside
+// v's domain is clamped into it: a hint is only a suggestion, and the solver
+// would reject the whole model for one value out of range.
 func (m *Model) Hint(v Var, value int64) {
+	if v >= 0 && int(v) < len(m.vars) {
+		value = min(max(value, m.vars[v].lo), m.vars[v].hi)
+	}
 	if i, ok := m.hintIndex[v]; ok {
 		m.hintValues[i] = value
 		return
@@ -343,13 +347,9 @@ func (m *Model) encodeTerms(terms []Term) (vars []int32, coeffs []int64, err err
 }
 
 func (m *Model) checkHints() error {
-	for i, v := range m.hintVars {
+	for _, v := range m.hintVars {
 		if err := m.checkIntVar(v); err != nil {
 			return err
-		}
-		d := m.vars[v]
-		if val := m.hintValues[i]; val < d.lo || val > d.hi {
-			return fmt.Errorf("%w: value %d for variable %d %q is outside [%d, %d]", ErrHint, val, v, d.name, d.lo, d.hi)
 		}
 	}
 	return nil

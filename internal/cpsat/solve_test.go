@@ -470,3 +470,25 @@ func TestStatusString(t *testing.T) {
 		}
 	}
 }
+
+// A hint outside its variable's domain is clamped into it, never a reason to reject the
+// model: with "stop after first solution" the clamped hint (x = 10, y = 0) is what comes back.
+func TestHintOutsideTheDomainIsClamped(t *testing.T) {
+	needSolver(t)
+	m := NewModel()
+	x := m.NewIntVar(0, 10, "x")
+	y := m.NewIntVar(0, 10, "y")
+	m.AddLinear([]Term{{Var: x, Coef: 1}, {Var: y, Coef: 1}}, 0, 10)
+	m.Hint(x, 1311)
+	m.Hint(y, -5)
+	if err := m.Validate(); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+	r, err := Solve(context.Background(), m, Params{Workers: 1, StopAfterFirstSolution: true})
+	if err != nil || !r.HasSolution() {
+		t.Fatalf("%+v, %v", r, err)
+	}
+	if r.Value(x) != 10 || r.Value(y) != 0 {
+		t.Errorf("solution x=%d y=%d, want the clamped hint 10, 0", r.Value(x), r.Value(y))
+	}
+}

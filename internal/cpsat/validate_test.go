@@ -144,13 +144,6 @@ func TestValidateRejects(t *testing.T) {
 		},
 		kind: ErrUnknownVar, msg: "bool_or",
 	}, {
-		name: "hint outside the domain",
-		build: func(m *Model) {
-			x := m.NewIntVar(0, 10, "x")
-			m.Hint(x, 11)
-		},
-		kind: ErrHint, msg: `value 11 for variable 0 "x" is outside [0, 10]`,
-	}, {
 		name: "hint on unknown variable",
 		build: func(m *Model) {
 			m.NewBoolVar("b")
