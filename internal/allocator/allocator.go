@@ -203,6 +203,9 @@ func Plan(ctx context.Context, s *planning.Snapshot, opts Options) (*planning.Pl
 	if err != nil {
 		return nil, err
 	}
+	if err := p.enforceHard(ctx, alloc); err != nil {
+		return nil, err
+	}
 	plan := p.evaluate(alloc)
 	plan.Cluster = s.Cluster
 	plan.Policy = name

@@ -140,12 +140,19 @@ func (o *optInstance) moveUnits(from, to int64) int64 {
 	return ceilDiv(abs64(to-from), o.sc.moveUnit*o.sc.quantum)
 }
 
-// tiers returns the three tiers of the objective for levels and parts given in bytes.
+// tiers returns the three tiers of the objective for levels and parts given in bytes. A
+// tenant whose parts do not hold its level's bytes is scored by the bytes it holds.
 func (o *optInstance) tiers(level []int, parts [][]part) (slo, hits, move int64) {
 	for k, t := range o.p.tenants {
 		l := &o.levels[k]
-		slo += l.slo[level[k]]
-		hits += l.hits[level[k]]
+		if b := totalBytes(parts[k]); b == l.bytes[level[k]] {
+			slo += l.slo[level[k]]
+			hits += l.hits[level[k]]
+		} else {
+			s, h := o.p.tierValues(k, b, o.sc)
+			slo += s
+			hits += h
+		}
 		move += o.movementOf(t.current, parts[k])
 	}
 	return slo, hits, move

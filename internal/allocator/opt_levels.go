@@ -227,21 +227,9 @@ func uniqueSorted(xs []int64) []int64 {
 // unit carries the same whole number of quanta.
 func (p *problem) buildLevels(k int, sizes []int64, units int64, sc scaling) levelSet {
 	t := &p.tenants[k]
-	n := p.needs[k]
 	var l levelSet
-	weight := p.hitValueWeight(k)
 	for _, s := range sizes {
-		var slo int64
-		if t.strict && n.reachable && s >= n.bytes {
-			slo = (1 + int64(t.priority)) * sc.sloUnit
-			if s >= n.safeBytes {
-				slo++
-			}
-		}
-		var hits int64
-		if sc.hitValueTotal > 0 {
-			hits = int64(math.Round(float64(sc.hitsResolution) * weight * t.curve.At(s) / sc.hitValueTotal))
-		}
+		slo, hits := p.tierValues(k, s, sc)
 		move := abs64(s-t.currentTotal) / (sc.moveUnit * sc.quantum)
 		dominated := false
 		for i := range l.bytes {
@@ -260,4 +248,21 @@ func (p *problem) buildLevels(k int, sizes []int64, units int64, sc scaling) lev
 		l.moveLB = append(l.moveLB, move)
 	}
 	return l
+}
+
+// tierValues is what tenant k holding size bytes is worth in the first two tiers: its strict
+// objective met (and with its margin), and its scaled expected hits.
+func (p *problem) tierValues(k int, size int64, sc scaling) (slo, hits int64) {
+	t := &p.tenants[k]
+	n := p.needs[k]
+	if t.strict && n.reachable && size >= n.bytes {
+		slo = (1 + int64(t.priority)) * sc.sloUnit
+		if size >= n.safeBytes {
+			slo++
+		}
+	}
+	if sc.hitValueTotal > 0 {
+		hits = int64(math.Round(float64(sc.hitsResolution) * p.hitValueWeight(k) * t.curve.At(size) / sc.hitValueTotal))
+	}
+	return slo, hits
 }

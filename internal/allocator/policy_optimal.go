@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/cacheqos/cacheqos/internal/allocator/planning"
@@ -79,7 +80,7 @@ func runOptimal(ctx context.Context, p *problem) (*allocation, error) {
 		switch {
 		case err != nil:
 			report.Fallback = err.Error()
-		case greedy.obj-res.candidate.obj >= o.sc.w2 && o.withinChurn(greedy.parts):
+		case greedy.obj-res.candidate.obj >= o.sc.w2 && o.withinChurn(greedy.parts) && p.hardViolations(greedy.parts) == nil:
 			// The greedy wins on strict objectives or hits, not merely on movement rounding.
 			report.Status = res.status
 			report.Fallback = "the greedy solution scored higher than the solver's within the time limit"
@@ -89,8 +90,27 @@ func runOptimal(ctx context.Context, p *problem) (*allocation, error) {
 		}
 	}
 	if kept, ok := o.keepCurrent(best); ok {
+		if kept.obj >= best.obj {
+			a.planNotes = append(a.planNotes, "optimal: the plan in force scores at least as well as the best plan found; kept")
+		} else {
+			a.planNotes = append(a.planNotes, "optimal: the plan in force is within the solver's tolerance of the best plan found; kept")
+		}
 		best = kept
-		a.planNotes = append(a.planNotes, "optimal: the plan in force is within the solver's tolerance of the best plan found; kept")
+	}
+	if len(p.hardViolations(best.parts)) > 0 {
+		// Only the greedy solution can get here (solver answers are checked): a tenant did not
+		// fit even at its lowest level. Repair it as any policy's plan is repaired.
+		repaired := newAllocation(len(p.tenants))
+		repaired.parts = best.parts
+		if err := p.enforceHard(ctx, repaired); err != nil {
+			return nil, err
+		}
+		best = optCandidate{levels: best.levels, parts: repaired.parts, obj: o.objective(best.levels, repaired.parts)}
+		a.planNotes = append(a.planNotes, repaired.planNotes...)
+		for k := range a.notes {
+			a.notes[k] = append(a.notes[k], repaired.notes[k]...)
+		}
+		report.Fallback = strings.TrimPrefix(report.Fallback+"; the greedy plan broke hard constraints and was repaired", "; ")
 	}
 	// The LP bound of the pooled sizing, less the overload no plan avoids, bounds every answer
 	// (the final movement is at least the sizing's movement lower bound): it gives the greedy

@@ -12,8 +12,9 @@ import (
 	"github.com/cacheqos/cacheqos/internal/allocator/planning"
 )
 
-// checkPlanInvariants checks what every policy's plan must satisfy.
-func checkPlanInvariants(t *testing.T, label string, s *planning.Snapshot, plan *planning.Plan, hardBounds bool) {
+// checkPlanInvariants checks what every policy's plan must satisfy: the hard constraints
+// (memory bounds, allowed nodes, spread, node capacity) and a well-formed plan.
+func checkPlanInvariants(t *testing.T, label string, s *planning.Snapshot, plan *planning.Plan) {
 	t.Helper()
 	capacity := map[string]int64{}
 	for _, n := range s.Nodes {
@@ -49,13 +50,11 @@ func checkPlanInvariants(t *testing.T, label string, s *planning.Snapshot, plan 
 		if st.Memory.MaxBytes > 0 && total > st.Memory.MaxBytes {
 			t.Errorf("%s: %s holds %d above its maximum %d", label, tp.ID, total, st.Memory.MaxBytes)
 		}
-		if hardBounds {
-			if total < st.Memory.MinBytes {
-				t.Errorf("%s: %s holds %d below its minimum %d", label, tp.ID, total, st.Memory.MinBytes)
-			}
-			if n := len(tp.Partitions); n < int(max(1, st.Spread.MinNodes)) || (st.Spread.MaxNodes > 0 && n > int(st.Spread.MaxNodes)) {
-				t.Errorf("%s: %s on %d nodes, spread %+v", label, tp.ID, n, st.Spread)
-			}
+		if total < st.Memory.MinBytes {
+			t.Errorf("%s: %s holds %d below its minimum %d", label, tp.ID, total, st.Memory.MinBytes)
+		}
+		if n := len(tp.Partitions); n < int(max(1, st.Spread.MinNodes)) || (st.Spread.MaxNodes > 0 && n > int(st.Spread.MaxNodes)) {
+			t.Errorf("%s: %s on %d nodes, spread %+v", label, tp.ID, n, st.Spread)
 		}
 		if tp.Verdict == "" || tp.Explanation == "" {
 			t.Errorf("%s: %s without verdict or explanation", label, tp.ID)
@@ -96,7 +95,7 @@ func TestEveryPolicyRespectsNodeCapacity(t *testing.T) {
 			if err != nil {
 				t.Fatalf("instance %d %s: %v", i, policy, err)
 			}
-			checkPlanInvariants(t, policy, s, plan, policy == PolicyOptimal && plan.Solver.Fallback == "")
+			checkPlanInvariants(t, policy, s, plan)
 		}
 	}
 }
@@ -162,6 +161,6 @@ func TestExtremeMagnitudesNeverBreakTheModel(t *testing.T) {
 		if r := plan.Solver; r.Fallback != "" && !strings.Contains(r.Fallback, "scored higher") {
 			t.Errorf("solver fell back: %+v", r)
 		}
-		checkPlanInvariants(t, "extreme", s, plan, false)
+		checkPlanInvariants(t, "extreme", s, plan)
 	}
 }
