@@ -310,7 +310,8 @@ func (o *optInstance) greedySizing() []int {
 // greedyPlace places the levels' reservations with the heuristic placer in whole split
 // units. A tenant that does not fit either gets room made for it, by lowering tenants already
 // placed on one of its nodes when that loses less objective than lowering it (see makeRoom),
-// or drops a level and tries again (at its lowest level it is placed by bytes, whatever fits).
+// or drops a level and tries again (at its lowest level it is placed by bytes, whatever fits,
+// and runOptimal repairs the plan: see enforceHard).
 // The memory that packing leaves free then goes to level upgrades that fit on the nodes the
 // tenants already use (see fillUpgrades).
 func (o *optInstance) greedyPlace(level []int) ([]int, [][]part) {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/cacheqos/cacheqos/internal/allocator/planning"
@@ -54,10 +53,19 @@ func runOptimal(ctx context.Context, p *problem) (*allocation, error) {
 	levels, reserved := o.greedyPlace(o.greedySizing())
 	o.chooseCandidates(reserved)
 	parts := o.trimToLevels(levels, reserved)
+	a := newAllocation(len(p.tenants))
+	// When a tenant did not fit even at its lowest level, the greedy plan is repaired as any
+	// policy's plan is, so that the fallback and the solver's hint keep every constraint; the
+	// repair's notes go to the plan if the greedy plan is the answer.
+	repaired := newAllocation(len(p.tenants))
+	repaired.parts = parts
+	if err := p.enforceHard(ctx, repaired); err != nil {
+		return nil, err
+	}
+	parts = repaired.parts
 	greedy := optCandidate{levels: levels, parts: parts, obj: o.objective(levels, parts)}
 	report := &planning.SolverReport{Status: "Greedy", GreedyObjective: float64(greedy.obj), Objective: float64(greedy.obj)}
-	a := newAllocation(len(p.tenants))
-	best := greedy
+	best, bestIsGreedy := greedy, true
 	solverBound := math.Inf(1)
 	switch {
 	case p.opts.DisableSolver:
@@ -80,13 +88,13 @@ func runOptimal(ctx context.Context, p *problem) (*allocation, error) {
 		switch {
 		case err != nil:
 			report.Fallback = err.Error()
-		case greedy.obj-res.candidate.obj >= o.sc.w2 && o.withinChurn(greedy.parts) && p.hardViolations(greedy.parts) == nil:
+		case greedy.obj-res.candidate.obj >= o.sc.w2 && o.withinChurn(greedy.parts):
 			// The greedy wins on strict objectives or hits, not merely on movement rounding.
 			report.Status = res.status
 			report.Fallback = "the greedy solution scored higher than the solver's within the time limit"
 		default:
 			report.Status = res.status
-			best = res.candidate
+			best, bestIsGreedy = res.candidate, false
 		}
 	}
 	if kept, ok := o.keepCurrent(best); ok {
@@ -95,22 +103,7 @@ func runOptimal(ctx context.Context, p *problem) (*allocation, error) {
 		} else {
 			a.planNotes = append(a.planNotes, "optimal: the plan in force is within the solver's tolerance of the best plan found; kept")
 		}
-		best = kept
-	}
-	if len(p.hardViolations(best.parts)) > 0 {
-		// Only the greedy solution can get here (solver answers are checked): a tenant did not
-		// fit even at its lowest level. Repair it as any policy's plan is repaired.
-		repaired := newAllocation(len(p.tenants))
-		repaired.parts = best.parts
-		if err := p.enforceHard(ctx, repaired); err != nil {
-			return nil, err
-		}
-		best = optCandidate{levels: best.levels, parts: repaired.parts, obj: o.objective(best.levels, repaired.parts)}
-		a.planNotes = append(a.planNotes, repaired.planNotes...)
-		for k := range a.notes {
-			a.notes[k] = append(a.notes[k], repaired.notes[k]...)
-		}
-		report.Fallback = strings.TrimPrefix(report.Fallback+"; the greedy plan broke hard constraints and was repaired", "; ")
+		best, bestIsGreedy = kept, false
 	}
 	// The LP bound of the pooled sizing, less the overload no plan avoids, bounds every answer
 	// (the final movement is at least the sizing's movement lower bound): it gives the greedy
@@ -126,6 +119,12 @@ func runOptimal(ctx context.Context, p *problem) (*allocation, error) {
 	report.Gap = (report.Bound - report.Objective) / float64(o.sc.w2) / math.Max(1, float64(hits))
 	a.solver = report
 	a.parts = best.parts
+	if bestIsGreedy {
+		a.planNotes = append(a.planNotes, repaired.planNotes...)
+		for k := range a.notes {
+			a.notes[k] = append(a.notes[k], repaired.notes[k]...)
+		}
+	}
 	method := "CP-SAT"
 	if report.Fallback != "" {
 		method = "the greedy fallback"
