@@ -1,0 +1,444 @@
+package allocator
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cacheqos/cacheqos/internal/allocator/planning"
+)
+
+// The exact checker: the true optimum of the optimal policy's first two tiers (strict
+// objectives met with their priority weights and safety margins, then expected hits) over
+// real sizes in bytes, independent of the policy's levels, split units and quanta. Loads are
+// not modelled (the instances it is used on have rates far below the nodes' capacities), nor
+// movement (the third tier).
+//
+// Memory: a tenant on the node set N_k (a subset of its allowed nodes of spread.maxNodes
+// nodes: a larger set never constrains memory more) with sizes S_k fits exactly when every
+// set of nodes T holds what the tenants confined to it need, sum_{k: N_k ⊆ T} S_k <= mem(T)
+// (Hall's condition for the transportation problem; the nodes are few, so every T is listed).
+// That region is a polymatroid, over which a separable concave objective is maximized by
+// filling the steepest segments first, each as far as the tightest set allows. Each tenant's
+// value g_k(S) = big*tier1_k(S) + rate_k*h_k(S) is piecewise linear with upward jumps (at the
+// need and the safe size), so the checker branches on the intervals of S_k between its
+// breakpoints: in each node of the search the greedy over the upper concave hulls of the g_k
+// on their intervals is an upper bound, its sizes a feasible solution, and an interval where
+// the hull and g_k differ is split at a breakpoint, until they agree.
+type exactChecker struct {
+	p     *problem
+	nodes int
+	mem   []int64 // per node mask T: memory of the nodes in T
+	big   float64 // a strict objective's weight unit: more than every expected hit together
+	// sloUnit is the policy's: one more than the strict tenants, so margins never buy an objective.
+	sloUnit int64
+}
+
+// exactValue is a solution's value, tier by tier.
+type exactValue struct {
+	tier1 int64
+	hits  float64
+}
+
+func newExactChecker(p *problem) *exactChecker {
+	e := &exactChecker{p: p, nodes: len(p.nodes), sloUnit: 1}
+	e.mem = make([]int64, 1<<e.nodes)
+	for mask := range e.mem {
+		for j := range e.nodes {
+			if mask&(1<<j) != 0 {
+				e.mem[mask] += p.nodes[j].memory
+			}
+		}
+	}
+	var rate float64
+	for k, t := range p.tenants {
+		rate += p.hitValueWeight(k)
+		if t.strict {
+			e.sloUnit++
+		}
+	}
+	e.big = 2*rate + 1
+	return e
+}
+
+func (e *exactChecker) tier1(k int, size int64) int64 {
+	t, n := &e.p.tenants[k], e.p.needs[k]
+	if !t.strict || !n.reachable || size < n.bytes {
+		return 0
+	}
+	v := (1 + int64(t.priority)) * e.sloUnit
+	if size >= n.safeBytes {
+		v++
+	}
+	return v
+}
+
+func (e *exactChecker) g(k int, size int64) float64 {
+	return e.big*float64(e.tier1(k, size)) + e.p.hitValueWeight(k)*e.p.tenants[k].curve.At(size)
+}
+
+// value is the two tiers of a plan's sizes.
+func (e *exactChecker) value(sizes []int64) exactValue {
+	var v exactValue
+	for k, s := range sizes {
+		v.tier1 += e.tier1(k, s)
+		v.hits += e.p.hitValueWeight(k) * e.p.tenants[k].curve.At(s)
+	}
+	return v
+}
+
+// breakpoints are where g_k may bend or jump inside (lo, hi).
+func (e *exactChecker) breakpoints(k int, lo, hi int64) []int64 {
+	n := e.p.needs[k]
+	out := e.p.tenants[k].curve.Breakpoints(lo, hi)
+	for _, b := range []int64{n.bytes, n.safeBytes} {
+		if b > lo && b < hi {
+			out = append(out, b)
+		}
+	}
+	return uniqueSorted(out)
+}
+
+type hullPoint struct {
+	x int64
+	y float64
+}
+
+// hull is the upper concave hull of g_k over [lo, hi] (its vertices, ascending).
+func (e *exactChecker) hull(k int, lo, hi int64) []hullPoint {
+	xs := append(append([]int64{lo}, e.breakpoints(k, lo, hi)...), hi)
+	var h []hullPoint
+	for _, x := range uniqueSorted(xs) {
+		pt := hullPoint{x, e.g(k, x)}
+		for len(h) >= 2 {
+			a, b := h[len(h)-2], h[len(h)-1]
+			if (b.y-a.y)*float64(pt.x-a.x) > (pt.y-a.y)*float64(b.x-a.x) {
+				break
+			}
+			h = h[:len(h)-1]
+		}
+		h = append(h, pt)
+	}
+	return h
+}
+
+func hullAt(h []hullPoint, x int64) float64 {
+	i := sort.Search(len(h), func(i int) bool { return h[i].x >= x })
+	switch {
+	case i < len(h) && h[i].x == x:
+		return h[i].y
+	case i == 0 || i == len(h):
+		return math.Inf(-1)
+	}
+	a, b := h[i-1], h[i]
+	return a.y + (b.y-a.y)*float64(x-a.x)/float64(b.x-a.x)
+}
+
+// relax runs the greedy over the hulls for node sets sets and intervals lo, hi: the bound,
+// the sizes it reaches (feasible), or ok=false when even the lower ends do not fit.
+func (e *exactChecker) relax(sets []int, lo, hi []int64) (bound float64, sizes []int64, ok bool) {
+	sizes = slices.Clone(lo)
+	used := make([]int64, len(e.mem))
+	for k, s := range sizes {
+		for mask := range e.mem {
+			if sets[k]&^mask == 0 {
+				used[mask] += s
+			}
+		}
+	}
+	for mask := 1; mask < len(e.mem); mask++ {
+		if used[mask] > e.mem[mask] {
+			return 0, nil, false
+		}
+	}
+	type segment struct {
+		k     int
+		bytes int64
+		slope float64
+	}
+	var segs []segment
+	for k := range sizes {
+		h := e.hull(k, lo[k], hi[k])
+		bound += h[0].y
+		for i := 1; i < len(h); i++ {
+			if dy := h[i].y - h[i-1].y; dy > 0 {
+				segs = append(segs, segment{k, h[i].x - h[i-1].x, dy / float64(h[i].x-h[i-1].x)})
+			}
+		}
+	}
+	slices.SortStableFunc(segs, func(a, b segment) int { return cmp.Compare(b.slope, a.slope) })
+	for _, s := range segs {
+		room := s.bytes
+		for mask := range e.mem {
+			if sets[s.k]&^mask == 0 {
+				room = min(room, e.mem[mask]-used[mask])
+			}
+		}
+		if room <= 0 {
+			continue
+		}
+		sizes[s.k] += room
+		bound += s.slope * float64(room)
+		for mask := range e.mem {
+			if sets[s.k]&^mask == 0 {
+				used[mask] += room
+			}
+		}
+	}
+	return bound, sizes, true
+}
+
+// optimum is the best value over every choice of node sets.
+func (e *exactChecker) optimum() (exactValue, []int64, bool) {
+	p := e.p
+	choices := make([][]int, len(p.tenants))
+	for k, t := range p.tenants {
+		allowed := 0
+		for _, j := range t.allowed {
+			allowed |= 1 << j
+		}
+		for mask := 1; mask < len(e.mem); mask++ {
+			if mask&^allowed == 0 && bits.OnesCount(uint(mask)) == t.spreadMax {
+				choices[k] = append(choices[k], mask)
+			}
+		}
+	}
+	lo, hi := make([]int64, len(p.tenants)), make([]int64, len(p.tenants))
+	for k, t := range p.tenants {
+		lo[k], hi[k] = t.minBytes, t.maxBytes
+	}
+	best, bestSizes, found := math.Inf(-1), []int64(nil), false
+	sets := make([]int, len(p.tenants))
+	var walk func(k int)
+	walk = func(k int) {
+		if k == len(p.tenants) {
+			if v, s, ok := e.branchAndBound(sets, lo, hi, best); ok && v > best {
+				best, bestSizes, found = v, s, true
+			}
+			return
+		}
+		for _, m := range choices[k] {
+			sets[k] = m
+			walk(k + 1)
+		}
+	}
+	walk(0)
+	if !found {
+		return exactValue{}, nil, false
+	}
+	return e.value(bestSizes), bestSizes, true
+}
+
+// branchAndBound maximizes sum g_k for fixed node sets, returning a solution better than
+// incumbent when there is one.
+func (e *exactChecker) branchAndBound(sets []int, lo, hi []int64, incumbent float64) (float64, []int64, bool) {
+	type node struct{ lo, hi []int64 }
+	stack := []node{{slices.Clone(lo), slices.Clone(hi)}}
+	best, bestSizes := incumbent, []int64(nil)
+	tolerance := func(v float64) float64 { return 1e-9 * math.Max(1, math.Abs(v)) }
+	for len(stack) > 0 {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		bound, sizes, ok := e.relax(sets, n.lo, n.hi)
+		if !ok || bound <= best+tolerance(best) {
+			continue
+		}
+		var value float64
+		worst, worstGap := -1, 0.0
+		for k, s := range sizes {
+			v := e.g(k, s)
+			value += v
+			if gap := hullAt(e.hull(k, n.lo[k], n.hi[k]), s) - v; gap > worstGap+tolerance(v) {
+				worst, worstGap = k, gap
+			}
+		}
+		if value > best {
+			best, bestSizes = value, sizes
+		}
+		if worst < 0 || bound-value <= tolerance(bound) {
+			continue
+		}
+		// Split the worst tenant's interval at the breakpoint nearest its size, or, with none
+		// inside, just below the jump at its upper end.
+		k, s := worst, sizes[worst]
+		split := n.hi[k]
+		if bps := e.breakpoints(k, n.lo[k], n.hi[k]); len(bps) > 0 {
+			split = slices.MinFunc(bps, func(a, b int64) int { return cmp.Compare(abs64(a-s), abs64(b-s)) })
+		}
+		left, right := node{slices.Clone(n.lo), slices.Clone(n.hi)}, node{slices.Clone(n.lo), slices.Clone(n.hi)}
+		left.hi[k], right.lo[k] = split-1, split
+		stack = append(stack, left, right)
+	}
+	return best, bestSizes, bestSizes != nil
+}
+
+// exactComparison compares a policy's plans with the exact optimum on random tight instances.
+type exactComparison struct {
+	instances, infeasible, violations int
+	tier1Below, tier1Above            int
+	hitsGaps                          []float64 // relative, where the first tier equals the optimum's
+	worst                             string
+}
+
+func compareWithExact(t testing.TB, n int, opts Options) exactComparison {
+	rng := rand.New(rand.NewPCG(2026, 16))
+	var c exactComparison
+	for i := range n {
+		s := tightSnapshot(rng)
+		c.instances++
+		p, err := newProblem(s, opts)
+		if errors.Is(err, ErrInfeasibleSnapshot) {
+			c.infeasible++ // minimums above the total memory, a spread wider than allowed...
+			continue
+		}
+		if err != nil {
+			t.Fatalf("instance %d: %v", i, err)
+		}
+		opt, _, feasible := newExactChecker(p).optimum()
+		plan, err := Plan(t.Context(), s, opts)
+		switch {
+		case !feasible && errors.Is(err, ErrInfeasibleSnapshot):
+			c.infeasible++
+			continue
+		case !feasible:
+			t.Fatalf("instance %d: the checker finds no packing, the policy says %v", i, err)
+		case err != nil:
+			t.Fatalf("instance %d: feasible (optimum %+v) but Plan: %v", i, opt, err)
+		}
+		if v := newPlanViolations(p, s, plan); len(v) > 0 {
+			c.violations++
+			t.Errorf("instance %d: %s", i, strings.Join(v, "; "))
+		}
+		sizes := make([]int64, len(plan.Tenants))
+		for k, tp := range plan.Tenants {
+			sizes[k] = tp.MemoryBytes
+		}
+		got := newExactChecker(p).value(sizes)
+		switch {
+		case got.tier1 < opt.tier1:
+			c.tier1Below++
+		case got.tier1 > opt.tier1 || got.hits > opt.hits*(1+1e-9)+1e-9:
+			c.tier1Above++
+			t.Errorf("instance %d: the plan (%+v) beats the exact optimum (%+v): the checker is wrong", i, got, opt)
+		default:
+			gap := 0.0
+			if opt.hits > 0 {
+				gap = (opt.hits - got.hits) / opt.hits
+			}
+			c.hitsGaps = append(c.hitsGaps, gap)
+			if gap >= slices.Max(append([]float64{0}, c.hitsGaps[:len(c.hitsGaps)-1]...)) {
+				c.worst = fmt.Sprintf("instance %d: %.2f hits/s of %.2f", i, got.hits, opt.hits)
+			}
+		}
+	}
+	return c
+}
+
+// newPlanViolations lists the hard constraints a plan breaks, read from the plan document.
+func newPlanViolations(p *problem, s *planning.Snapshot, plan *planning.Plan) []string {
+	index := map[string]int{}
+	for j, n := range s.Nodes {
+		index[n.Name] = j
+	}
+	parts := make([][]part, len(plan.Tenants))
+	for k, tp := range plan.Tenants {
+		for _, pt := range tp.Partitions {
+			parts[k] = append(parts[k], part{node: index[pt.Node], bytes: pt.MemoryBytes, weight: int64(pt.RoutingWeight)})
+		}
+	}
+	return p.hardViolations(parts)
+}
+
+func (c exactComparison) summary() string {
+	g := slices.Clone(c.hitsGaps)
+	slices.Sort(g)
+	var mean float64
+	for _, x := range g {
+		mean += x
+	}
+	median, worst, over := 0.0, 0.0, 0
+	if len(g) > 0 {
+		mean /= float64(len(g))
+		median, worst = g[len(g)/2], g[len(g)-1]
+	}
+	for _, x := range g {
+		if x > 0.005 {
+			over++
+		}
+	}
+	return fmt.Sprintf("%d instances (%d infeasible, proven by both): constraint violations %d; strict tier below the optimum %d; "+
+		"expected-hits gap where the strict tier is optimal: median %.3f%%, mean %.3f%%, worst %.3f%% (%s), %d above 0.5%%",
+		c.instances, c.infeasible, c.violations, c.tier1Below, 100*median, 100*mean, 100*worst, c.worst, over)
+}
+
+// The checker against brute force on tiny instances: one node, two tenants, sizes enumerated
+// on a grid that contains every breakpoint.
+func TestExactCheckerMatchesEnumeration(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	for i := range 30 {
+		const unit = 1 << 20
+		mem := (4 + rng.Int64N(8)) * unit
+		var tenants []planning.Tenant
+		for k := range 2 {
+			a, b := (1+rng.Int64N(6))*unit, (7+rng.Int64N(6))*unit
+			tn := planning.Tenant{ID: fmt.Sprintf("t/%d", k), Rates: rates("n1", 1+float64(rng.IntN(100))),
+				MissRatioCurve: mrc(float64(a), rng.Float64()*0.5, float64(b), 0.5+rng.Float64()*0.5)}
+			tn.Memory.MinBytes = rng.Int64N(3) * unit
+			tenants = append(tenants, tn)
+		}
+		s := snapshotOf([]planning.Node{memNode("n1", mem)}, tenants...)
+		p, err := newProblem(s, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := newExactChecker(p)
+		got, _, ok := e.optimum()
+		if !ok {
+			t.Fatalf("instance %d: no optimum", i)
+		}
+		want := math.Inf(-1)
+		for a := p.tenants[0].minBytes; a <= mem; a += unit {
+			for b := p.tenants[1].minBytes; a+b <= mem; b += unit {
+				want = math.Max(want, e.value([]int64{a, b}).hits)
+			}
+		}
+		if math.Abs(got.hits-want) > 1e-9*want {
+			t.Errorf("instance %d: checker %v, enumeration %v", i, got.hits, want)
+		}
+	}
+}
+
+// The optimal policy against the exact optimum on random instances like issue 16's.
+func TestOptimalAgainstExactChecker(t *testing.T) {
+	needSolver(t)
+	c := compareWithExact(t, 60, Options{Workers: 1, TimeLimit: 2 * time.Second})
+	t.Log(c.summary())
+	if c.violations > 0 || c.tier1Above > 0 {
+		t.Errorf("violations or a checker error: %s", c.summary())
+	}
+}
+
+// BenchmarkExactGap prints the distribution of the gap to the exact optimum over 200 random
+// instances like issue 16's, for the optimal policy and for its greedy solution alone.
+func BenchmarkExactGap(b *testing.B) {
+	needSolver(b)
+	for range b.N {
+		for _, opts := range []Options{{Workers: 1}, {DisableSolver: true}} {
+			start := time.Now()
+			c := compareWithExact(b, 200, opts)
+			label := "optimal"
+			if opts.DisableSolver {
+				label = "greedy alone"
+			}
+			b.Logf("%s (%.1fs): %s", label, time.Since(start).Seconds(), c.summary())
+		}
+	}
+}
