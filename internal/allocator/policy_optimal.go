@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/cacheqos/cacheqos/internal/allocator/planning"
@@ -75,10 +76,12 @@ func runOptimal(ctx context.Context, p *problem) (*allocation, error) {
 	default:
 		var res optResult
 		var err error
+		// The resize stage keeps a share of the time.
+		solveDeadline := deadline.Add(-time.Duration(resizeTimeShare * float64(limit)))
 		if o.jointSize() <= jointModelLimit {
-			res, err = o.solveJoint(ctx, deadline, greedy)
+			res, err = o.solveJoint(ctx, solveDeadline, greedy)
 		} else {
-			res, err = o.solveDecomposed(ctx, deadline, greedy)
+			res, err = o.solveDecomposed(ctx, solveDeadline, greedy)
 		}
 		a.planNotes = append(a.planNotes, res.notes...)
 		report.Method = res.method
@@ -96,6 +99,11 @@ func runOptimal(ctx context.Context, p *problem) (*allocation, error) {
 			report.Status = res.status
 			best, bestIsGreedy = res.candidate, false
 		}
+	}
+	if report.Fallback == "" || strings.Contains(report.Fallback, "scored higher") {
+		resized, note := o.resize(ctx, deadline, best)
+		a.planNotes = append(a.planNotes, "optimal: "+note)
+		best, bestIsGreedy = resized, bestIsGreedy && resized.obj == best.obj
 	}
 	if kept, ok := o.keepCurrent(best); ok {
 		if kept.obj >= best.obj {

@@ -1,0 +1,289 @@
+package allocator
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/cacheqos/cacheqos/internal/cpsat"
+)
+
+// The resize stage of the optimal policy: the plan found over levels and split units is
+// re-sized in fine quanta (the models' memory quantum, at most 2^20 per node) with every
+// tenant's nodes and routing fractions kept, so its loads, spread and allowed nodes do not
+// change. Each tenant's expected hits are its curve, piecewise linear in its size: on a
+// concave stretch bounded by the upper hull's lines, elsewhere by one Boolean per segment
+// (the segment its size is in). No tenant's first tier (objective met, margin) may drop, and
+// memory minimums and maximums hold exactly. The levels' coarse grid, which left memory
+// unused or spent on a tenant worth less, no longer limits the sizes.
+
+// resizeScale is what the largest possible total of expected hits is worth in the resize
+// model: enough resolution (1e-9 of the total), small enough that a hull line's coefficients
+// (times at most 2^22 quanta of one tenant) stay far within int64.
+const resizeScale = 1 << 30
+
+// routingPPM is the resolution of the kept routing fractions.
+const routingPPM = 1_000_000
+
+// resizeTimeShare is the share of the planning time kept for the resize stage.
+const resizeTimeShare = 0.15
+
+type resizeTenant struct {
+	fixed  bool
+	nodes  []int
+	weight []int64 // ppm of the tenant's traffic and memory per node, summing to routingPPM
+	lo, hi int64   // size bounds in quanta
+	size   cpsat.Var
+	hint   int64 // the size in quanta the search starts from
+	// mem and use are the free split's memory (quanta) and use of each of nodes.
+	mem, use []cpsat.Var
+}
+
+// resize re-sizes candidate c in fine quanta; it returns the better of c and the result, and
+// a note. It first lets every tenant's memory move freely between its candidate nodes (within
+// its spread; loads are then checked on the result, as the objective counts overload), then,
+// if that does not improve c, keeps every tenant's nodes and routing fractions.
+func (o *optInstance) resize(ctx context.Context, deadline time.Time, c optCandidate) (optCandidate, string) {
+	work := o.p.opts.WorkLimit * resizeTimeShare
+	free, freeNote := o.resizeWith(ctx, time.Now().Add(time.Until(deadline)*2/3), work*2/3, c, true)
+	if free.obj > c.obj {
+		return free, freeNote
+	}
+	kept, keptNote := o.resizeWith(ctx, deadline, work/3, c, false)
+	return kept, freeNote + "; " + keptNote
+}
+
+// resizeWith builds and solves the resize model: with freeSplit, each tenant's memory per
+// candidate node is a variable (at most spread.maxNodes of them used, routing then follows
+// memory); without, its nodes and routing fractions are those of c.
+func (o *optInstance) resizeWith(ctx context.Context, deadline time.Time, work float64, c optCandidate, freeSplit bool) (optCandidate, string) {
+	p, q := o.p, o.sc.quantum
+	label := "resize (routing kept)"
+	if freeSplit {
+		label = "resize (free split)"
+	}
+	m := cpsat.NewModel()
+	capacity := make([]int64, len(p.nodes))
+	scale := int64(routingPPM)
+	if freeSplit {
+		scale = 1
+	}
+	for j, n := range p.nodes {
+		capacity[j] = n.memory / q * scale
+	}
+	rts := make([]resizeTenant, len(p.tenants))
+	var hitsTerms []cpsat.Term
+	nodeTerms := make([][]cpsat.Term, len(p.nodes))
+	for k, t := range p.tenants {
+		rt := &rts[k]
+		ps := c.parts[k]
+		weights := splitProportional(routingPPM, fractions(ps), unlimitedRoom(len(ps)))
+		for i, pt := range ps {
+			rt.nodes = append(rt.nodes, pt.node)
+			rt.weight = append(rt.weight, weights[i])
+		}
+		total := totalBytes(ps)
+		tierSLO, _ := p.tierValues(k, total, o.sc)
+		floor := t.minBytes
+		if n := p.needs[k]; tierSLO > 0 {
+			floor = max(floor, n.bytes)
+			if s, _ := p.tierValues(k, n.bytes, o.sc); s < tierSLO {
+				floor = max(floor, n.safeBytes)
+			}
+		}
+		if !freeSplit {
+			// Each node's bytes are rounded down from its share: a byte per node of slack.
+			floor += int64(len(ps))
+		}
+		rt.lo = ceilDiv(floor, q)
+		rt.hi = t.maxBytes / q
+		if (!freeSplit && slices.Contains(weights, 0)) || rt.lo > rt.hi || len(ps) == 0 {
+			rt.fixed = true
+			for _, pt := range ps {
+				capacity[pt.node] -= ceilDiv(pt.bytes, q) * scale
+			}
+			continue
+		}
+		rt.size = m.NewIntVar(rt.lo, rt.hi, fmt.Sprintf("s_%d", k))
+		rt.hint = min(max(total/q-int64(len(ps)), rt.lo), rt.hi)
+		if freeSplit {
+			o.addFreeSplit(m, k, rt, nodeTerms)
+		} else {
+			for i, j := range rt.nodes {
+				nodeTerms[j] = append(nodeTerms[j], cpsat.Term{Var: rt.size, Coef: rt.weight[i]})
+			}
+		}
+		if h := o.addHitsCurve(m, k, rt); h >= 0 {
+			hitsTerms = append(hitsTerms, cpsat.Term{Var: h, Coef: 1})
+		}
+		m.Hint(rt.size, rt.hint)
+	}
+	for j := range p.nodes {
+		if capacity[j] < 0 {
+			return c, label + " skipped: a tenant it cannot resize overfills a node"
+		}
+		addCapacity(m, nodeTerms[j], capacity[j])
+	}
+	m.Maximize(hitsTerms)
+	if time.Until(deadline) < 20*time.Millisecond {
+		return c, "no time left for the " + label
+	}
+	res, err := cpsat.Solve(ctx, m, cpsat.Params{TimeLimit: time.Until(deadline), WorkLimit: work, Workers: p.opts.Workers, Seed: p.opts.Seed, Presolve: true, RelativeGap: resizeGap(p.opts)})
+	if err != nil {
+		return c, fmt.Sprintf("%s: solver error: %v", label, err)
+	}
+	if !res.HasSolution() {
+		return c, fmt.Sprintf("%s: no solution (%v)", label, res.Status)
+	}
+	parts := make([][]part, len(p.tenants))
+	for k := range p.tenants {
+		rt := &rts[k]
+		switch {
+		case rt.fixed:
+			parts[k] = c.parts[k]
+		case freeSplit:
+			for i, j := range rt.nodes {
+				if res.Value(rt.use[i]) == 1 {
+					parts[k] = append(parts[k], part{node: j, bytes: res.Value(rt.mem[i]) * q})
+				}
+			}
+			parts[k] = routedByBytes(parts[k])
+		default:
+			bytes := res.Value(rt.size) * q
+			for i, j := range rt.nodes {
+				// floor(bytes * w / 1e6) without overflowing int64
+				share := bytes/routingPPM*rt.weight[i] + bytes%routingPPM*rt.weight[i]/routingPPM
+				parts[k] = append(parts[k], part{node: j, bytes: share, weight: rt.weight[i]})
+			}
+		}
+	}
+	if v := p.hardViolations(parts); len(v) > 0 {
+		return c, fmt.Sprintf("%s rejected: %s", label, v[0])
+	}
+	if o.churnUnits >= 0 && o.withinChurn(c.parts) && !o.withinChurn(parts) {
+		return c, fmt.Sprintf("%s rejected: it moves more than the churn cap", label)
+	}
+	resized := optCandidate{levels: c.levels, parts: parts, obj: o.objective(c.levels, parts)}
+	if resized.obj <= c.obj {
+		return c, fmt.Sprintf("%s %v: nothing better", label, res.Status)
+	}
+	return resized, fmt.Sprintf("%s %v", label, res.Status)
+}
+
+// addFreeSplit gives tenant k a memory variable per candidate node (quanta) and a Boolean for
+// using it, within its spread, summing to its size; the current nodes are the hint.
+func (o *optInstance) addFreeSplit(m *cpsat.Model, k int, rt *resizeTenant, nodeTerms [][]cpsat.Term) {
+	hinted := rt.nodes
+	rt.nodes = slices.Clone(o.cands[k])
+	for _, j := range hinted {
+		if !slices.Contains(rt.nodes, j) {
+			rt.nodes = append(rt.nodes, j)
+		}
+	}
+	sum := []cpsat.Term{{Var: rt.size, Coef: -1}}
+	var count []cpsat.Term
+	for _, j := range rt.nodes {
+		capQ := o.memQuanta[j]
+		mem := m.NewIntVar(0, capQ, fmt.Sprintf("m_%d_%d", k, j))
+		use := m.NewBoolVar(fmt.Sprintf("u_%d_%d", k, j))
+		rt.mem, rt.use = append(rt.mem, mem), append(rt.use, use)
+		m.AddLinear([]cpsat.Term{{Var: mem, Coef: 1}, {Var: use, Coef: -capQ}}, math.MinInt64, 0)
+		sum = append(sum, cpsat.Term{Var: mem, Coef: 1})
+		count = append(count, cpsat.Term{Var: use, Coef: 1})
+		nodeTerms[j] = append(nodeTerms[j], cpsat.Term{Var: mem, Coef: 1})
+		m.Hint(use, boolToInt(slices.Contains(hinted, j)))
+	}
+	m.AddLinear(sum, 0, 0)
+	t := &o.p.tenants[k]
+	m.AddLinear(count, int64(t.spreadMin), int64(t.spreadMax))
+}
+
+func resizeGap(opts Options) float64 {
+	if opts.ProveOptimal {
+		return 0
+	}
+	return targetHitsGap
+}
+
+// addHitsCurve adds tenant k's scaled expected hits as a function of its size variable and
+// returns the hits variable (-1 when the tenant's hits are worth nothing).
+func (o *optInstance) addHitsCurve(m *cpsat.Model, k int, rt *resizeTenant) cpsat.Var {
+	p, q := o.p, o.sc.quantum
+	t := &p.tenants[k]
+	if o.sc.hitValueTotal <= 0 || p.hitValueWeight(k) <= 0 {
+		return -1
+	}
+	value := func(x int64) int64 {
+		return int64(math.Round(resizeScale * p.hitValueWeight(k) * t.curve.At(x*q) / o.sc.hitValueTotal))
+	}
+	xs := []int64{rt.lo, rt.hi}
+	for _, b := range t.curve.Breakpoints(rt.lo*q, rt.hi*q) {
+		xs = append(xs, b/q, ceilDiv(b, q))
+	}
+	xs = uniqueSorted(xs)
+	xs = slices.DeleteFunc(xs, func(x int64) bool { return x < rt.lo || x > rt.hi })
+	vs := make([]int64, len(xs))
+	for i, x := range xs {
+		vs[i] = value(x)
+	}
+	h := m.NewIntVar(0, vs[len(vs)-1], fmt.Sprintf("h_%d", k))
+	if len(xs) == 1 {
+		m.AddLinear([]cpsat.Term{{Var: h, Coef: 1}}, math.MinInt64, vs[0])
+		return h
+	}
+	// line i: dx*h - dv*s <= v_i*dx - dv*x_i, the chord from point i to i+1
+	line := func(i int) ([]cpsat.Term, int64) {
+		dx, dv := xs[i+1]-xs[i], vs[i+1]-vs[i]
+		return []cpsat.Term{{Var: h, Coef: dx}, {Var: rt.size, Coef: -dv}}, vs[i]*dx - dv*xs[i]
+	}
+	concave := true
+	for i := 1; i+1 < len(xs); i++ {
+		// slope(i, i+1) <= slope(i-1, i)
+		if (vs[i+1]-vs[i])*(xs[i]-xs[i-1]) > (vs[i]-vs[i-1])*(xs[i+1]-xs[i]) {
+			concave = false
+		}
+	}
+	if concave {
+		for i := 0; i+1 < len(xs); i++ {
+			terms, rhs := line(i)
+			m.AddLinear(terms, math.MinInt64, rhs)
+		}
+		return h
+	}
+	// Not concave: the segment the size is in is chosen by one Boolean per segment, each with
+	// its own share of the size and of the hits (a disaggregated form whose LP relaxation is the
+	// concave hull of the curve, not a big-M one).
+	var segs, sizeTerms []cpsat.Term
+	hitsTerms := []cpsat.Term{{Var: h, Coef: -1}}
+	sizeTerms = append(sizeTerms, cpsat.Term{Var: rt.size, Coef: -1})
+	for i := 0; i+1 < len(xs); i++ {
+		dx, dv := xs[i+1]-xs[i], vs[i+1]-vs[i]
+		z := m.NewBoolVar(fmt.Sprintf("z_%d_%d", k, i))
+		x := m.NewIntVar(0, dx, fmt.Sprintf("x_%d_%d", k, i))
+		hi := m.NewIntVar(0, vs[i+1], fmt.Sprintf("hs_%d_%d", k, i))
+		segs = append(segs, cpsat.Term{Var: z, Coef: 1})
+		m.AddLinear([]cpsat.Term{{Var: x, Coef: 1}, {Var: z, Coef: -dx}}, math.MinInt64, 0)
+		m.AddLinear([]cpsat.Term{{Var: hi, Coef: 1}, {Var: z, Coef: -vs[i+1]}}, math.MinInt64, 0)
+		// dx*hs <= dx*v_i*z + dv*x: the hits on the segment's chord
+		m.AddLinear([]cpsat.Term{{Var: hi, Coef: dx}, {Var: z, Coef: -dx * vs[i]}, {Var: x, Coef: -dv}}, math.MinInt64, 0)
+		sizeTerms = append(sizeTerms, cpsat.Term{Var: z, Coef: xs[i]}, cpsat.Term{Var: x, Coef: 1})
+		hitsTerms = append(hitsTerms, cpsat.Term{Var: hi, Coef: 1})
+		if in := rt.hint >= xs[i] && (rt.hint < xs[i+1] || i+2 == len(xs)); in {
+			m.Hint(z, 1)
+			m.Hint(x, rt.hint-xs[i])
+		} else {
+			m.Hint(z, 0)
+			m.Hint(x, 0)
+		}
+	}
+	m.AddLinear(sizeTerms, 0, 0)
+	m.AddLinear(hitsTerms, 0, 0)
+	lits := make([]cpsat.Var, len(segs))
+	for i, t := range segs {
+		lits[i] = t.Var
+	}
+	m.AddExactlyOne(lits...)
+	return h
+}
