@@ -334,6 +334,9 @@ func compareWithExact(t testing.TB, n int, opts Options) exactComparison {
 				gap = (opt.hits - got.hits) / opt.hits
 			}
 			c.hitsGaps = append(c.hitsGaps, gap)
+			if r := plan.Solver; r.Gap < gap-1e-6 || r.Gap > 1 {
+				t.Errorf("instance %d: reported gap %v, the true gap is %v: the bound is not valid", i, r.Gap, gap)
+			}
 			if gap >= slices.Max(append([]float64{0}, c.hitsGaps[:len(c.hitsGaps)-1]...)) {
 				c.worst = fmt.Sprintf("instance %d: %.2f hits/s of %.2f", i, got.hits, opt.hits)
 			}

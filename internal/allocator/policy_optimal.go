@@ -123,8 +123,12 @@ func runOptimal(ctx context.Context, p *problem) (*allocation, error) {
 	report.Bound = math.Min(o.lpBound(capacity)-float64(o.sc.w2*o.overloadLowerBound()), solverBound)
 	report.Objective = float64(best.obj)
 	report.Bound = math.Max(report.Bound, report.Objective)
-	_, hits, _ := o.tiers(best.levels, best.parts)
-	report.Gap = (report.Bound - report.Objective) / float64(o.sc.w2) / math.Max(1, float64(hits))
+	// The gap is measured against a bound over real sizes (not the levels' or quanta's): the
+	// status says Optimal only when that gap is within the solver's tolerance.
+	report.Gap = p.hitsGap(best.parts)
+	if report.Status == cpsat.Optimal.String() && report.Gap > targetHitsGap {
+		report.Status = cpsat.Feasible.String()
+	}
 	a.solver = report
 	a.parts = best.parts
 	if bestIsGreedy {
@@ -139,8 +143,13 @@ func runOptimal(ctx context.Context, p *problem) (*allocation, error) {
 	}
 	for k := range p.tenants {
 		l := &o.levels[k]
-		a.note(k, "optimal: %s chose level %d of %d candidate sizes (strict objectives by priority, then expected hits, then least movement)",
-			method, best.levels[k]+1, l.len())
+		if totalBytes(best.parts[k]) == l.bytes[best.levels[k]] {
+			a.note(k, "optimal: %s chose level %d of %d candidate sizes (strict objectives by priority, then expected hits, then least movement)",
+				method, best.levels[k]+1, l.len())
+		} else {
+			a.note(k, "optimal: %s sized it in quanta of %s (strict objectives by priority, then expected hits, then least movement)",
+				method, bytesHuman(o.sc.quantum))
+		}
 	}
 	return a, nil
 }

@@ -161,7 +161,9 @@ func TestOptimalBeatsGreedyOnACliff(t *testing.T) {
 	if g, s := greedy.Summary.ExpectedHitsPerSecond, solved.Summary.ExpectedHitsPerSecond; s < g*1.5 {
 		t.Errorf("solver %v hits/s vs greedy %v: want the cliff jumped", s, g)
 	}
-	if solved.Solver.Status != "Optimal" || solved.Solver.Objective <= solved.Solver.GreedyObjective {
+	// The bound over real sizes (the concave hull's LP) cannot certify a jumped cliff: the
+	// plan is the optimum, but reported Feasible with the hull's gap, not Optimal.
+	if solved.Solver.Status != "Feasible" || solved.Solver.Objective <= solved.Solver.GreedyObjective || solved.Solver.Gap > 0.01 {
 		t.Errorf("solver report %+v", solved.Solver)
 	}
 	// With a strict objective on the concave tenant (hit ratio 0.65: 21 bytes, 22 with the
