@@ -140,18 +140,17 @@ func (o *optInstance) moveUnits(from, to int64) int64 {
 	return ceilDiv(abs64(to-from), o.sc.moveUnit*o.sc.quantum)
 }
 
-// tiers returns the three tiers of the objective for levels and parts given in bytes. A
-// tenant whose parts do not hold its level's bytes is scored by the bytes it holds.
-func (o *optInstance) tiers(level []int, parts [][]part) (slo, hits, move int64) {
+// tiers returns the three tiers of the objective for levels and parts given in bytes. Each
+// tenant is scored by the bytes it holds, its expected hits exactly (scaled as the models
+// scale them, but not rounded per tenant: with thousands of tenants the models' per-tenant
+// rounding is coarser than the differences between plans).
+func (o *optInstance) tiers(level []int, parts [][]part) (slo int64, hits float64, move int64) {
 	for k, t := range o.p.tenants {
-		l := &o.levels[k]
-		if b := totalBytes(parts[k]); b == l.bytes[level[k]] {
-			slo += l.slo[level[k]]
-			hits += l.hits[level[k]]
-		} else {
-			s, h := o.p.tierValues(k, b, o.sc)
-			slo += s
-			hits += h
+		b := totalBytes(parts[k])
+		s, _ := o.p.tierValues(k, b, o.sc)
+		slo += s
+		if o.sc.hitValueTotal > 0 {
+			hits += float64(o.sc.hitsResolution) * o.p.hitValueWeight(k) * t.curve.At(b) / o.sc.hitValueTotal
 		}
 		move += o.movementOf(t.current, parts[k])
 	}
@@ -182,7 +181,7 @@ func (o *optInstance) movementOf(from, to []part) int64 {
 // models' penalty for load above the utilization caps.
 func (o *optInstance) objective(level []int, parts [][]part) int64 {
 	slo, hits, move := o.tiers(level, parts)
-	return o.sc.w1*slo + o.sc.w2*(hits-o.partsOverload(parts)) - move
+	return o.sc.w1*slo + int64(math.Round(float64(o.sc.w2)*(hits-float64(o.partsOverload(parts))))) - move
 }
 
 // partsOverload is the overload of parts as the models count it: each part carries its routing

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sort"
 	"time"
 
 	"github.com/cacheqos/cacheqos/internal/cpsat"
@@ -74,7 +75,7 @@ func (o *optInstance) resizeWith(ctx context.Context, deadline time.Time, work f
 		capacity[j] = n.memory / q * scale
 	}
 	rts := make([]resizeTenant, len(p.tenants))
-	var hitsTerms []cpsat.Term
+	var hitsTerms, moveTerms []cpsat.Term
 	nodeTerms := make([][]cpsat.Term, len(p.nodes))
 	for k, t := range p.tenants {
 		rt := &rts[k]
@@ -109,16 +110,20 @@ func (o *optInstance) resizeWith(ctx context.Context, deadline time.Time, work f
 		rt.size = m.NewIntVar(rt.lo, rt.hi, fmt.Sprintf("s_%d", k))
 		rt.hint = min(max(total/q-int64(len(ps)), rt.lo), rt.hi)
 		if freeSplit {
-			o.addFreeSplit(m, k, rt, nodeTerms)
+			moveTerms = append(moveTerms, o.addFreeSplit(m, k, rt, ps, nodeTerms)...)
 		} else {
 			for i, j := range rt.nodes {
 				nodeTerms[j] = append(nodeTerms[j], cpsat.Term{Var: rt.size, Coef: rt.weight[i]})
 			}
 		}
-		if h := o.addHitsCurve(m, k, rt); h >= 0 {
-			hitsTerms = append(hitsTerms, cpsat.Term{Var: h, Coef: 1})
+		if !freeSplit {
+			m.Hint(rt.size, rt.hint)
 		}
-		m.Hint(rt.size, rt.hint)
+		if h := o.addHitsCurve(m, k, rt); h >= 0 {
+			// Expected hits first, then (free split) the movement, in the models' units: W2
+			// exceeds any movement.
+			hitsTerms = append(hitsTerms, cpsat.Term{Var: h, Coef: o.sc.w2})
+		}
 	}
 	for j := range p.nodes {
 		if capacity[j] < 0 {
@@ -126,11 +131,13 @@ func (o *optInstance) resizeWith(ctx context.Context, deadline time.Time, work f
 		}
 		addCapacity(m, nodeTerms[j], capacity[j])
 	}
-	m.Maximize(hitsTerms)
-	if time.Until(deadline) < 20*time.Millisecond {
+	m.Maximize(append(hitsTerms, moveTerms...))
+	left := time.Until(deadline) - time.Duration(m.NumVars()+m.NumConstraints())*solverOverheadPerItem
+	if left < 20*time.Millisecond {
 		return c, "no time left for the " + label
 	}
-	res, err := cpsat.Solve(ctx, m, cpsat.Params{TimeLimit: time.Until(deadline), WorkLimit: work, Workers: p.opts.Workers, Seed: p.opts.Seed, Presolve: true, RelativeGap: resizeGap(p.opts)})
+	res, err := cpsat.Solve(ctx, m, cpsat.Params{TimeLimit: left, WorkLimit: work, Workers: p.opts.Workers, Seed: p.opts.Seed,
+		Presolve: m.NumVars() < 5000, RelativeGap: resizeGap(p.opts)})
 	if err != nil {
 		return c, fmt.Sprintf("%s: solver error: %v", label, err)
 	}
@@ -174,8 +181,21 @@ func (o *optInstance) resizeWith(ctx context.Context, deadline time.Time, work f
 
 // addFreeSplit gives tenant k a memory variable per candidate node (quanta) and a Boolean for
 // using it, within its spread, summing to its size; the current nodes are the hint.
-func (o *optInstance) addFreeSplit(m *cpsat.Model, k int, rt *resizeTenant, nodeTerms [][]cpsat.Term) {
+func (o *optInstance) addFreeSplit(m *cpsat.Model, k int, rt *resizeTenant, current []part, nodeTerms [][]cpsat.Term) (moves []cpsat.Term) {
 	hinted := rt.nodes
+	// The hint: the candidate's memory per node in quanta, rounded down, the size their sum.
+	hintedQuanta := make([]int64, len(current))
+	rt.hint = 0
+	for i, pt := range current {
+		hintedQuanta[i] = pt.bytes / o.sc.quantum
+		rt.hint += hintedQuanta[i]
+	}
+	if len(hintedQuanta) > 0 {
+		// Rounding down may leave the hint a quantum short of the tenant's floor.
+		hintedQuanta[0] += max(0, rt.lo-rt.hint)
+		rt.hint = max(rt.hint, rt.lo)
+	}
+	m.Hint(rt.size, rt.hint)
 	rt.nodes = slices.Clone(o.cands[k])
 	for _, j := range hinted {
 		if !slices.Contains(rt.nodes, j) {
@@ -193,11 +213,25 @@ func (o *optInstance) addFreeSplit(m *cpsat.Model, k int, rt *resizeTenant, node
 		sum = append(sum, cpsat.Term{Var: mem, Coef: 1})
 		count = append(count, cpsat.Term{Var: use, Coef: 1})
 		nodeTerms[j] = append(nodeTerms[j], cpsat.Term{Var: mem, Coef: 1})
-		m.Hint(use, boolToInt(slices.Contains(hinted, j)))
+		i := slices.Index(hinted, j)
+		m.Hint(use, boolToInt(i >= 0))
+		hintMem := int64(0)
+		if i >= 0 {
+			hintMem = hintedQuanta[i]
+		}
+		m.Hint(mem, hintMem)
+		// The movement from the plan in force, as the models count it: moveUnit*d >= |mem - cur|.
+		cur := o.curQuanta[k][j]
+		d := m.NewIntVar(0, ceilDiv(max(capQ, cur), o.sc.moveUnit)+1, fmt.Sprintf("d_%d_%d", k, j))
+		m.AddLinear([]cpsat.Term{{Var: d, Coef: o.sc.moveUnit}, {Var: mem, Coef: -1}}, -cur, math.MaxInt64)
+		m.AddLinear([]cpsat.Term{{Var: d, Coef: o.sc.moveUnit}, {Var: mem, Coef: 1}}, cur, math.MaxInt64)
+		m.Hint(d, ceilDiv(abs64(hintMem-cur), o.sc.moveUnit))
+		moves = append(moves, cpsat.Term{Var: d, Coef: -1})
 	}
 	m.AddLinear(sum, 0, 0)
 	t := &o.p.tenants[k]
 	m.AddLinear(count, int64(t.spreadMin), int64(t.spreadMax))
+	return moves
 }
 
 func resizeGap(opts Options) float64 {
@@ -229,6 +263,16 @@ func (o *optInstance) addHitsCurve(m *cpsat.Model, k int, rt *resizeTenant) cpsa
 		vs[i] = value(x)
 	}
 	h := m.NewIntVar(0, vs[len(vs)-1], fmt.Sprintf("h_%d", k))
+	// The hinted hits: on the chord of the hinted size's segment, rounded down, which every
+	// constraint below admits.
+	hint := min(max(rt.hint, xs[0]), xs[len(xs)-1])
+	hintSeg := max(0, min(len(xs)-2, sort.Search(len(xs), func(i int) bool { return xs[i] > hint })-1))
+	hintHits := vs[0]
+	if len(xs) > 1 {
+		dx, dv := xs[hintSeg+1]-xs[hintSeg], vs[hintSeg+1]-vs[hintSeg]
+		hintHits = vs[hintSeg] + dv*(hint-xs[hintSeg])/dx
+	}
+	m.Hint(h, hintHits)
 	if len(xs) == 1 {
 		m.AddLinear([]cpsat.Term{{Var: h, Coef: 1}}, math.MinInt64, vs[0])
 		return h
@@ -270,12 +314,14 @@ func (o *optInstance) addHitsCurve(m *cpsat.Model, k int, rt *resizeTenant) cpsa
 		m.AddLinear([]cpsat.Term{{Var: hi, Coef: dx}, {Var: z, Coef: -dx * vs[i]}, {Var: x, Coef: -dv}}, math.MinInt64, 0)
 		sizeTerms = append(sizeTerms, cpsat.Term{Var: z, Coef: xs[i]}, cpsat.Term{Var: x, Coef: 1})
 		hitsTerms = append(hitsTerms, cpsat.Term{Var: hi, Coef: 1})
-		if in := rt.hint >= xs[i] && (rt.hint < xs[i+1] || i+2 == len(xs)); in {
+		if i == hintSeg {
 			m.Hint(z, 1)
-			m.Hint(x, rt.hint-xs[i])
+			m.Hint(x, hint-xs[i])
+			m.Hint(hi, hintHits)
 		} else {
 			m.Hint(z, 0)
 			m.Hint(x, 0)
+			m.Hint(hi, 0)
 		}
 	}
 	m.AddLinear(sizeTerms, 0, 0)

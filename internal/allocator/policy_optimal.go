@@ -101,6 +101,10 @@ func runOptimal(ctx context.Context, p *problem) (*allocation, error) {
 		}
 	}
 	if report.Fallback == "" || strings.Contains(report.Fallback, "scored higher") {
+		if refined := o.refineSizes(best); refined.obj > best.obj && (o.withinChurn(refined.parts) || !o.withinChurn(best.parts)) {
+			a.planNotes = append(a.planNotes, "optimal: sizes refined on the true curves")
+			best = refined
+		}
 		resized, note := o.resize(ctx, deadline, best)
 		a.planNotes = append(a.planNotes, "optimal: "+note)
 		best, bestIsGreedy = resized, bestIsGreedy && resized.obj == best.obj
