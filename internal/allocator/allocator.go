@@ -90,6 +90,10 @@ type Options struct {
 	// ProveOptimal makes the optimal policy search until optimality is proven (or the time
 	// limit). By default it stops once the expected-hits term is within 0.05% of the bound.
 	ProveOptimal bool
+	// levelsOnly skips the optimal policy's stages over real sizes (refinement and resize),
+	// leaving the plan of its levels and split units: the previous formulation, which the
+	// benchmarks measure side by side.
+	levelsOnly bool
 }
 
 func (o Options) timeLimit() time.Duration {

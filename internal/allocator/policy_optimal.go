@@ -65,19 +65,33 @@ func runOptimal(ctx context.Context, p *problem) (*allocation, error) {
 	}
 	parts = repaired.parts
 	greedy := optCandidate{levels: levels, parts: parts, obj: o.objective(levels, parts)}
+	if !p.opts.levelsOnly {
+		greedy = o.refine(greedy)
+	}
 	report := &planning.SolverReport{Status: "Greedy", GreedyObjective: float64(greedy.obj), Objective: float64(greedy.obj)}
 	best, bestIsGreedy := greedy, true
 	solverBound := math.Inf(1)
+	certified := o.certified(greedy)
 	switch {
 	case p.opts.DisableSolver:
 		report.Fallback = "solver disabled by options"
+	case certified:
+		// Nothing left for the solver on the first two tiers: the plan meets every strict
+		// objective it can with its margin, and its expected hits are within the tolerance of
+		// the bound over real sizes. Only movement (kept low by the placement's preference for
+		// the nodes in force, and by the hysteresis below) could still improve.
+		report.Status = cpsat.Optimal.String()
+		report.Method = "greedy within the tolerance of the bound"
 	case cpsat.Available() != nil:
 		report.Fallback = "OR-Tools unavailable: " + cpsat.Available().Error()
 	default:
 		var res optResult
 		var err error
 		// The resize stage keeps a share of the time.
-		solveDeadline := deadline.Add(-time.Duration(resizeTimeShare * float64(limit)))
+		solveDeadline := deadline
+		if !p.opts.levelsOnly {
+			solveDeadline = deadline.Add(-time.Duration(resizeTimeShare * float64(limit)))
+		}
 		if o.jointSize() <= jointModelLimit {
 			res, err = o.solveJoint(ctx, solveDeadline, greedy)
 		} else {
@@ -100,11 +114,8 @@ func runOptimal(ctx context.Context, p *problem) (*allocation, error) {
 			best, bestIsGreedy = res.candidate, false
 		}
 	}
-	if report.Fallback == "" || strings.Contains(report.Fallback, "scored higher") {
-		if refined := o.refineSizes(best); refined.obj > best.obj && (o.withinChurn(refined.parts) || !o.withinChurn(best.parts)) {
-			a.planNotes = append(a.planNotes, "optimal: sizes refined on the true curves")
-			best = refined
-		}
+	if !p.opts.levelsOnly && !certified && (report.Fallback == "" || strings.Contains(report.Fallback, "scored higher")) {
+		best = o.refine(best)
 		resized, note := o.resize(ctx, deadline, best)
 		a.planNotes = append(a.planNotes, "optimal: "+note)
 		best, bestIsGreedy = resized, bestIsGreedy && resized.obj == best.obj
@@ -156,6 +167,29 @@ func runOptimal(ctx context.Context, p *problem) (*allocation, error) {
 		}
 	}
 	return a, nil
+}
+
+// certified reports whether c needs no solve: every strict objective a level can meet is met
+// with its margin, c's expected hits are within targetHitsGap of the bound over real sizes,
+// and neither a churn cap nor a proof of optimality was asked for.
+func (o *optInstance) certified(c optCandidate) bool {
+	if o.p.opts.ProveOptimal || o.p.opts.MaxChurnBytes > 0 || o.p.opts.levelsOnly {
+		return false
+	}
+	var most int64
+	for k := range o.levels {
+		most += slices.Max(o.levels[k].slo)
+	}
+	slo, _, _ := o.tiers(c.levels, c.parts)
+	return slo >= most && o.p.hitsGap(c.parts) <= targetHitsGap
+}
+
+// refine is refineSizes when it improves c without breaking the churn cap c keeps.
+func (o *optInstance) refine(c optCandidate) optCandidate {
+	if refined := o.refineSizes(c); refined.obj > c.obj && (o.withinChurn(refined.parts) || !o.withinChurn(c.parts)) {
+		return refined
+	}
+	return c
 }
 
 // jointSize is the number of unit variables (levels x candidate nodes) of the joint model.
