@@ -15,7 +15,12 @@
 //   - optimal (default): CP-SAT over discrete size levels per tenant and split units per
 //     candidate node, lexicographic objective (strict objectives met weighted by priority, then
 //     expected hits or latency, then least movement), warm-started and backed by a greedy
-//     solution; decomposed into sizing then placement when one model would be too large.
+//     solution; decomposed into sizing then placement when one model would be too large; the
+//     answer is then re-sized over real sizes (the true curves, in fine quanta).
+//
+// Every policy's plan keeps the hard constraints (memory bounds, allowed nodes, spreads, node
+// memory): a plan that breaks one is repaired, and minimums that cannot be packed make Plan
+// fail with an UnpackableError.
 //
 // docs/allocator.md describes the models, the formulas and the measured performance.
 package allocator
@@ -176,7 +181,8 @@ func PolicyNames() []string {
 // Plan computes a plan for the snapshot with the policy in opts. It validates the snapshot
 // (see planning.Snapshot.Validate) and returns an error wrapping ErrInfeasibleSnapshot when no
 // allocation can satisfy it (memory minimums above capacity, spread wider than the allowed
-// nodes). A context already done returns its error; cancelling it during the optimal policy's
+// nodes, minimums that cannot be packed together: an *UnpackableError). Every plan it returns
+// keeps every tenant's memory bounds, allowed nodes and spread, and every node's memory. A context already done returns its error; cancelling it during the optimal policy's
 // solve stops the search and returns the best plan found so far, the greedy one at worst.
 func Plan(ctx context.Context, s *planning.Snapshot, opts Options) (*planning.Plan, error) {
 	if err := ctx.Err(); err != nil {
