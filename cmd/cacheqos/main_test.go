@@ -66,6 +66,26 @@ func TestPlanCompareListsEveryPolicy(t *testing.T) {
 	}
 }
 
+// Issue 16's snapshot: every policy keeps both memory minimums (b/onenode fits only on n1,
+// beside part of a/big).
+func TestPlanKeepsTightMinimums(t *testing.T) {
+	for _, policy := range allocator.PolicyNames() {
+		code, out, errOut := runCLI(append([]string{"plan", "-f", "testdata/tight-minimums.json", "-policy", policy, "-o", "json"}, solverFlags...)...)
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", policy, code, errOut)
+		}
+		plan, err := planning.DecodePlan([]byte(out))
+		if err != nil {
+			t.Fatalf("%s: %v", policy, err)
+		}
+		for _, tp := range plan.Tenants {
+			if min := map[string]int64{"a/big": 3156800962, "b/onenode": 1127428915}[tp.ID]; tp.MemoryBytes < min {
+				t.Errorf("%s: %s holds %d, below its minimum %d", policy, tp.ID, tp.MemoryBytes, min)
+			}
+		}
+	}
+}
+
 func TestPlanErrors(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, content string) string {
@@ -81,6 +101,18 @@ func TestPlanErrors(t *testing.T) {
 	}
 	typo := write("typo.yaml", strings.Replace(string(data), "minBytes: 536870912", "minBytez: 536870912", 1))
 	tooSmall := write("small.yaml", strings.Replace(string(data), "minBytes: 536870912", "minBytes: 536870912000", 1))
+	// Three tenants of 60 B limited to one node each cannot share two nodes of 100 B.
+	unpackable := write("unpackable.yaml", `apiVersion: cacheqos.io/planning/v1
+kind: PlanningSnapshot
+nodes:
+- {name: n1, memoryBytes: 100, bandwidthBytesPerSecond: 1000, opsPerSecond: 1000}
+- {name: n2, memoryBytes: 100, bandwidthBytesPerSecond: 1000, opsPerSecond: 1000}
+tenants:
+- {id: a/one, memory: {minBytes: 60}, spread: {maxNodes: 1}}
+- {id: b/two, memory: {minBytes: 60}, spread: {maxNodes: 1}}
+- {id: c/free}
+- {id: e/three, memory: {minBytes: 60}, spread: {maxNodes: 1}}
+`)
 	cases := []struct {
 		name string
 		args []string
@@ -93,6 +125,7 @@ func TestPlanErrors(t *testing.T) {
 		{"missing file", []string{"plan", "-f", filepath.Join(dir, "nope.yaml")}, 1, "reading the snapshot"},
 		{"unknown field", []string{"plan", "-f", typo}, 1, `typo.yaml: tenants[0].memory: unknown field "minBytez"`},
 		{"infeasible", []string{"plan", "-f", tooSmall}, 1, "exceeds the"},
+		{"unpackable", []string{"plan", "-f", unpackable}, 1, "the memory minimums of a/one, b/two, e/three"},
 		{"unknown policy", []string{"plan", "-f", example, "-policy", "fastest"}, 2, `-policy "fastest"`},
 		{"bad output", []string{"plan", "-f", example, "-o", "xml"}, 2, `-o "xml"`},
 		{"bad objective", []string{"plan", "-f", example, "-objective", "cost"}, 2, `-objective "cost"`},

@@ -266,10 +266,8 @@ func routedByBytes(ps []part) []part {
 // preferring the nodes of prefer: greedily (hardest tenants first), else with the solver. It
 // says which did it, or returns an UnpackableError.
 func (p *problem) packMinimums(ctx context.Context, prefer [][]part) ([][]part, string, error) {
-	order := make([]int, len(p.tenants))
 	hardness := make([]float64, len(p.tenants))
 	for k, t := range p.tenants {
-		order[k] = k
 		var reach int64
 		mems := make([]int64, 0, len(t.allowed))
 		for _, j := range t.allowed {
@@ -281,23 +279,21 @@ func (p *problem) packMinimums(ctx context.Context, prefer [][]part) ([][]part, 
 		}
 		hardness[k] = float64(t.minBytes) / float64(max(1, reach))
 	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(hardness[b], hardness[a]) })
-	free := make([]int64, len(p.nodes))
-	for j, n := range p.nodes {
-		free[j] = n.memory
-	}
-	parts := make([][]part, len(p.tenants))
-	greedyOK := true
-	for _, k := range order {
-		ps, ok := p.fitTenant(k, p.tenants[k].minBytes, free, prefer[k])
-		if !ok {
-			greedyOK = false
-			break
+	// Two greedy orders: the least share of what a tenant can reach first; and, as in bin
+	// packing, the tenants confined to the fewest nodes first, largest first (the ones that
+	// may spread fill what is left).
+	byHardness := func(a, b int) int { return cmp.Compare(hardness[b], hardness[a]) }
+	bySpread := func(a, b int) int {
+		ta, tb := &p.tenants[a], &p.tenants[b]
+		if ta.spreadMax != tb.spreadMax {
+			return cmp.Compare(ta.spreadMax, tb.spreadMax)
 		}
-		parts[k] = ps
+		return cmp.Compare(tb.minBytes, ta.minBytes)
 	}
-	if greedyOK {
-		return parts, "greedy", nil
+	for _, less := range []func(a, b int) int{byHardness, bySpread} {
+		if parts, ok := p.packGreedily(less, prefer); ok {
+			return parts, "greedy", nil
+		}
 	}
 	if err := cpsat.Available(); err != nil {
 		return nil, "", &UnpackableError{Tenants: p.idsWithMinimum(), Why: "the greedy packing failed and OR-Tools is unavailable to search further: " + err.Error()}
@@ -348,6 +344,28 @@ func (p *problem) packMinimums(ctx context.Context, prefer [][]part) ([][]part, 
 		why += "; the set was not reduced further in time"
 	}
 	return nil, "", &UnpackableError{Tenants: ids, Proven: true, Why: why}
+}
+
+// packGreedily places the minimums one tenant at a time in the order less gives.
+func (p *problem) packGreedily(less func(a, b int) int, prefer [][]part) ([][]part, bool) {
+	order := make([]int, len(p.tenants))
+	for k := range order {
+		order[k] = k
+	}
+	slices.SortStableFunc(order, less)
+	free := make([]int64, len(p.nodes))
+	for j, n := range p.nodes {
+		free[j] = n.memory
+	}
+	parts := make([][]part, len(p.tenants))
+	for _, k := range order {
+		ps, ok := p.fitTenant(k, p.tenants[k].minBytes, free, prefer[k])
+		if !ok {
+			return nil, false
+		}
+		parts[k] = ps
+	}
+	return parts, true
 }
 
 // packingTimeLimit is the time the packing of the minimums may take when the greedy one fails.

@@ -229,6 +229,11 @@ func TestHardConstraintsHoldOnRandomTightInstances(t *testing.T) {
 					repaired[optionsLabel(opts)]++
 				}
 				checkPlanInvariants(t, fmt.Sprintf("instance %d %s", i, optionsLabel(opts)), s, plan)
+				// The optimal policy's report: a gap in [0, 1] against the bound over real
+				// sizes, and a greedy plan reported as such.
+				if r := plan.Solver; r != nil && (r.Gap < 0 || r.Gap > 1 || (opts.DisableSolver && (r.Status != "Greedy" || r.Fallback == ""))) {
+					t.Errorf("instance %d %s: solver report %+v", i, optionsLabel(opts), r)
+				}
 			}
 		}
 		if slices.Contains(infeasible, true) && slices.Contains(infeasible, false) {
