@@ -433,7 +433,7 @@ func (p *problem) solvePacking(ctx context.Context, in []bool, prefer [][]part, 
 		addCapacity(m, perNode[j], n.memory/unit)
 	}
 	m.Maximize(objective)
-	res, err := cpsat.Solve(ctx, m, cpsat.Params{TimeLimit: max(10*time.Millisecond, time.Until(deadline)), Workers: p.opts.Workers, Seed: p.opts.Seed, Presolve: true})
+	res, err := cpsat.Solve(ctx, m, cpsat.Params{TimeLimit: max(10*time.Millisecond, time.Until(deadline)), WorkLimit: p.opts.WorkLimit, Workers: p.opts.Workers, Seed: p.opts.Seed, Presolve: true})
 	if err != nil {
 		return nil, 0, fmt.Errorf("packing the memory minimums: solver error: %w", err)
 	}

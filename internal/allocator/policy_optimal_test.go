@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -279,6 +280,19 @@ func TestOptimalSmallChangesGiveSmallPlanChanges(t *testing.T) {
 			}
 		}
 		t.Logf("first %+v\nsecond %+v", first.Solver, second.Solver)
+	}
+}
+
+// Replanning a fleet with its own plan in force keeps it, and the note says it scores at
+// least as well as the best plan found (not merely "within the tolerance").
+func TestOptimalKeptPlanNoteSaysWhy(t *testing.T) {
+	needSolver(t)
+	rng := rand.New(rand.NewPCG(3, 5))
+	s := randomSnapshot(rng, genConfig{tenants: 30, nodes: 4, oversubscription: 1.3, strictShare: 0.3, maxSpread: 2})
+	first := mustPlan(t, s, Options{Workers: 1, TimeLimit: 10 * time.Second})
+	again := mustPlan(t, withCurrent(s, first), Options{Workers: 1, TimeLimit: 10 * time.Second})
+	if again.Summary.MovementBytes != 0 || !slices.Contains(again.Notes, "optimal: the plan in force scores at least as well as the best plan found; kept") {
+		t.Errorf("moved %d bytes, notes %v", again.Summary.MovementBytes, again.Notes)
 	}
 }
 
