@@ -46,31 +46,10 @@ func (e *UnpackableError) Unwrap() error { return ErrInfeasibleSnapshot }
 func (p *problem) hardViolations(parts [][]part) []string {
 	var out []string
 	used := make([]int64, len(p.nodes))
-	for k, t := range p.tenants {
-		ps := parts[k]
-		if len(ps) == 0 {
-			out = append(out, fmt.Sprintf("%s has no partition", t.id))
-			continue
-		}
-		var total int64
-		seen := make(map[int]bool, len(ps))
-		for i, f := range fractions(ps) {
-			pt := ps[i]
-			if _, ok := slices.BinarySearch(t.allowed, pt.node); !ok || seen[pt.node] {
-				out = append(out, fmt.Sprintf("%s on %s: not allowed or twice", t.id, p.nodes[pt.node].name))
-			}
-			seen[pt.node] = true
-			if pt.bytes < 0 || f <= 0 {
-				out = append(out, fmt.Sprintf("%s on %s: %d bytes, routing fraction %g", t.id, p.nodes[pt.node].name, pt.bytes, f))
-			}
+	for k, ps := range parts {
+		out = append(out, p.tenantViolations(k, ps)...)
+		for _, pt := range ps {
 			used[pt.node] += pt.bytes
-			total += pt.bytes
-		}
-		if total < t.minBytes || total > t.maxBytes {
-			out = append(out, fmt.Sprintf("%s holds %s outside [%s, %s]", t.id, bytesHuman(total), bytesHuman(t.minBytes), bytesHuman(t.maxBytes)))
-		}
-		if len(ps) < t.spreadMin || len(ps) > t.spreadMax {
-			out = append(out, fmt.Sprintf("%s on %d nodes outside [%d, %d]", t.id, len(ps), t.spreadMin, t.spreadMax))
 		}
 	}
 	for j, n := range p.nodes {
@@ -81,24 +60,34 @@ func (p *problem) hardViolations(parts [][]part) []string {
 	return out
 }
 
-// tenantViolates reports whether tenant k's own parts break a hard constraint or sit on a
-// node that is over its memory (over[j]).
-func (p *problem) tenantViolates(k int, ps []part, over []bool) bool {
+// tenantViolations lists the hard constraints tenant k's own parts break (all but the nodes'
+// memory).
+func (p *problem) tenantViolations(k int, ps []part) []string {
 	t := &p.tenants[k]
-	if len(ps) < t.spreadMin || len(ps) > t.spreadMax {
-		return true
+	if len(ps) == 0 {
+		return []string{fmt.Sprintf("%s has no partition", t.id)}
 	}
+	var out []string
 	var total int64
 	seen := make(map[int]bool, len(ps))
 	for i, f := range fractions(ps) {
 		pt := ps[i]
-		if _, ok := slices.BinarySearch(t.allowed, pt.node); !ok || seen[pt.node] || over[pt.node] || pt.bytes < 0 || f <= 0 {
-			return true
+		if _, ok := slices.BinarySearch(t.allowed, pt.node); !ok || seen[pt.node] {
+			out = append(out, fmt.Sprintf("%s on %s: not allowed or twice", t.id, p.nodes[pt.node].name))
 		}
 		seen[pt.node] = true
+		if pt.bytes < 0 || f <= 0 {
+			out = append(out, fmt.Sprintf("%s on %s: %d bytes, routing fraction %g", t.id, p.nodes[pt.node].name, pt.bytes, f))
+		}
 		total += pt.bytes
 	}
-	return total < t.minBytes || total > t.maxBytes
+	if total < t.minBytes || total > t.maxBytes {
+		out = append(out, fmt.Sprintf("%s holds %s outside [%s, %s]", t.id, bytesHuman(total), bytesHuman(t.minBytes), bytesHuman(t.maxBytes)))
+	}
+	if len(ps) < t.spreadMin || len(ps) > t.spreadMax {
+		out = append(out, fmt.Sprintf("%s on %d nodes outside [%d, %d]", t.id, len(ps), t.spreadMin, t.spreadMax))
+	}
+	return out
 }
 
 // enforceHard makes a policy's allocation satisfy every hard constraint. When it breaks some,
@@ -180,7 +169,7 @@ func (p *problem) repairViolators(parts [][]part, want []int64) ([][]part, []int
 	}
 	var moved []int
 	for k, ps := range parts {
-		if p.tenantViolates(k, ps, over) {
+		if len(p.tenantViolations(k, ps)) > 0 || slices.ContainsFunc(ps, func(pt part) bool { return over[pt.node] }) {
 			moved = append(moved, k)
 			continue
 		}
