@@ -115,21 +115,26 @@ type PartitionPlan struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	Tenant string `json:"tenant"`
 
-	// memory limit of the partition's engine (bytes): a positive quantity string such as 1Gi.
-	// (A string pattern, not a CEL rule: 1024 partitions of quantity() exceed the CEL budget.)
+	// memory limit of the partition's engine (bytes): a quantity string such as 1Gi.
+	// planQuantityPattern, not CEL: 1024 partitions of quantity() exceed the CEL budget.
 	// +required
 	// +kubebuilder:validation:Schemaless
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:Pattern=`^[+]?(([0-9]*[1-9][0-9]*([.][0-9]*)?)|([0-9]*[.][0-9]*[1-9][0-9]*))(([KMGTPE]i)|[numkMGTPE]|([eE][+-]?[0-9]+))?$`
+	// +kubebuilder:validation:Pattern=`^[1-9][0-9]{0,15}$|^[1-9][0-9]{0,12}(Ki|k)$|^[1-9][0-9]{0,9}(Mi|M)$|^[1-9][0-9]{0,6}(Gi|G)$|^[1-9][0-9]{0,3}(Ti|T)$|^[1-9](Pi|P)$`
 	Memory resource.Quantity `json:"memory"`
 
 	// evictionPolicy of the partition's engine.
 	// +required
 	EvictionPolicy EvictionPolicy `json:"evictionPolicy"`
 
-	// bandwidthLimit of the tenant on this node (bytes/s). Unset: unlimited.
+	// bandwidthLimit of the tenant on this node (bytes/s), positive. Unset: unlimited.
+	// planQuantityPattern, as for memory.
 	// +optional
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^[1-9][0-9]{0,15}$|^[1-9][0-9]{0,12}(Ki|k)$|^[1-9][0-9]{0,9}(Mi|M)$|^[1-9][0-9]{0,6}(Gi|G)$|^[1-9][0-9]{0,3}(Ti|T)$|^[1-9](Pi|P)$`
 	BandwidthLimit *resource.Quantity `json:"bandwidthLimit,omitempty"`
 
 	// opsLimit of the tenant on this node (ops/s). Unset: unlimited.

@@ -154,9 +154,9 @@ func TestInvalidObjectsRejected(t *testing.T) {
 		{"unknown engine", cluster(func(c *v1.CacheCluster) { c.Spec.Engine = "valkey" }),
 			"spec.engine", `Unsupported value: "valkey"`},
 		{"zero node memory", cluster(func(c *v1.CacheCluster) { c.Spec.Capacity.Memory = resource.MustParse("0") }),
-			"spec.capacity.memory", "must be a positive quantity of bytes"},
+			"spec.capacity.memory", "capacity.memory 0 is below the minimum 4Mi"},
 		{"negative bandwidth", cluster(func(c *v1.CacheCluster) { c.Spec.Capacity.Bandwidth = resource.MustParse("-1M") }),
-			"spec.capacity.bandwidth", "must be a positive quantity of bytes per second"},
+			"spec.capacity.bandwidth", "capacity.bandwidth -1M is not a quantity of bytes per second"},
 		{"node memory missing", withField(validCluster(), nil, "spec", "capacity", "memory"),
 			"spec.capacity.memory", "Required value"},
 		{"zero ops capacity", cluster(func(c *v1.CacheCluster) { c.Spec.Capacity.OpsPerSecond = 0 }),
@@ -207,6 +207,9 @@ func TestInvalidObjectsRejected(t *testing.T) {
 		{"zero latency target", tenant(func(s *v1.TenantSLO) {
 			s.Spec.Objective = v1.Objective{Latency: &v1.LatencyObjective{}}
 		}), "spec.objective.latency.target", "must be a positive duration"},
+		{"latency target beyond a Go duration", withField(tenant(func(s *v1.TenantSLO) {
+			s.Spec.Objective = v1.Objective{Latency: &v1.LatencyObjective{Target: metav1.Duration{Duration: time.Millisecond}}}
+		}), "9999999h", "spec", "objective", "latency", "target"), "spec.objective.latency.target", "should match"},
 		{"unknown latency statistic", tenant(func(s *v1.TenantSLO) {
 			s.Spec.Objective = v1.Objective{Latency: &v1.LatencyObjective{Target: metav1.Duration{Duration: time.Millisecond}, Statistic: "p50"}}
 		}), "spec.objective.latency.statistic", `Unsupported value: "p50"`},
@@ -217,12 +220,12 @@ func TestInvalidObjectsRejected(t *testing.T) {
 			s.Spec.Memory = v1.MemoryRange{Min: ptr.To(resource.MustParse("4Gi")), Max: ptr.To(resource.MustParse("1Gi"))}
 		}), "spec.memory.min", "memory.min must be less than or equal to memory.max"},
 		{"zero memory max", tenant(func(s *v1.TenantSLO) { s.Spec.Memory.Max = ptr.To(resource.MustParse("0")) }),
-			"spec.memory.max", "must be a positive quantity of bytes"},
+			"spec.memory.max", "memory.max 0 is below the minimum 4Mi"},
 		{"guaranteed bandwidth above limit", tenant(func(s *v1.TenantSLO) {
 			s.Spec.Bandwidth = v1.BandwidthRange{Guaranteed: ptr.To(resource.MustParse("200M")), Limit: ptr.To(resource.MustParse("100M"))}
 		}), "spec.bandwidth.guaranteed", "bandwidth.guaranteed must be less than or equal to bandwidth.limit"},
 		{"negative bandwidth limit", tenant(func(s *v1.TenantSLO) { s.Spec.Bandwidth.Limit = ptr.To(resource.MustParse("-5M")) }),
-			"spec.bandwidth.limit", "must be a positive quantity of bytes per second"},
+			"spec.bandwidth.limit", "bandwidth.limit -5M is not a quantity of bytes per second"},
 		{"zero ops limit", tenant(func(s *v1.TenantSLO) { s.Spec.OpsLimit = ptr.To[int64](0) }),
 			"spec.opsLimit", "greater than or equal to 1"},
 		{"unknown class", tenant(func(s *v1.TenantSLO) { s.Spec.Class = "gold" }),
