@@ -255,4 +255,3 @@ func setPath(obj map[string]any, path []string, value string) error {
 	}
 	return setPath(next, path[1:], value)
 }
-
