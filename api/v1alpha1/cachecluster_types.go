@@ -76,6 +76,8 @@ const (
 )
 
 // CacheClusterSpec describes a fleet of cache nodes and how its capacity is shared.
+// +kubebuilder:validation:XValidation:rule="(has(self.nodeSelector) && size(self.nodeSelector) > 0) != (has(self.allNodes) && self.allNodes)",fieldPath=".nodeSelector",message="name the nodes with nodeSelector, or set allNodes: true to run on every schedulable node (not both)"
+// +kubebuilder:validation:XValidation:rule="self.engine != 'memcached' || !self.capacity.memory.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') || quantity(self.capacity.memory).compareTo(quantity('8Mi')) >= 0",fieldPath=".capacity.memory",message="a memcached node needs at least 8Mi, the smallest memcached partition"
 type CacheClusterSpec struct {
 	// engine is the cache server every partition runs. Immutable: tenants' data and clients
 	// depend on it; create a new CacheCluster to switch engines.
@@ -89,15 +91,26 @@ type CacheClusterSpec struct {
 	Images CacheClusterImages `json:"images,omitempty"`
 
 	// nodeSelector picks the nodes that run a cache sidecar (every matching node gets one).
-	// Empty selects every schedulable node.
+	// Required unless allNodes is true.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=32
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 317 && k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'))",message="every key must be a label key: an optional DNS subdomain prefix and '/', then at most 63 of A-Z a-z 0-9 - _ . starting and ending alphanumeric"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(self[k]) <= 63)",message="every value must be a label value of at most 63 characters"
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// allNodes runs a sidecar, and reserves capacity, on every schedulable node. It must be
+	// said explicitly: a CacheCluster without a nodeSelector is refused unless allNodes is true.
+	// +optional
+	AllNodes bool `json:"allNodes,omitempty"`
 
 	// tolerations let the sidecar run on tainted (for example dedicated) cache nodes.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.operator) || t.operator in ['Exists', 'Equal'])",message="toleration operator must be Exists or Equal"
+	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.effect) || t.effect in ['NoSchedule', 'PreferNoSchedule', 'NoExecute'])",message="toleration effect must be NoSchedule, PreferNoSchedule or NoExecute (or empty for all effects)"
+	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.operator) || t.operator != 'Exists' || !has(t.value) || t.value == '')",message="a toleration with operator Exists takes no value"
+	// +kubebuilder:validation:XValidation:rule="self.all(t, (has(t.key) && t.key != '') || (has(t.operator) && t.operator == 'Exists'))",message="a toleration without a key must use operator Exists"
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
 
 	// capacity is what each selected node gives to tenant partitions.
@@ -125,11 +138,13 @@ type CacheClusterImages struct {
 	// sidecar starts once per partition. Empty: the operator's default for spec.engine.
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$`
 	Engine string `json:"engine,omitempty"`
 
 	// sidecar is the cacheqos node agent and proxy image. Empty: the operator's own version.
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$`
 	Sidecar string `json:"sidecar,omitempty"`
 
 	// pullPolicy of both images.
