@@ -491,6 +491,7 @@ type TenantCounts struct {
 // +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.nodeCount`
 // +kubebuilder:printcolumn:name="Tenants",type=integer,JSONPath=`.status.tenants.admitted`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Policy",type=string,JSONPath=`.spec.allocation.policy`,priority=1
 // +kubebuilder:printcolumn:name="Meeting SLO",type=integer,JSONPath=`.status.tenants.meetingSLO`,priority=1
 // +kubebuilder:printcolumn:name="Solver",type=string,JSONPath=`.status.lastPlan.solverStatus`,priority=1

@@ -149,6 +149,24 @@ type HitRatioObjective struct {
 	Ratio string `json:"target"`
 }
 
+// Summary is the objective in one phrase: hit>=0.95, p99<=2ms, mean<=800µs or deg<=1.05x
+// (the statistic defaults to mean, as the schema does).
+func (o *Objective) Summary() string {
+	switch {
+	case o.HitRatio != nil:
+		return "hit>=" + o.HitRatio.Ratio
+	case o.Latency != nil:
+		statistic := o.Latency.Statistic
+		if statistic == "" {
+			statistic = LatencyMean
+		}
+		return string(statistic) + "<=" + o.Latency.Target.Duration.String()
+	case o.MaxDegradation != nil:
+		return "deg<=" + o.MaxDegradation.Factor + "x"
+	}
+	return ""
+}
+
 // Target returns the target hit ratio as a number in (0, 1].
 func (o *HitRatioObjective) Target() (float64, error) {
 	return parseDecimalIn("objective.hitRatio.target", o.Ratio, ratioRange)
@@ -295,6 +313,12 @@ type TenantSLOStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=261
 	Endpoint string `json:"endpoint,omitempty"`
+
+	// objective is spec.objective in one phrase, shown by `kubectl get`: hit>=0.95,
+	// p99<=2ms, mean<=800µs or deg<=1.05x.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Objective string `json:"objective,omitempty"`
 }
 
 // TenantAllocation is a tenant's share of the cluster under the current plan.
@@ -421,14 +445,16 @@ type TenantObservation struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Namespaced,shortName=tslo,categories=cacheqos
-// +kubebuilder:printcolumn:name="Target",type=string,JSONPath=`.spec.objective.*.target`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Objective",type=string,JSONPath=`.status.objective`
 // +kubebuilder:printcolumn:name="Observed",type=string,JSONPath=`.status.observed.objectiveValue`
 // +kubebuilder:printcolumn:name="Memory",type=string,JSONPath=`.status.allocation.memory`
-// +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.allocation.nodeCount`
-// +kubebuilder:printcolumn:name="SLO",type=string,JSONPath=`.status.conditions[?(@.type=="SLOMet")].status`
+// +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.allocation.nodeCount`,priority=1
+// +kubebuilder:printcolumn:name="SLO",type=string,JSONPath=`.status.conditions[?(@.type=="SLOMet")].status`,priority=1
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.clusterRef.name`,priority=1
 // +kubebuilder:printcolumn:name="Class",type=string,JSONPath=`.spec.class`,priority=1
-// +kubebuilder:printcolumn:name="Admitted",type=string,JSONPath=`.status.conditions[?(@.type=="Admitted")].status`,priority=1
+// +kubebuilder:printcolumn:name="Admitted",type=string,JSONPath=`.status.conditions[?(@.type=="Admitted")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Throttled",type=string,JSONPath=`.status.conditions[?(@.type=="Throttled")].status`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type TenantSLO struct {

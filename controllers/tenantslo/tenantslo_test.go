@@ -249,13 +249,16 @@ func TestAdmission(t *testing.T) {
 	}
 	conditionOf(t, first, v1.ConditionAdmitted, metav1.ConditionTrue, v1.ReasonAdmitted)
 	conditionOf(t, second, v1.ConditionAdmitted, metav1.ConditionTrue, v1.ReasonAdmitted)
+	if first.Status.Objective != "hit>=0.9" {
+		t.Errorf("status.objective = %q, want hit>=0.9", first.Status.Objective)
+	}
 	refused := conditionOf(t, third, v1.ConditionAdmitted, metav1.ConditionFalse, v1.ReasonInsufficientCapacity)
 	for _, want := range []string{"memory.min 4Gi does not fit", "10Gi of partitionable memory (1 nodes x 10Gi)", "8Gi is guaranteed to 2 tenants", "2Gi is free"} {
 		if !strings.Contains(refused.Message, want) {
 			t.Errorf("Admitted message %q lacks %q", refused.Message, want)
 		}
 	}
-	conditionOf(t, third, v1.ConditionReady, metav1.ConditionFalse, conditions.ReasonNotAdmitted)
+	conditionOf(t, third, v1.ConditionReady, metav1.ConditionFalse, v1.ReasonInsufficientCapacity)
 	testenv.Eventually(t, timeout, func() error {
 		var events corev1.EventList
 		if err := env.Client.List(ctx(), &events, client.InNamespace(ns)); err != nil {
