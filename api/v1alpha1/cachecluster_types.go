@@ -117,6 +117,11 @@ type CacheClusterSpec struct {
 	// +required
 	Capacity NodeCapacity `json:"capacity"`
 
+	// tenants is the platform team's say over which namespaces use the cluster and how much
+	// each may claim. Unset: every namespace, without per-namespace limits.
+	// +optional
+	Tenants TenantGovernance `json:"tenants,omitempty"`
+
 	// allocation controls how often and how partitions are recomputed.
 	// +optional
 	// +kubebuilder:default={}
@@ -130,6 +135,39 @@ type CacheClusterSpec struct {
 	// +optional
 	// +kubebuilder:default={}
 	MissRatioCurve MissRatioCurveSettings `json:"missRatioCurve,omitempty"`
+}
+
+// TenantGovernance limits the TenantSLOs a CacheCluster admits. A tenant that breaks a rule is
+// not admitted (Admitted=False with the rule's reason), whatever its creation time.
+type TenantGovernance struct {
+	// namespaceSelector picks the namespaces whose TenantSLOs may use the cluster. Unset: every
+	// namespace.
+	// +optional
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+
+	// maxPriority is the highest spec.priority a tenant of the cluster may ask for.
+	// Unset: 1000.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	MaxPriority int32 `json:"maxPriority,omitempty"`
+
+	// maxTenantsPerNamespace is how many TenantSLOs of one namespace the cluster admits.
+	// Unset: no limit.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	MaxTenantsPerNamespace int32 `json:"maxTenantsPerNamespace,omitempty"`
+
+	// maxGuaranteedMemoryPerNamespace bounds the memory.min summed over one namespace's
+	// admitted TenantSLOs. Unset: no limit beyond the cluster's capacity.
+	// +optional
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') && isQuantity(self)",messageExpression="'tenants.maxGuaranteedMemoryPerNamespace ' + self + ' is not a quantity of bytes: ' + (self.matches('^[0-9.]+[kKMGTPE]i?[bB]$') ? 'drop the B: 10G or 10Gi, not 10GB' : 'write a number with an optional suffix Ki, Mi, Gi, Ti, Pi or k, M, G, T, P, e.g. 8Gi')"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') || quantity(self).compareTo(quantity('4Mi')) >= 0",messageExpression="'tenants.maxGuaranteedMemoryPerNamespace ' + self + ' is below the minimum 4Mi (the smallest partition an engine runs)'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') || quantity(self).compareTo(quantity('1Pi')) <= 0",messageExpression="'tenants.maxGuaranteedMemoryPerNamespace ' + self + ' is above the maximum 1Pi'"
+	MaxGuaranteedMemoryPerNamespace *resource.Quantity `json:"maxGuaranteedMemoryPerNamespace,omitempty"`
 }
 
 // CacheClusterImages are the container images of the node pod.
