@@ -24,6 +24,7 @@ import (
 	"github.com/cacheqos/cacheqos/controllers/allocation"
 	"github.com/cacheqos/cacheqos/controllers/cachecluster"
 	"github.com/cacheqos/cacheqos/controllers/internal/objects"
+	"github.com/cacheqos/cacheqos/controllers/internal/opmetrics"
 	"github.com/cacheqos/cacheqos/controllers/tenantslo"
 )
 
@@ -84,6 +85,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*allocation.Loo
 	}); err != nil {
 		return nil, err
 	}
+	reportUndecodable(mgr)
 	loop := allocation.New(mgr.GetClient(), mgr.GetEventRecorderFor("cacheqos-allocator"), mgr.GetLogger().WithName("allocation"), opts.Allocation)
 	if err := mgr.Add(loop); err != nil {
 		return nil, err
@@ -110,4 +112,24 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*allocation.Loo
 		return nil, err
 	}
 	return loop, nil
+}
+
+// ReasonUndecodable is the reason of the Warning event on a stored object the operator cannot
+// decode and therefore leaves out.
+const ReasonUndecodable = "Undecodable"
+
+// reportUndecodable makes every list that leaves out an object count it, log it and put a
+// Warning event on it, so its owner sees why the operator ignores it while everyone else is
+// served.
+func reportUndecodable(mgr ctrl.Manager) {
+	recorder := mgr.GetEventRecorderFor("cacheqos-operator")
+	log := mgr.GetLogger().WithName("decode")
+	v1.SetUndecodableHandler(func(u v1.Undecodable) {
+		opmetrics.UndecodableObjects.WithLabelValues(u.Object.Kind).Inc()
+		log.Error(u.Err, "leaving out a stored object the operator cannot decode", "kind", u.Object.Kind, "namespace", u.Object.Namespace, "name", u.Object.Name)
+		if u.Object.Name != "" {
+			recorder.Eventf(&u.Object, corev1.EventTypeWarning, ReasonUndecodable,
+				"the operator ignores this %s until it is fixed or deleted: %v", u.Object.Kind, u.Err)
+		}
+	})
 }

@@ -76,6 +76,8 @@ const (
 )
 
 // CacheClusterSpec describes a fleet of cache nodes and how its capacity is shared.
+// +kubebuilder:validation:XValidation:rule="(has(self.nodeSelector) && size(self.nodeSelector) > 0) != (has(self.allNodes) && self.allNodes)",fieldPath=".nodeSelector",message="name the nodes with nodeSelector, or set allNodes: true to run on every schedulable node (not both)"
+// +kubebuilder:validation:XValidation:rule="self.engine != 'memcached' || !self.capacity.memory.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') || quantity(self.capacity.memory).compareTo(quantity('8Mi')) >= 0",fieldPath=".capacity.memory",message="a memcached node needs at least 8Mi, the smallest memcached partition"
 type CacheClusterSpec struct {
 	// engine is the cache server every partition runs. Immutable: tenants' data and clients
 	// depend on it; create a new CacheCluster to switch engines.
@@ -89,20 +91,36 @@ type CacheClusterSpec struct {
 	Images CacheClusterImages `json:"images,omitempty"`
 
 	// nodeSelector picks the nodes that run a cache sidecar (every matching node gets one).
-	// Empty selects every schedulable node.
+	// Required unless allNodes is true.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=32
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 317 && k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'))",message="every key must be a label key: an optional DNS subdomain prefix and '/', then at most 63 of A-Z a-z 0-9 - _ . starting and ending alphanumeric"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(self[k]) <= 63)",message="every value must be a label value of at most 63 characters"
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// allNodes runs a sidecar, and reserves capacity, on every schedulable node. It must be
+	// said explicitly: a CacheCluster without a nodeSelector is refused unless allNodes is true.
+	// +optional
+	AllNodes bool `json:"allNodes,omitempty"`
 
 	// tolerations let the sidecar run on tainted (for example dedicated) cache nodes.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.operator) || t.operator in ['Exists', 'Equal'])",message="toleration operator must be Exists or Equal"
+	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.effect) || t.effect in ['NoSchedule', 'PreferNoSchedule', 'NoExecute'])",message="toleration effect must be NoSchedule, PreferNoSchedule or NoExecute (or empty for all effects)"
+	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.operator) || t.operator != 'Exists' || !has(t.value) || t.value == '')",message="a toleration with operator Exists takes no value"
+	// +kubebuilder:validation:XValidation:rule="self.all(t, (has(t.key) && t.key != '') || (has(t.operator) && t.operator == 'Exists'))",message="a toleration without a key must use operator Exists"
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
 
 	// capacity is what each selected node gives to tenant partitions.
 	// +required
 	Capacity NodeCapacity `json:"capacity"`
+
+	// tenants is the platform team's say over which namespaces use the cluster and how much
+	// each may claim. Unset: every namespace, without per-namespace limits.
+	// +optional
+	Tenants TenantGovernance `json:"tenants,omitempty"`
 
 	// allocation controls how often and how partitions are recomputed.
 	// +optional
@@ -119,17 +137,52 @@ type CacheClusterSpec struct {
 	MissRatioCurve MissRatioCurveSettings `json:"missRatioCurve,omitempty"`
 }
 
+// TenantGovernance limits the TenantSLOs a CacheCluster admits. A tenant that breaks a rule is
+// not admitted (Admitted=False with the rule's reason), whatever its creation time.
+type TenantGovernance struct {
+	// namespaceSelector picks the namespaces whose TenantSLOs may use the cluster. Unset: every
+	// namespace.
+	// +optional
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+
+	// maxPriority is the highest spec.priority a tenant of the cluster may ask for.
+	// Unset: 1000.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	MaxPriority int32 `json:"maxPriority,omitempty"`
+
+	// maxTenantsPerNamespace is how many TenantSLOs of one namespace the cluster admits.
+	// Unset: no limit.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	MaxTenantsPerNamespace int32 `json:"maxTenantsPerNamespace,omitempty"`
+
+	// maxGuaranteedMemoryPerNamespace bounds the memory.min summed over one namespace's
+	// admitted TenantSLOs. Unset: no limit beyond the cluster's capacity.
+	// +optional
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') && isQuantity(self)",messageExpression="'tenants.maxGuaranteedMemoryPerNamespace ' + self + ' is not a quantity of bytes: ' + (self.matches('^[0-9.]+[kKMGTPE]i?[bB]$') ? 'drop the B: 10G or 10Gi, not 10GB' : 'write a number with an optional suffix Ki, Mi, Gi, Ti, Pi or k, M, G, T, P, e.g. 8Gi')"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') || quantity(self).compareTo(quantity('4Mi')) >= 0",messageExpression="'tenants.maxGuaranteedMemoryPerNamespace ' + self + ' is below the minimum 4Mi (the smallest partition an engine runs)'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') || quantity(self).compareTo(quantity('1Pi')) <= 0",messageExpression="'tenants.maxGuaranteedMemoryPerNamespace ' + self + ' is above the maximum 1Pi'"
+	MaxGuaranteedMemoryPerNamespace *resource.Quantity `json:"maxGuaranteedMemoryPerNamespace,omitempty"`
+}
+
 // CacheClusterImages are the container images of the node pod.
 type CacheClusterImages struct {
 	// engine is an image that provides the engine binary (redis-server or memcached) the
 	// sidecar starts once per partition. Empty: the operator's default for spec.engine.
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$`
 	Engine string `json:"engine,omitempty"`
 
 	// sidecar is the cacheqos node agent and proxy image. Empty: the operator's own version.
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$`
 	Sidecar string `json:"sidecar,omitempty"`
 
 	// pullPolicy of both images.
@@ -144,13 +197,23 @@ type CacheClusterImages struct {
 type NodeCapacity struct {
 	// memory each node gives to the cache (bytes, a quantity such as 64Gi), before headroom.
 	// +required
-	// +kubebuilder:validation:XValidation:rule="!isQuantity(string(self)) || quantity(string(self)).isGreaterThan(quantity('0'))",message="must be a positive quantity of bytes, e.g. 64Gi"
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') && isQuantity(self)",messageExpression="'capacity.memory ' + self + ' is not a quantity of bytes: ' + (self.matches('^[0-9.]+[kKMGTPE]i?[bB]$') ? 'drop the B: 10G or 10Gi, not 10GB' : 'write a number with an optional suffix Ki, Mi, Gi, Ti, Pi or k, M, G, T, P, e.g. 8Gi')"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') || quantity(self).compareTo(quantity('4Mi')) >= 0",messageExpression="'capacity.memory ' + self + ' is below the minimum 4Mi (the smallest partition an engine runs)'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') || quantity(self).compareTo(quantity('1Pi')) <= 0",messageExpression="'capacity.memory ' + self + ' is above the maximum 1Pi'"
 	Memory resource.Quantity `json:"memory"`
 
 	// bandwidth is the node's network budget for cache traffic, bytes per second
 	// (a quantity: 1250M is 10 Gbit/s).
 	// +required
-	// +kubebuilder:validation:XValidation:rule="!isQuantity(string(self)) || quantity(string(self)).isGreaterThan(quantity('0'))",message="must be a positive quantity of bytes per second, e.g. 1250M"
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') && isQuantity(self)",messageExpression="'capacity.bandwidth ' + self + ' is not a quantity of bytes per second: ' + (self.matches('^[0-9.]+[kKMGTPE]?i?(bps|Bps|bit/s|b/s|B/s)$') ? 'write bytes per second: 12.5M for 100 Mbit/s, not 100Mbps' : 'write a number with an optional suffix Ki, Mi, Gi, Ti, Pi or k, M, G, T, P, e.g. 125M')"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') || quantity(self).compareTo(quantity('1k')) >= 0",messageExpression="'capacity.bandwidth ' + self + ' is below the minimum 1k bytes per second'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') || quantity(self).compareTo(quantity('1P')) <= 0",messageExpression="'capacity.bandwidth ' + self + ' is above the maximum 1P'"
 	Bandwidth resource.Quantity `json:"bandwidth"`
 
 	// opsPerSecond is how many requests per second a node serves at acceptable latency.
@@ -182,7 +245,7 @@ func (c *NodeCapacity) PartitionableMemory() int64 {
 }
 
 // AllocationSettings control the allocator loop.
-// +kubebuilder:validation:XValidation:rule="!has(self.interval) || !has(self.solverTimeLimit) || !self.interval.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') || !self.solverTimeLimit.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') || duration(self.solverTimeLimit) < duration(self.interval)",fieldPath=".solverTimeLimit",message="solverTimeLimit must be shorter than allocation.interval"
+// +kubebuilder:validation:XValidation:rule="!has(self.interval) || !has(self.solverTimeLimit) || !self.interval.matches('^([0-9]{1,5}([.][0-9]{1,9})?(ns|us|µs|ms|s|m|h))+$') || !self.solverTimeLimit.matches('^([0-9]{1,5}([.][0-9]{1,9})?(ns|us|µs|ms|s|m|h))+$') || duration(self.solverTimeLimit) < duration(self.interval)",fieldPath=".solverTimeLimit",message="solverTimeLimit must be shorter than allocation.interval"
 type AllocationSettings struct {
 	// interval between allocations (a duration such as 30s, at least 5s). A change of a
 	// TenantSLO or of the cluster also triggers one.
@@ -190,8 +253,8 @@ type AllocationSettings struct {
 	// +optional
 	// +kubebuilder:default="30s"
 	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:Pattern=`^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') || duration(self) >= duration('5s')",message="must be at least 5s"
+	// +kubebuilder:validation:Pattern=`^([0-9]{1,5}([.][0-9]{1,9})?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]{1,5}([.][0-9]{1,9})?(ns|us|µs|ms|s|m|h))+$') || duration(self) >= duration('5s')",message="must be at least 5s"
 	Interval *metav1.Duration `json:"interval,omitempty"`
 
 	// policy is the allocation algorithm.
@@ -205,8 +268,8 @@ type AllocationSettings struct {
 	// +optional
 	// +kubebuilder:default="10s"
 	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:Pattern=`^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') || duration(self) > duration('0s')",message="must be a positive duration"
+	// +kubebuilder:validation:Pattern=`^([0-9]{1,5}([.][0-9]{1,9})?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]{1,5}([.][0-9]{1,9})?(ns|us|µs|ms|s|m|h))+$') || duration(self) > duration('0s')",message="must be a positive duration"
 	SolverTimeLimit *metav1.Duration `json:"solverTimeLimit,omitempty"`
 
 	// maxChurnPercent caps how much partition memory one allocation may move, as a percent of
@@ -266,8 +329,8 @@ type ServiceMonitorSettings struct {
 	// +optional
 	// +kubebuilder:default="30s"
 	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:Pattern=`^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') || duration(self) >= duration('1s')",message="must be at least 1s"
+	// +kubebuilder:validation:Pattern=`^([0-9]{1,5}([.][0-9]{1,9})?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]{1,5}([.][0-9]{1,9})?(ns|us|µs|ms|s|m|h))+$') || duration(self) >= duration('1s')",message="must be at least 1s"
 	Interval *metav1.Duration `json:"interval,omitempty"`
 
 	// labels added to the ServiceMonitor so a Prometheus' serviceMonitorSelector picks it up.
@@ -466,6 +529,7 @@ type TenantCounts struct {
 // +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.nodeCount`
 // +kubebuilder:printcolumn:name="Tenants",type=integer,JSONPath=`.status.tenants.admitted`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Policy",type=string,JSONPath=`.spec.allocation.policy`,priority=1
 // +kubebuilder:printcolumn:name="Meeting SLO",type=integer,JSONPath=`.status.tenants.meetingSLO`,priority=1
 // +kubebuilder:printcolumn:name="Solver",type=string,JSONPath=`.status.lastPlan.solverStatus`,priority=1

@@ -50,6 +50,8 @@ const (
 // CacheNodePlanSpec is everything one node's sidecar must enforce. The operator writes it; the
 // sidecar only reads it and reports in status.
 // +kubebuilder:validation:XValidation:rule="!has(self.partitionCount) || self.partitionCount == (has(self.partitions) ? size(self.partitions) : 0)",fieldPath=".partitionCount",message="partitionCount must equal the number of entries in partitions"
+// +kubebuilder:validation:XValidation:rule="self.engine == 'redis' || !has(self.partitions) || self.partitions.all(p, p.evictionPolicy != 'lfu')",fieldPath=".partitions",message="evictionPolicy lfu needs engine redis: memcached has no LFU mode"
+// +kubebuilder:validation:XValidation:rule="!has(self.partitions) || self.partitions.all(p, !p.memory.matches('^[1-9][0-9]*(Ki|Mi)?$') || quantity(p.memory).compareTo(quantity(self.engine == 'memcached' ? '8Mi' : '4Mi')) >= 0)",fieldPath=".partitions",messageExpression="'every partition of a ' + self.engine + ' plan needs at least ' + (self.engine == 'memcached' ? '8Mi' : '4Mi') + ', the smallest partition the engine runs'"
 type CacheNodePlanSpec struct {
 	// clusterName is the owning CacheCluster (same namespace).
 	// +required
@@ -115,21 +117,26 @@ type PartitionPlan struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	Tenant string `json:"tenant"`
 
-	// memory limit of the partition's engine (bytes): a positive quantity string such as 1Gi.
-	// (A string pattern, not a CEL rule: 1024 partitions of quantity() exceed the CEL budget.)
+	// memory limit of the partition's engine (bytes): a quantity string such as 1Gi.
+	// planQuantityPattern, not CEL: 1024 partitions of quantity() exceed the CEL budget.
 	// +required
 	// +kubebuilder:validation:Schemaless
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:Pattern=`^[+]?(([0-9]*[1-9][0-9]*([.][0-9]*)?)|([0-9]*[.][0-9]*[1-9][0-9]*))(([KMGTPE]i)|[numkMGTPE]|([eE][+-]?[0-9]+))?$`
+	// +kubebuilder:validation:Pattern=`^[1-9][0-9]{0,15}$|^[1-9][0-9]{0,12}(Ki|k)$|^[1-9][0-9]{0,9}(Mi|M)$|^[1-9][0-9]{0,6}(Gi|G)$|^[1-9][0-9]{0,3}(Ti|T)$|^[1-9](Pi|P)$`
 	Memory resource.Quantity `json:"memory"`
 
 	// evictionPolicy of the partition's engine.
 	// +required
 	EvictionPolicy EvictionPolicy `json:"evictionPolicy"`
 
-	// bandwidthLimit of the tenant on this node (bytes/s). Unset: unlimited.
+	// bandwidthLimit of the tenant on this node (bytes/s), positive. Unset: unlimited.
+	// planQuantityPattern, as for memory.
 	// +optional
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^[1-9][0-9]{0,15}$|^[1-9][0-9]{0,12}(Ki|k)$|^[1-9][0-9]{0,9}(Mi|M)$|^[1-9][0-9]{0,6}(Gi|G)$|^[1-9][0-9]{0,3}(Ti|T)$|^[1-9](Pi|P)$`
 	BandwidthLimit *resource.Quantity `json:"bandwidthLimit,omitempty"`
 
 	// opsLimit of the tenant on this node (ops/s). Unset: unlimited.
@@ -143,6 +150,7 @@ type PartitionPlan struct {
 	// +listType=map
 	// +listMapKey=nodeName
 	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:XValidation:rule="self.exists(r, r.weight > 0)",message="at least one route needs a positive weight, or no key has a partition"
 	Routes []TenantRoute `json:"routes,omitempty"`
 }
 
@@ -157,7 +165,7 @@ type TenantRoute struct {
 	// endpoint is host:port of that node's sidecar peer port.
 	// +required
 	// +kubebuilder:validation:MaxLength=261
-	// +kubebuilder:validation:Pattern=`^([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\]):[0-9]{1,5}$`
+	// +kubebuilder:validation:Pattern=`^([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\]):([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])$`
 	Endpoint string `json:"endpoint"`
 
 	// weight is the share of the tenant's keys this partition owns, proportional to its size.

@@ -24,9 +24,34 @@ package v1alpha1
 //   - resource.Quantity fields are int-or-string in the schema, and CEL prices a rule on one as
 //     if the value were as large as a whole request (maxLength does not bound it). quantity()
 //     rules are therefore fine on single fields but not on list items (see PartitionPlan.Memory).
+//   - Quantity fields of spec carry one shared rule set (QuantityForm, then a floor and a
+//     ceiling, each its own messageExpression naming the field and echoing the value) and no
+//     type pattern, so `10GB` gets a hint rather than the regex. The floor and ceiling rules
+//     evaluate quantity() only on strings that match QuantityForm: that form always parses,
+//     and it excludes the exponents that cost the API server seconds to parse (1e-10000000).
+//     TestQuantityFieldsShareOneRule holds every quantity field of every CRD to it.
 //   - Optional durations and quantities are pointers and optional sections are structs whose
 //     fields are all omitempty, so an object built in Go and sent with unset fields gets the
 //     schema defaults instead of zero values.
+
+// Quantity rules shared by every quantity field of a spec.
+const (
+	// QuantityForm is a non-negative decimal with an optional binary or decimal suffix, or an
+	// exponent of at most two digits: no milli, micro or nano (a byte has no fraction), no
+	// sign, and nothing resource.ParseQuantity refuses.
+	QuantityForm = `^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$`
+	// MaxBytes and MaxBytesPerSecond are ceilings far below int64 overflow (about 8Ei), so
+	// that sums over 256 nodes and thousands of tenants still fit in an int64.
+	MaxBytes          = "1Pi"
+	MaxBytesPerSecond = "1P"
+	// MinBytesPerSecond is the smallest bandwidth a tenant or node may declare: below it a
+	// single request waits seconds for tokens.
+	MinBytesPerSecond = "1k"
+	// PlanQuantityPattern is the form the operator writes plan quantities in (a positive
+	// integer, binary suffix for memory, decimal for bandwidth), with digit counts that keep
+	// it below 10Pi. A pattern, not CEL: the budget does not allow quantity() on 1024 items.
+	PlanQuantityPattern = `^[1-9][0-9]{0,15}$|^[1-9][0-9]{0,12}(Ki|k)$|^[1-9][0-9]{0,9}(Mi|M)$|^[1-9][0-9]{0,6}(Gi|G)$|^[1-9][0-9]{0,3}(Ti|T)$|^[1-9](Pi|P)$`
+)
 
 // Engine is the cache server every partition of a CacheCluster runs.
 // +kubebuilder:validation:Enum=redis;memcached

@@ -73,6 +73,15 @@ const (
 	ReasonInsufficientCapacity = "InsufficientCapacity"
 	// ReasonClusterNotFound (Admitted=False): spec.clusterRef names no CacheCluster.
 	ReasonClusterNotFound = "ClusterNotFound"
+	// ReasonNamespaceNotAllowed (Admitted=False): the cluster's tenants.namespaceSelector does
+	// not select the tenant's namespace.
+	ReasonNamespaceNotAllowed = "NamespaceNotAllowed"
+	// ReasonPriorityAboveLimit (Admitted=False): spec.priority exceeds the cluster's
+	// tenants.maxPriority.
+	ReasonPriorityAboveLimit = "PriorityAboveLimit"
+	// ReasonNamespaceQuotaExceeded (Admitted=False): admitting the tenant would exceed the
+	// cluster's tenants.maxTenantsPerNamespace or maxGuaranteedMemoryPerNamespace.
+	ReasonNamespaceQuotaExceeded = "NamespaceQuotaExceeded"
 	// ReasonUnsupportedEvictionPolicy (Admitted=False): the cluster's engine has no such policy
 	// (lfu on memcached).
 	ReasonUnsupportedEvictionPolicy = "UnsupportedEvictionPolicy"

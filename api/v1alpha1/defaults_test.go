@@ -58,6 +58,7 @@ kind: CacheCluster
 metadata: {name: minimal, namespace: defaults}
 spec:
   engine: memcached
+  allNodes: true
   capacity: {memory: 4Gi, bandwidth: 125M, opsPerSecond: 50000}
 `, &cluster)
 	spec := cluster.Spec
@@ -93,6 +94,7 @@ kind: CacheCluster
 metadata: {name: monitored, namespace: defaults}
 spec:
   engine: redis
+  nodeSelector: {pool: cache}
   capacity: {memory: 4Gi, bandwidth: 125M, opsPerSecond: 50000}
   monitoring: {serviceMonitor: {enabled: true}}
 `, &monitored)

@@ -68,6 +68,25 @@ func TestObjectiveTargets(t *testing.T) {
 	}
 }
 
+// TestObjectiveSummary: the phrase the OBJECTIVE column shows names the objective and, for
+// latency, the statistic.
+func TestObjectiveSummary(t *testing.T) {
+	for _, tc := range []struct {
+		objective v1.Objective
+		want      string
+	}{
+		{v1.Objective{HitRatio: &v1.HitRatioObjective{Ratio: "0.95"}}, "hit>=0.95"},
+		{v1.Objective{Latency: &v1.LatencyObjective{Target: metav1.Duration{Duration: 2 * time.Millisecond}, Statistic: v1.LatencyP99}}, "p99<=2ms"},
+		{v1.Objective{Latency: &v1.LatencyObjective{Target: metav1.Duration{Duration: 1500 * time.Microsecond}}}, "mean<=1.5ms"},
+		{v1.Objective{MaxDegradation: &v1.MaxDegradationObjective{Factor: "1.05"}}, "deg<=1.05x"},
+		{v1.Objective{}, ""},
+	} {
+		if got := tc.objective.Summary(); got != tc.want {
+			t.Errorf("%+v: Summary() = %q, want %q", tc.objective, got, tc.want)
+		}
+	}
+}
+
 func TestPartitionableMemory(t *testing.T) {
 	for _, tc := range []struct {
 		memory   string

@@ -23,6 +23,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -135,7 +136,13 @@ func decodeDocuments(t *testing.T, path string) []*unstructured.Unstructured {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	decoder := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
+	return decodeStream(t, path, f)
+}
+
+// decodeStream reads every non-empty YAML document of r (named name in errors).
+func decodeStream(t *testing.T, name string, r io.Reader) []*unstructured.Unstructured {
+	t.Helper()
+	decoder := utilyaml.NewYAMLOrJSONDecoder(r, 4096)
 	var objs []*unstructured.Unstructured
 	for {
 		var doc map[string]any
@@ -144,10 +151,47 @@ func decodeDocuments(t *testing.T, path string) []*unstructured.Unstructured {
 			return objs
 		}
 		if err != nil {
-			t.Fatalf("%s: %v", path, err)
+			t.Fatalf("%s: %v", name, err)
 		}
 		if len(doc) > 0 {
 			objs = append(objs, &unstructured.Unstructured{Object: doc})
 		}
+	}
+}
+
+// TestPlatformExampleApplies applies the worked example of docs/api.md's "For platform teams"
+// section, so the documented governance settings stay valid.
+func TestPlatformExampleApplies(t *testing.T) {
+	ctx := context.Background()
+	raw, err := os.ReadFile(filepath.Join("..", "..", "docs", "api.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, found := strings.Cut(string(raw), "\n## For platform teams\n")
+	if !found {
+		t.Fatal("docs/api.md has no For platform teams section")
+	}
+	_, block, found := strings.Cut(section, "```yaml\n")
+	block, _, closed := strings.Cut(block, "```")
+	if !found || !closed {
+		t.Fatal("the For platform teams section has no yaml block")
+	}
+	// Fresh names, so that objects of the samples with the same names do not stand in.
+	const namespace = "platform-example"
+	createNamespace(ctx, t, namespace)
+	kinds := map[string]int{}
+	for _, obj := range decodeStream(t, "docs/api.md", strings.NewReader(block)) {
+		if obj.GetNamespace() != "" {
+			obj.SetNamespace(namespace)
+		} else {
+			obj.SetName(obj.GetName() + "-example")
+		}
+		if err := k8sClient.Create(ctx, obj, strict); err != nil {
+			t.Errorf("creating %s %s: %v", obj.GetKind(), obj.GetName(), err)
+		}
+		kinds[obj.GetKind()]++
+	}
+	if kinds["CacheCluster"] != 1 || kinds["Namespace"] != 1 || kinds["RoleBinding"] != 1 {
+		t.Errorf("the example holds %v; want a CacheCluster, a Namespace and a RoleBinding", kinds)
 	}
 }

@@ -149,6 +149,24 @@ type HitRatioObjective struct {
 	Ratio string `json:"target"`
 }
 
+// Summary is the objective in one phrase: hit>=0.95, p99<=2ms, mean<=800µs or deg<=1.05x
+// (the statistic defaults to mean, as the schema does).
+func (o *Objective) Summary() string {
+	switch {
+	case o.HitRatio != nil:
+		return "hit>=" + o.HitRatio.Ratio
+	case o.Latency != nil:
+		statistic := o.Latency.Statistic
+		if statistic == "" {
+			statistic = LatencyMean
+		}
+		return string(statistic) + "<=" + o.Latency.Target.Duration.String()
+	case o.MaxDegradation != nil:
+		return "deg<=" + o.MaxDegradation.Factor + "x"
+	}
+	return ""
+}
+
 // Target returns the target hit ratio as a number in (0, 1].
 func (o *HitRatioObjective) Target() (float64, error) {
 	return parseDecimalIn("objective.hitRatio.target", o.Ratio, ratioRange)
@@ -160,8 +178,8 @@ type LatencyObjective struct {
 	// +kubebuilder:validation:Type=string
 	// +required
 	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:Pattern=`^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') || duration(self) > duration('0s')",message="must be a positive duration, e.g. 2ms"
+	// +kubebuilder:validation:Pattern=`^([0-9]{1,5}([.][0-9]{1,9})?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]{1,5}([.][0-9]{1,9})?(ns|us|µs|ms|s|m|h))+$') || duration(self) > duration('0s')",message="must be a positive duration, e.g. 2ms"
 	Target metav1.Duration `json:"target"`
 
 	// statistic the target applies to: mean or p99.
@@ -187,33 +205,53 @@ func (o *MaxDegradationObjective) Target() (float64, error) {
 }
 
 // MemoryRange bounds a tenant's total memory (bytes, over all nodes).
-// +kubebuilder:validation:XValidation:rule="!has(self.min) || !has(self.max) || !isQuantity(string(self.min)) || !isQuantity(string(self.max)) || quantity(string(self.min)).compareTo(quantity(string(self.max))) <= 0",fieldPath=".min",message="memory.min must be less than or equal to memory.max"
+// +kubebuilder:validation:XValidation:rule="!has(self.min) || !has(self.max) || !self.min.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') || !self.max.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') || quantity(self.min).compareTo(quantity(self.max)) <= 0",fieldPath=".min",message="memory.min must be less than or equal to memory.max"
 type MemoryRange struct {
 	// min memory the tenant is guaranteed (strict class only); admission fails when it does
 	// not fit. Unset: no floor.
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="!isQuantity(string(self)) || quantity(string(self)).isGreaterThan(quantity('0'))",message="must be a positive quantity of bytes, e.g. 512Mi"
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') && isQuantity(self)",messageExpression="'memory.min ' + self + ' is not a quantity of bytes: ' + (self.matches('^[0-9.]+[kKMGTPE]i?[bB]$') ? 'drop the B: 10G or 10Gi, not 10GB' : 'write a number with an optional suffix Ki, Mi, Gi, Ti, Pi or k, M, G, T, P, e.g. 8Gi')"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') || quantity(self).compareTo(quantity('4Mi')) >= 0",messageExpression="'memory.min ' + self + ' is below the minimum 4Mi (the smallest partition an engine runs)'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') || quantity(self).compareTo(quantity('1Pi')) <= 0",messageExpression="'memory.min ' + self + ' is above the maximum 1Pi'"
 	Min *resource.Quantity `json:"min,omitempty"`
 
 	// max memory the tenant may get. Unset: no ceiling beyond the cluster's capacity.
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="!isQuantity(string(self)) || quantity(string(self)).isGreaterThan(quantity('0'))",message="must be a positive quantity of bytes, e.g. 8Gi"
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') && isQuantity(self)",messageExpression="'memory.max ' + self + ' is not a quantity of bytes: ' + (self.matches('^[0-9.]+[kKMGTPE]i?[bB]$') ? 'drop the B: 10G or 10Gi, not 10GB' : 'write a number with an optional suffix Ki, Mi, Gi, Ti, Pi or k, M, G, T, P, e.g. 8Gi')"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') || quantity(self).compareTo(quantity('4Mi')) >= 0",messageExpression="'memory.max ' + self + ' is below the minimum 4Mi (the smallest partition an engine runs)'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') || quantity(self).compareTo(quantity('1Pi')) <= 0",messageExpression="'memory.max ' + self + ' is above the maximum 1Pi'"
 	Max *resource.Quantity `json:"max,omitempty"`
 }
 
 // BandwidthRange bounds a tenant's traffic in bytes per second over all nodes.
-// +kubebuilder:validation:XValidation:rule="!has(self.guaranteed) || !has(self.limit) || !isQuantity(string(self.guaranteed)) || !isQuantity(string(self.limit)) || quantity(string(self.guaranteed)).compareTo(quantity(string(self.limit))) <= 0",fieldPath=".guaranteed",message="bandwidth.guaranteed must be less than or equal to bandwidth.limit"
+// +kubebuilder:validation:XValidation:rule="!has(self.guaranteed) || !has(self.limit) || !self.guaranteed.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') || !self.limit.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') || quantity(self.guaranteed).compareTo(quantity(self.limit)) <= 0",fieldPath=".guaranteed",message="bandwidth.guaranteed must be less than or equal to bandwidth.limit"
 type BandwidthRange struct {
 	// guaranteed bytes per second (strict class only): admission reserves it on the nodes
 	// that hold the tenant, and others are throttled first when a node is saturated.
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="!isQuantity(string(self)) || quantity(string(self)).isGreaterThan(quantity('0'))",message="must be a positive quantity of bytes per second, e.g. 50M"
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') && isQuantity(self)",messageExpression="'bandwidth.guaranteed ' + self + ' is not a quantity of bytes per second: ' + (self.matches('^[0-9.]+[kKMGTPE]?i?(bps|Bps|bit/s|b/s|B/s)$') ? 'write bytes per second: 12.5M for 100 Mbit/s, not 100Mbps' : 'write a number with an optional suffix Ki, Mi, Gi, Ti, Pi or k, M, G, T, P, e.g. 125M')"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') || quantity(self).compareTo(quantity('1k')) >= 0",messageExpression="'bandwidth.guaranteed ' + self + ' is below the minimum 1k bytes per second'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') || quantity(self).compareTo(quantity('1P')) <= 0",messageExpression="'bandwidth.guaranteed ' + self + ' is above the maximum 1P'"
 	Guaranteed *resource.Quantity `json:"guaranteed,omitempty"`
 
 	// limit in bytes per second; requests above it wait in the sidecar (held, not dropped).
 	// Unset: no cap beyond the nodes' capacity.
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="!isQuantity(string(self)) || quantity(string(self)).isGreaterThan(quantity('0'))",message="must be a positive quantity of bytes per second, e.g. 200M"
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') && isQuantity(self)",messageExpression="'bandwidth.limit ' + self + ' is not a quantity of bytes per second: ' + (self.matches('^[0-9.]+[kKMGTPE]?i?(bps|Bps|bit/s|b/s|B/s)$') ? 'write bytes per second: 12.5M for 100 Mbit/s, not 100Mbps' : 'write a number with an optional suffix Ki, Mi, Gi, Ti, Pi or k, M, G, T, P, e.g. 125M')"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') || quantity(self).compareTo(quantity('1k')) >= 0",messageExpression="'bandwidth.limit ' + self + ' is below the minimum 1k bytes per second'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') || quantity(self).compareTo(quantity('1P')) <= 0",messageExpression="'bandwidth.limit ' + self + ' is above the maximum 1P'"
 	Limit *resource.Quantity `json:"limit,omitempty"`
 }
 
@@ -275,6 +313,12 @@ type TenantSLOStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=261
 	Endpoint string `json:"endpoint,omitempty"`
+
+	// objective is spec.objective in one phrase, shown by `kubectl get`: hit>=0.95,
+	// p99<=2ms, mean<=800µs or deg<=1.05x.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Objective string `json:"objective,omitempty"`
 }
 
 // TenantAllocation is a tenant's share of the cluster under the current plan.
@@ -401,14 +445,16 @@ type TenantObservation struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Namespaced,shortName=tslo,categories=cacheqos
-// +kubebuilder:printcolumn:name="Target",type=string,JSONPath=`.spec.objective.*.target`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
+// +kubebuilder:printcolumn:name="Objective",type=string,JSONPath=`.status.objective`
 // +kubebuilder:printcolumn:name="Observed",type=string,JSONPath=`.status.observed.objectiveValue`
 // +kubebuilder:printcolumn:name="Memory",type=string,JSONPath=`.status.allocation.memory`
-// +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.allocation.nodeCount`
-// +kubebuilder:printcolumn:name="SLO",type=string,JSONPath=`.status.conditions[?(@.type=="SLOMet")].status`
+// +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.allocation.nodeCount`,priority=1
+// +kubebuilder:printcolumn:name="SLO",type=string,JSONPath=`.status.conditions[?(@.type=="SLOMet")].status`,priority=1
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.clusterRef.name`,priority=1
 // +kubebuilder:printcolumn:name="Class",type=string,JSONPath=`.spec.class`,priority=1
-// +kubebuilder:printcolumn:name="Admitted",type=string,JSONPath=`.status.conditions[?(@.type=="Admitted")].status`,priority=1
+// +kubebuilder:printcolumn:name="Admitted",type=string,JSONPath=`.status.conditions[?(@.type=="Admitted")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Throttled",type=string,JSONPath=`.status.conditions[?(@.type=="Throttled")].status`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type TenantSLO struct {

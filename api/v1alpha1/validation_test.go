@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -43,7 +44,8 @@ func validCluster() *v1.CacheCluster {
 	return &v1.CacheCluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: validationNamespace},
 		Spec: v1.CacheClusterSpec{
-			Engine: v1.EngineRedis,
+			Engine:       v1.EngineRedis,
+			NodeSelector: map[string]string{"pool": "cache"},
 			Capacity: v1.NodeCapacity{
 				Memory:       resource.MustParse("8Gi"),
 				Bandwidth:    resource.MustParse("1250M"),
@@ -115,19 +117,25 @@ func withField(obj client.Object, value any, path ...string) *unstructured.Unstr
 	return u
 }
 
-// planWithBareIntegerMemory is a valid plan whose partition memory is written as a JSON
-// integer, which a hand-written YAML plan could do and Go's resource.Quantity never does.
-func planWithBareIntegerMemory() client.Object {
+// planWithPartitionField is a valid plan whose first partition has field set to a raw value
+// that Go's resource.Quantity would have normalized away.
+func planWithPartitionField(field string, value any) client.Object {
 	u := withField(validPlan(), nil, "status")
 	partitions, _, err := unstructured.NestedSlice(u.Object, "spec", "partitions")
 	if err != nil || len(partitions) == 0 {
 		panic(fmt.Sprintf("valid plan has no partitions: %v", err))
 	}
-	partitions[0].(map[string]any)["memory"] = int64(1 << 30)
+	partitions[0].(map[string]any)[field] = value
 	if err := unstructured.SetNestedSlice(u.Object, partitions, "spec", "partitions"); err != nil {
 		panic(err)
 	}
 	return u
+}
+
+// planWithBareIntegerMemory is a valid plan whose partition memory is written as a JSON
+// integer, which a hand-written YAML plan could do and Go's resource.Quantity never does.
+func planWithBareIntegerMemory() client.Object {
+	return planWithPartitionField("memory", int64(1<<30))
 }
 
 // TestInvalidObjectsRejected creates objects the schema must refuse and checks that the real
@@ -154,9 +162,9 @@ func TestInvalidObjectsRejected(t *testing.T) {
 		{"unknown engine", cluster(func(c *v1.CacheCluster) { c.Spec.Engine = "valkey" }),
 			"spec.engine", `Unsupported value: "valkey"`},
 		{"zero node memory", cluster(func(c *v1.CacheCluster) { c.Spec.Capacity.Memory = resource.MustParse("0") }),
-			"spec.capacity.memory", "must be a positive quantity of bytes"},
+			"spec.capacity.memory", "capacity.memory 0 is below the minimum 4Mi"},
 		{"negative bandwidth", cluster(func(c *v1.CacheCluster) { c.Spec.Capacity.Bandwidth = resource.MustParse("-1M") }),
-			"spec.capacity.bandwidth", "must be a positive quantity of bytes per second"},
+			"spec.capacity.bandwidth", "capacity.bandwidth -1M is not a quantity of bytes per second"},
 		{"node memory missing", withField(validCluster(), nil, "spec", "capacity", "memory"),
 			"spec.capacity.memory", "Required value"},
 		{"zero ops capacity", cluster(func(c *v1.CacheCluster) { c.Spec.Capacity.OpsPerSecond = 0 }),
@@ -192,7 +200,65 @@ func TestInvalidObjectsRejected(t *testing.T) {
 			c.Spec.Monitoring.ServiceMonitor.Interval = duration(500 * time.Millisecond)
 		}), "spec.monitoring.serviceMonitor.interval", "must be at least 1s"},
 
+		{"no nodeSelector and no allNodes", cluster(func(c *v1.CacheCluster) { c.Spec.NodeSelector = nil }),
+			"spec.nodeSelector", "name the nodes with nodeSelector, or set allNodes: true"},
+		{"nodeSelector and allNodes", cluster(func(c *v1.CacheCluster) { c.Spec.AllNodes = true }),
+			"spec.nodeSelector", "(not both)"},
+		{"selector key with a space", cluster(func(c *v1.CacheCluster) { c.Spec.NodeSelector = map[string]string{"bad key!": "x"} }),
+			"spec.nodeSelector", "every key must be a label key"},
+		{"selector key with two slashes", cluster(func(c *v1.CacheCluster) { c.Spec.NodeSelector = map[string]string{"a/b/c": "x"} }),
+			"spec.nodeSelector", "every key must be a label key"},
+		{"selector value of 70 characters", cluster(func(c *v1.CacheCluster) {
+			c.Spec.NodeSelector = map[string]string{"pool": strings.Repeat("v", 70)}
+		}), "spec.nodeSelector", "every value must be a label value of at most 63 characters"},
+		{"toleration operator Equals", cluster(func(c *v1.CacheCluster) {
+			c.Spec.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: "Equals", Value: "cache"}}
+		}), "spec.tolerations", "toleration operator must be Exists or Equal"},
+		{"toleration effect NoScheduling", cluster(func(c *v1.CacheCluster) {
+			c.Spec.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "cache", Effect: "NoScheduling"}}
+		}), "spec.tolerations", "toleration effect must be NoSchedule, PreferNoSchedule or NoExecute"},
+		{"toleration Exists with a value", cluster(func(c *v1.CacheCluster) {
+			c.Spec.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists, Value: "cache"}}
+		}), "spec.tolerations", "a toleration with operator Exists takes no value"},
+		{"toleration without a key", cluster(func(c *v1.CacheCluster) {
+			c.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpEqual, Value: "cache"}}
+		}), "spec.tolerations", "a toleration without a key must use operator Exists"},
+		{"sidecar image not a reference", cluster(func(c *v1.CacheCluster) { c.Spec.Images.Sidecar = "not an image ref!!" }),
+			"spec.images.sidecar", "should match"},
+		{"engine image in upper case", cluster(func(c *v1.CacheCluster) { c.Spec.Images.Engine = "Redis:7" }),
+			"spec.images.engine", "should match"},
+		{"memcached node below 8Mi", cluster(func(c *v1.CacheCluster) {
+			c.Spec.Engine = v1.EngineMemcached
+			c.Spec.Capacity.Memory = resource.MustParse("6Mi")
+		}), "spec.capacity.memory", "a memcached node needs at least 8Mi"},
+		{"node memory overflowing int64", withField(validCluster(), "10E", "spec", "capacity", "memory"),
+			"spec.capacity.memory", "capacity.memory 10E is above the maximum 1Pi"},
+		{"node memory of 512 bytes", withField(validCluster(), "512", "spec", "capacity", "memory"),
+			"spec.capacity.memory", "capacity.memory 512 is below the minimum 4Mi"},
+		{"node memory in milli-bytes", withField(validCluster(), "100m", "spec", "capacity", "memory"),
+			"spec.capacity.memory", "capacity.memory 100m is not a quantity of bytes"},
+		{"node memory written 10GB", withField(validCluster(), "10GB", "spec", "capacity", "memory"),
+			"spec.capacity.memory", "drop the B: 10G or 10Gi, not 10GB"},
+		{"node bandwidth of 1.25 bytes per second", withField(validCluster(), "1250m", "spec", "capacity", "bandwidth"),
+			"spec.capacity.bandwidth", "capacity.bandwidth 1250m is not a quantity of bytes per second"},
+		{"node bandwidth written 100Mbps", withField(validCluster(), "100Mbps", "spec", "capacity", "bandwidth"),
+			"spec.capacity.bandwidth", "write bytes per second: 12.5M for 100 Mbit/s, not 100Mbps"},
+		{"node bandwidth below 1k", withField(validCluster(), "999", "spec", "capacity", "bandwidth"),
+			"spec.capacity.bandwidth", "capacity.bandwidth 999 is below the minimum 1k"},
+		{"node memory as an unquoted number", withField(validCluster(), 1e19, "spec", "capacity", "memory"),
+			"spec.capacity.memory", "must be of type string"},
+
 		// TenantSLO
+		{"memory max that does not parse", withField(validTenant(), "1e1.5", "spec", "memory", "max"),
+			"spec.memory.max", "memory.max 1e1.5 is not a quantity of bytes"},
+		{"memory max of one byte", withField(validTenant(), "512m", "spec", "memory", "max"),
+			"spec.memory.max", "memory.max 512m is not a quantity of bytes"},
+		{"memory min with a huge negative exponent", withField(validTenant(), "1e-10000000", "spec", "memory", "min"),
+			"spec.memory.min", "memory.min 1e-10000000 is not a quantity of bytes"},
+		{"memory max overflowing int64", withField(validTenant(), "1e19", "spec", "memory", "max"),
+			"spec.memory.max", "memory.max 1e19 is above the maximum 1Pi"},
+		{"guaranteed bandwidth of 2 bytes per second", withField(validTenant(), "2", "spec", "bandwidth", "guaranteed"),
+			"spec.bandwidth.guaranteed", "bandwidth.guaranteed 2 is below the minimum 1k"},
 		{"no objective", tenant(func(s *v1.TenantSLO) { s.Spec.Objective = v1.Objective{} }),
 			"spec.objective", "exactly one of objective.hitRatio, objective.latency or objective.maxDegradation"},
 		{"two objectives", tenant(func(s *v1.TenantSLO) {
@@ -207,6 +273,9 @@ func TestInvalidObjectsRejected(t *testing.T) {
 		{"zero latency target", tenant(func(s *v1.TenantSLO) {
 			s.Spec.Objective = v1.Objective{Latency: &v1.LatencyObjective{}}
 		}), "spec.objective.latency.target", "must be a positive duration"},
+		{"latency target beyond a Go duration", withField(tenant(func(s *v1.TenantSLO) {
+			s.Spec.Objective = v1.Objective{Latency: &v1.LatencyObjective{Target: metav1.Duration{Duration: time.Millisecond}}}
+		}), "9999999h", "spec", "objective", "latency", "target"), "spec.objective.latency.target", "should match"},
 		{"unknown latency statistic", tenant(func(s *v1.TenantSLO) {
 			s.Spec.Objective = v1.Objective{Latency: &v1.LatencyObjective{Target: metav1.Duration{Duration: time.Millisecond}, Statistic: "p50"}}
 		}), "spec.objective.latency.statistic", `Unsupported value: "p50"`},
@@ -217,12 +286,12 @@ func TestInvalidObjectsRejected(t *testing.T) {
 			s.Spec.Memory = v1.MemoryRange{Min: ptr.To(resource.MustParse("4Gi")), Max: ptr.To(resource.MustParse("1Gi"))}
 		}), "spec.memory.min", "memory.min must be less than or equal to memory.max"},
 		{"zero memory max", tenant(func(s *v1.TenantSLO) { s.Spec.Memory.Max = ptr.To(resource.MustParse("0")) }),
-			"spec.memory.max", "must be a positive quantity of bytes"},
+			"spec.memory.max", "memory.max 0 is below the minimum 4Mi"},
 		{"guaranteed bandwidth above limit", tenant(func(s *v1.TenantSLO) {
 			s.Spec.Bandwidth = v1.BandwidthRange{Guaranteed: ptr.To(resource.MustParse("200M")), Limit: ptr.To(resource.MustParse("100M"))}
 		}), "spec.bandwidth.guaranteed", "bandwidth.guaranteed must be less than or equal to bandwidth.limit"},
 		{"negative bandwidth limit", tenant(func(s *v1.TenantSLO) { s.Spec.Bandwidth.Limit = ptr.To(resource.MustParse("-5M")) }),
-			"spec.bandwidth.limit", "must be a positive quantity of bytes per second"},
+			"spec.bandwidth.limit", "bandwidth.limit -5M is not a quantity of bytes per second"},
 		{"zero ops limit", tenant(func(s *v1.TenantSLO) { s.Spec.OpsLimit = ptr.To[int64](0) }),
 			"spec.opsLimit", "greater than or equal to 1"},
 		{"unknown class", tenant(func(s *v1.TenantSLO) { s.Spec.Class = "gold" }),
@@ -262,6 +331,38 @@ func TestInvalidObjectsRejected(t *testing.T) {
 			"spec.partitions[0].routes[0].weight", "greater than or equal to 0"},
 		{"route endpoint without port", plan(func(p *v1.CacheNodePlan) { p.Spec.Partitions[0].Routes[1].Endpoint = "node-b" }),
 			"spec.partitions[0].routes[1].endpoint", "should match"},
+		{"route port above 65535", plan(func(p *v1.CacheNodePlan) { p.Spec.Partitions[0].Routes[0].Endpoint = "10.0.0.1:99999" }),
+			"spec.partitions[0].routes[0].endpoint", "should match"},
+		{"route port 0", plan(func(p *v1.CacheNodePlan) { p.Spec.Partitions[0].Routes[0].Endpoint = "10.0.0.1:0" }),
+			"spec.partitions[0].routes[0].endpoint", "should match"},
+		{"negative bandwidth limit on a node", plan(func(p *v1.CacheNodePlan) { p.Spec.Partitions[0].BandwidthLimit = ptr.To(resource.MustParse("-1M")) }),
+			"spec.partitions[0].bandwidthLimit", "should match"},
+		{"partition memory of one byte", plan(func(p *v1.CacheNodePlan) { p.Spec.Partitions[0].Memory = resource.MustParse("1") }),
+			"spec.partitions", "every partition of a redis plan needs at least 4Mi"},
+		{"partition memory one byte under 4Mi", plan(func(p *v1.CacheNodePlan) {
+			p.Spec.Partitions[0].Memory = *resource.NewQuantity(4<<20-1, resource.BinarySI)
+		}),
+			"spec.partitions", "every partition of a redis plan needs at least 4Mi"},
+		{"memcached partition of 4Mi", plan(func(p *v1.CacheNodePlan) {
+			p.Spec.Engine = v1.EngineMemcached
+			p.Spec.Partitions[0].Memory = resource.MustParse("4Mi")
+		}), "spec.partitions", "every partition of a memcached plan needs at least 8Mi"},
+		{"lfu on memcached", plan(func(p *v1.CacheNodePlan) {
+			p.Spec.Engine = v1.EngineMemcached
+			p.Spec.Partitions[0].EvictionPolicy = v1.EvictionLFU
+		}), "spec.partitions", "evictionPolicy lfu needs engine redis"},
+		{"every route weight zero", plan(func(p *v1.CacheNodePlan) {
+			p.Spec.Partitions[0].Routes[0].Weight = 0
+			p.Spec.Partitions[0].Routes[1].Weight = 0
+		}), "spec.partitions[0].routes", "at least one route needs a positive weight"},
+		{"partition memory in milli-bytes", planWithPartitionField("memory", "5000000000m"),
+			"spec.partitions[0].memory", "should match"},
+		{"partition memory with an exponent", planWithPartitionField("memory", "1e1.5"),
+			"spec.partitions[0].memory", "should match"},
+		{"partition bandwidth limit that does not parse", planWithPartitionField("bandwidthLimit", "1e1.5"),
+			"spec.partitions[0].bandwidthLimit", "should match"},
+		{"partition memory overflowing int64", plan(func(p *v1.CacheNodePlan) { p.Spec.Partitions[0].Memory = resource.MustParse("10Ei") }),
+			"spec.partitions[0].memory", "should match"},
 		{"negative plan generation", plan(func(p *v1.CacheNodePlan) { p.Spec.PlanGeneration = -1 }),
 			"spec.planGeneration", "greater than or equal to 0"},
 	} {

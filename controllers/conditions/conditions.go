@@ -52,8 +52,6 @@ const (
 	ReasonPartitionsPending = "PartitionsPending"
 	// ReasonAwaitingPlan (TenantSLO Ready=False): admitted, but no plan holds a partition yet.
 	ReasonAwaitingPlan = "AwaitingPlan"
-	// ReasonNotAdmitted (TenantSLO Ready=False): see the Admitted condition.
-	ReasonNotAdmitted = "NotAdmitted"
 	// ReasonCredentialsPending (TenantSLO Ready=False): the credentials are not issued yet.
 	ReasonCredentialsPending = "CredentialsPending"
 )

@@ -76,7 +76,17 @@ func rateString(v int64) string {
 // the cluster's capacity (nodes x per-node partitionable memory and bandwidth). A tenant that
 // does not fit is skipped, and later ones may still fit. The condition's message carries the
 // numbers either way.
-func admission(cluster *v1.CacheCluster, tenants []v1.TenantSLO, target *v1.TenantSLO) metav1.Condition {
+//
+// The cluster's tenants governance comes first: tenants of namespaces it does not admit, or
+// asking for a priority above its maximum, never count (allowedNamespace says which namespaces
+// its namespaceSelector selects), and each namespace's admitted tenants and guaranteed memory
+// are bounded before capacity is.
+func admission(cluster *v1.CacheCluster, tenants []v1.TenantSLO, target *v1.TenantSLO, allowedNamespace func(string) bool) metav1.Condition {
+	governance := cluster.Spec.Tenants
+	var maxNamespaceMemory int64
+	if m := governance.MaxGuaranteedMemoryPerNamespace; m != nil {
+		maxNamespaceMemory = m.Value()
+	}
 	nodes := int64(cluster.Status.NodeCount)
 	perNodeMemory := cluster.Spec.Capacity.PartitionableMemory()
 	perNodeBandwidth := cluster.Spec.Capacity.Bandwidth.Value()
@@ -84,7 +94,8 @@ func admission(cluster *v1.CacheCluster, tenants []v1.TenantSLO, target *v1.Tena
 
 	candidates := make([]v1.TenantSLO, 0, len(tenants)+1)
 	for _, t := range tenants {
-		if t.DeletionTimestamp.IsZero() && t.TenantID() != target.TenantID() && supported(cluster, &t) {
+		if t.DeletionTimestamp.IsZero() && t.TenantID() != target.TenantID() && supported(cluster, &t) &&
+			governanceRefusal(cluster, &t, allowedNamespace) == nil {
 			candidates = append(candidates, t)
 		}
 	}
@@ -93,11 +104,20 @@ func admission(cluster *v1.CacheCluster, tenants []v1.TenantSLO, target *v1.Tena
 
 	var usedMemory, usedBandwidth int64
 	admittedBefore := 0
+	namespaceTenants, namespaceMemory := map[string]int32{}, map[string]int64{}
 	for i := range candidates {
 		t := &candidates[i]
 		g := guaranteesOf(t)
-		reason := ""
+		reason, refusal := "", v1.ReasonInsufficientCapacity
 		switch {
+		case governance.MaxTenantsPerNamespace > 0 && namespaceTenants[t.Namespace] >= governance.MaxTenantsPerNamespace:
+			refusal = v1.ReasonNamespaceQuotaExceeded
+			reason = fmt.Sprintf("namespace %s already has %d TenantSLOs admitted on this cluster, the most its tenants.maxTenantsPerNamespace allows",
+				t.Namespace, namespaceTenants[t.Namespace])
+		case maxNamespaceMemory > 0 && namespaceMemory[t.Namespace]+g.memory > maxNamespaceMemory:
+			refusal = v1.ReasonNamespaceQuotaExceeded
+			reason = fmt.Sprintf("memory.min %s would bring namespace %s to %s guaranteed on this cluster, above its tenants.maxGuaranteedMemoryPerNamespace %s",
+				bytesString(g.memory), t.Namespace, bytesString(namespaceMemory[t.Namespace]+g.memory), bytesString(maxNamespaceMemory))
 		case nodes == 0:
 			reason = "the cluster runs on no nodes yet (its nodeSelector and tolerations select none)"
 		case int64(g.minNodes) > nodes:
@@ -119,11 +139,13 @@ func admission(cluster *v1.CacheCluster, tenants []v1.TenantSLO, target *v1.Tena
 				usedMemory += g.memory
 				usedBandwidth += g.bandwidth
 				admittedBefore++
+				namespaceTenants[t.Namespace]++
+				namespaceMemory[t.Namespace] += g.memory
 			}
 			continue
 		}
 		if reason != "" {
-			return metav1.Condition{Type: v1.ConditionAdmitted, Status: metav1.ConditionFalse, Reason: v1.ReasonInsufficientCapacity, Message: reason}
+			return metav1.Condition{Type: v1.ConditionAdmitted, Status: metav1.ConditionFalse, Reason: refusal, Message: reason}
 		}
 		usedMemory += g.memory
 		usedBandwidth += g.bandwidth
@@ -139,4 +161,19 @@ func admission(cluster *v1.CacheCluster, tenants []v1.TenantSLO, target *v1.Tena
 // supported reports whether the cluster's engine offers the tenant's eviction policy.
 func supported(cluster *v1.CacheCluster, t *v1.TenantSLO) bool {
 	return cluster.Spec.Engine != v1.EngineMemcached || t.Spec.EvictionPolicy != v1.EvictionLFU
+}
+
+// governanceRefusal is the Admitted=False condition for a tenant the cluster's governance
+// excludes whatever the other tenants ask (nil when it does not).
+func governanceRefusal(cluster *v1.CacheCluster, t *v1.TenantSLO, allowedNamespace func(string) bool) *metav1.Condition {
+	governance := cluster.Spec.Tenants
+	switch {
+	case !allowedNamespace(t.Namespace):
+		return notAdmitted(v1.ReasonNamespaceNotAllowed, fmt.Sprintf("CacheCluster %s admits tenants of the namespaces its tenants.namespaceSelector %s selects, and namespace %s is not one of them",
+			t.ClusterKey(), metav1.FormatLabelSelector(governance.NamespaceSelector), t.Namespace))
+	case governance.MaxPriority > 0 && t.Spec.Priority > governance.MaxPriority:
+		return notAdmitted(v1.ReasonPriorityAboveLimit, fmt.Sprintf("priority %d is above %d, the tenants.maxPriority of CacheCluster %s",
+			t.Spec.Priority, governance.MaxPriority, t.ClusterKey()))
+	}
+	return nil
 }

@@ -79,7 +79,7 @@ func TestAdmissionDecisions(t *testing.T) {
 			}
 			target := build(tt.target)
 			tenants = append(tenants, target)
-			c := admission(cluster, tenants, &target)
+			c := admission(cluster, tenants, &target, everyNamespace)
 			if got := c.Status == metav1.ConditionTrue; got != tt.admitted {
 				t.Fatalf("admitted = %v (%s), want %v", got, c.Message, tt.admitted)
 			}
@@ -94,14 +94,86 @@ func TestAdmissionDecisions(t *testing.T) {
 	tight.Spec.Capacity = v1.NodeCapacity{Memory: resource.MustParse("256Mi"), HeadroomPercent: ptr.To[int32](10)}
 	tight.Status.NodeCount = 1
 	small := build(spec{name: "a", memory: "16Mi"})
-	if c := admission(tight, []v1.TenantSLO{small}, &small); !strings.Contains(c.Message, "16Mi of 230.4 MiB memory") {
+	if c := admission(tight, []v1.TenantSLO{small}, &small, everyNamespace); !strings.Contains(c.Message, "16Mi of 230.4 MiB memory") {
 		t.Errorf("message %q does not round the partitionable memory", c.Message)
 	}
 
 	empty := cluster.DeepCopy()
 	empty.Status.NodeCount = 0
 	target := build(spec{name: "a"})
-	if c := admission(empty, nil, &target); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "no nodes") {
+	if c := admission(empty, nil, &target, everyNamespace); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "no nodes") {
 		t.Errorf("a cluster without nodes: %+v", c)
+	}
+}
+
+// everyNamespace is the namespace selection of a cluster without tenants.namespaceSelector.
+func everyNamespace(string) bool { return true }
+
+// TestGovernance: the cluster's tenants rules refuse with their own reasons and messages, and
+// tenants they exclude reserve nothing.
+func TestGovernance(t *testing.T) {
+	cluster := &v1.CacheCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "platform", Name: "shared"},
+		Spec: v1.CacheClusterSpec{
+			Capacity: v1.NodeCapacity{Memory: resource.MustParse("10Gi"), Bandwidth: resource.MustParse("100M"), HeadroomPercent: ptr.To[int32](0)},
+			Tenants: v1.TenantGovernance{
+				NamespaceSelector:               &metav1.LabelSelector{MatchLabels: map[string]string{"cache": "shared"}},
+				MaxPriority:                     500,
+				MaxTenantsPerNamespace:          2,
+				MaxGuaranteedMemoryPerNamespace: ptr.To(resource.MustParse("4Gi")),
+			},
+		},
+		Status: v1.CacheClusterStatus{NodeCount: 2},
+	}
+	selected := func(ns string) bool { return ns != "outsider" }
+	t0 := time.Unix(1_700_000_000, 0)
+	tenant := func(ns, name string, age int, memory string, priority int32) v1.TenantSLO {
+		tslo := v1.TenantSLO{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, CreationTimestamp: metav1.NewTime(t0.Add(time.Duration(age) * time.Second))}}
+		tslo.Spec.ClusterRef = v1.ClusterReference{Namespace: "platform", Name: "shared"}
+		tslo.Spec.Priority = priority
+		if memory != "" {
+			tslo.Spec.Memory.Min = ptr.To(resource.MustParse(memory))
+		}
+		return tslo
+	}
+	for _, tt := range []struct {
+		name         string
+		others       []v1.TenantSLO
+		target       v1.TenantSLO
+		wantReason   string
+		wantMessages []string
+	}{
+		{"namespace not selected", nil, tenant("outsider", "a", 0, "", 100), v1.ReasonNamespaceNotAllowed,
+			[]string{"tenants.namespaceSelector cache=shared", "namespace outsider is not one of them"}},
+		{"priority above the maximum", nil, tenant("team-a", "a", 0, "", 1000), v1.ReasonPriorityAboveLimit,
+			[]string{"priority 1000 is above 500, the tenants.maxPriority of CacheCluster platform/shared"}},
+		{"third tenant of a namespace", []v1.TenantSLO{tenant("team-a", "a", 0, "", 100), tenant("team-a", "b", 1, "", 100)},
+			tenant("team-a", "c", 2, "", 100), v1.ReasonNamespaceQuotaExceeded,
+			[]string{"namespace team-a already has 2 TenantSLOs admitted", "tenants.maxTenantsPerNamespace"}},
+		{"another namespace is not counted", []v1.TenantSLO{tenant("team-a", "a", 0, "", 100), tenant("team-a", "b", 1, "", 100)},
+			tenant("team-b", "c", 2, "", 100), v1.ReasonAdmitted, nil},
+		{"namespace memory above the limit", []v1.TenantSLO{tenant("team-a", "a", 0, "3Gi", 100)},
+			tenant("team-a", "b", 1, "2Gi", 100), v1.ReasonNamespaceQuotaExceeded,
+			[]string{"memory.min 2Gi would bring namespace team-a to 5Gi guaranteed", "tenants.maxGuaranteedMemoryPerNamespace 4Gi"}},
+		{"excluded tenants reserve nothing", []v1.TenantSLO{tenant("outsider", "x", 0, "4Gi", 100), tenant("team-a", "y", 0, "4Gi", 900)},
+			tenant("team-a", "b", 1, "4Gi", 100), v1.ReasonAdmitted, nil},
+		{"capacity still holds", []v1.TenantSLO{tenant("team-a", "a", 0, "4Gi", 100), tenant("team-b", "b", 0, "4Gi", 100), tenant("team-c", "c", 0, "4Gi", 100), tenant("team-d", "d", 0, "4Gi", 100), tenant("team-e", "e", 0, "4Gi", 100)},
+			tenant("team-f", "f", 1, "4Gi", 100), v1.ReasonInsufficientCapacity, []string{"memory.min 4Gi does not fit"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := governanceRefusal(cluster, &tt.target, selected)
+			if c == nil {
+				decided := admission(cluster, append(tt.others, tt.target), &tt.target, selected)
+				c = &decided
+			}
+			if c.Reason != tt.wantReason {
+				t.Fatalf("reason %s (%s), want %s", c.Reason, c.Message, tt.wantReason)
+			}
+			for _, want := range tt.wantMessages {
+				if !strings.Contains(c.Message, want) {
+					t.Errorf("message %q lacks %q", c.Message, want)
+				}
+			}
+		})
 	}
 }

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -33,6 +34,9 @@ import (
 	"github.com/cacheqos/cacheqos/controllers/internal/ssa"
 	"github.com/cacheqos/cacheqos/internal/credentials"
 )
+
+// Namespaces are read for CacheCluster.spec.tenants.namespaceSelector.
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
 
 // Reconciler reconciles TenantSLOs.
 type Reconciler struct {
@@ -249,7 +253,15 @@ func (r *Reconciler) reconcileAdmission(ctx context.Context, s *scope) error {
 	if err != nil {
 		return err
 	}
-	admitted := admission(s.cluster, tenants, t)
+	allowed, err := r.namespaceSelection(ctx, s.cluster, tenants, t)
+	if err != nil {
+		return err
+	}
+	if refusal := governanceRefusal(s.cluster, t, allowed); refusal != nil {
+		s.admitted = refusal
+		return nil
+	}
+	admitted := admission(s.cluster, tenants, t, allowed)
 	s.admitted = &admitted
 	return nil
 }
@@ -451,4 +463,29 @@ func (r *Reconciler) tenantsInPlan(_ context.Context, obj client.Object) []recon
 
 func notAdmitted(reason, message string) *metav1.Condition {
 	return &metav1.Condition{Type: v1.ConditionAdmitted, Status: metav1.ConditionFalse, Reason: reason, Message: message}
+}
+
+// namespaceSelection returns whether the cluster's tenants.namespaceSelector selects each
+// namespace of tenants (target included), reading their labels uncached: the operator keeps no
+// informer of Namespaces, so a label change counts from the tenant's next reconcile.
+func (r *Reconciler) namespaceSelection(ctx context.Context, cluster *v1.CacheCluster, tenants []v1.TenantSLO, target *v1.TenantSLO) (func(string) bool, error) {
+	if cluster.Spec.Tenants.NamespaceSelector == nil {
+		return func(string) bool { return true }, nil
+	}
+	selector, err := metav1.LabelSelectorAsSelector(cluster.Spec.Tenants.NamespaceSelector)
+	if err != nil {
+		return nil, fmt.Errorf("tenants.namespaceSelector of CacheCluster %s/%s: %w", cluster.Namespace, cluster.Name, err)
+	}
+	selected := map[string]bool{}
+	for _, t := range append([]v1.TenantSLO{*target}, tenants...) {
+		if _, known := selected[t.Namespace]; known {
+			continue
+		}
+		var ns corev1.Namespace
+		if err := r.APIReader.Get(ctx, client.ObjectKey{Name: t.Namespace}, &ns); err != nil {
+			return nil, fmt.Errorf("reading namespace %s for tenants.namespaceSelector: %w", t.Namespace, err)
+		}
+		selected[t.Namespace] = selector.Matches(labels.Set(ns.Labels))
+	}
+	return func(namespace string) bool { return selected[namespace] }, nil
 }

@@ -22,6 +22,7 @@ type tenantStatus struct {
 	Conditions         []metav1.Condition `json:"conditions,omitempty"`
 	CredentialsSecret  string             `json:"credentialsSecret,omitempty"`
 	Endpoint           string             `json:"endpoint,omitempty"`
+	Objective          string             `json:"objective,omitempty"`
 }
 
 // applyStatus writes the conditions and credentials reference, emits an event when admission
@@ -41,6 +42,7 @@ func (r *Reconciler) applyStatus(ctx context.Context, s *scope) error {
 	st := tenantStatus{
 		ObservedGeneration: t.Generation,
 		Conditions:         ssa.OwnedConditions(t.Status.Conditions, t.Generation, metav1.Now(), *admitted, readyCondition(s, admitted)),
+		Objective:          t.Spec.Objective.Summary(),
 	}
 	if s.password != "" {
 		st.CredentialsSecret = objects.TenantCredentialsSecretName(t.Name)
@@ -67,13 +69,14 @@ func (r *Reconciler) applyStatus(ctx context.Context, s *scope) error {
 }
 
 // readyCondition: admitted, credentials issued, and every partition the plans hold for the
-// tenant running.
+// tenant running. A tenant not admitted is not ready for the Admitted condition's reason.
 func readyCondition(s *scope, admitted *metav1.Condition) metav1.Condition {
 	notReady := func(reason, msg string) metav1.Condition {
 		return metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason, Message: msg}
 	}
 	if admitted.Status != metav1.ConditionTrue {
-		return notReady(conditions.ReasonNotAdmitted, "not admitted: "+admitted.Message)
+		// The admission's own reason, so that `kubectl get` shows what to act on.
+		return notReady(admitted.Reason, "not admitted: "+admitted.Message)
 	}
 	if s.password == "" || !s.hashStored {
 		return notReady(conditions.ReasonCredentialsPending, "the credentials are not issued yet")

@@ -249,13 +249,16 @@ func TestAdmission(t *testing.T) {
 	}
 	conditionOf(t, first, v1.ConditionAdmitted, metav1.ConditionTrue, v1.ReasonAdmitted)
 	conditionOf(t, second, v1.ConditionAdmitted, metav1.ConditionTrue, v1.ReasonAdmitted)
+	if first.Status.Objective != "hit>=0.9" {
+		t.Errorf("status.objective = %q, want hit>=0.9", first.Status.Objective)
+	}
 	refused := conditionOf(t, third, v1.ConditionAdmitted, metav1.ConditionFalse, v1.ReasonInsufficientCapacity)
 	for _, want := range []string{"memory.min 4Gi does not fit", "10Gi of partitionable memory (1 nodes x 10Gi)", "8Gi is guaranteed to 2 tenants", "2Gi is free"} {
 		if !strings.Contains(refused.Message, want) {
 			t.Errorf("Admitted message %q lacks %q", refused.Message, want)
 		}
 	}
-	conditionOf(t, third, v1.ConditionReady, metav1.ConditionFalse, conditions.ReasonNotAdmitted)
+	conditionOf(t, third, v1.ConditionReady, metav1.ConditionFalse, v1.ReasonInsufficientCapacity)
 	testenv.Eventually(t, timeout, func() error {
 		var events corev1.EventList
 		if err := env.Client.List(ctx(), &events, client.InNamespace(ns)); err != nil {
@@ -362,4 +365,42 @@ func TestReadyAndDeletion(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestGovernanceOnAPIServer: a cluster's tenants.namespaceSelector and maxPriority, read
+// against real Namespace labels, refuse tenants with reasons a tenant can act on.
+func TestGovernanceOnAPIServer(t *testing.T) {
+	platform := env.Namespace(t, "gov-platform")
+	member, outsider := env.Namespace(t, "gov-member"), env.Namespace(t, "gov-outsider")
+	var ns corev1.Namespace
+	if err := get(&ns, "", member); err != nil {
+		t.Fatal(err)
+	}
+	ns.Labels = map[string]string{"cacheqos.io/tenant": "true"}
+	if err := env.Client.Update(ctx(), &ns); err != nil {
+		t.Fatal(err)
+	}
+	nodes(t, "gov", "gov-a")
+	c := cluster(t, platform, "governed", "gov", v1.EngineRedis, 1)
+	c.Spec.Tenants = v1.TenantGovernance{
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"cacheqos.io/tenant": "true"}},
+		MaxPriority:       200,
+	}
+	if err := env.Client.Update(ctx(), c); err != nil {
+		t.Fatal(err)
+	}
+	welcome := tenant(member, "welcome", platform, "governed", "64Mi")
+	stranger := tenant(outsider, "stranger", platform, "governed", "64Mi")
+	pushy := tenant(member, "pushy", platform, "governed", "")
+	pushy.Spec.Priority = 900
+	for _, tslo := range []*v1.TenantSLO{welcome, stranger, pushy} {
+		create(t, tslo)
+	}
+	conditionOf(t, welcome, v1.ConditionAdmitted, metav1.ConditionTrue, v1.ReasonAdmitted)
+	refused := conditionOf(t, stranger, v1.ConditionAdmitted, metav1.ConditionFalse, v1.ReasonNamespaceNotAllowed)
+	if !strings.Contains(refused.Message, "namespace gov-outsider is not one of them") {
+		t.Errorf("NamespaceNotAllowed message %q does not name the namespace", refused.Message)
+	}
+	conditionOf(t, stranger, v1.ConditionReady, metav1.ConditionFalse, v1.ReasonNamespaceNotAllowed)
+	conditionOf(t, pushy, v1.ConditionAdmitted, metav1.ConditionFalse, v1.ReasonPriorityAboveLimit)
 }

@@ -124,7 +124,7 @@ func TestRBACMatchesGeneratedRole(t *testing.T) {
 	}
 
 	t.Run("cluster", func(t *testing.T) {
-		objs := release{name: "rbac", namespace: testNamespace}.mustRender(t)
+		objs := operatorObjects(release{name: "rbac", namespace: testNamespace}.mustRender(t))
 		got := expand(rulesOf(t, findOne(t, objs, "ClusterRole")))
 		if diff := permissionDiff(want, got); diff != "" {
 			t.Errorf("the ClusterRole differs from config/rbac/role.yaml: %s", diff)
@@ -132,9 +132,9 @@ func TestRBACMatchesGeneratedRole(t *testing.T) {
 	})
 
 	t.Run("namespace", func(t *testing.T) {
-		objs := release{name: "rbac", namespace: testNamespace, values: values{
+		objs := operatorObjects(release{name: "rbac", namespace: testNamespace, values: values{
 			"rbac.scope": `"namespace"`, "rbac.namespaces": `["tenant-a"]`,
-		}}.mustRender(t)
+		}}.mustRender(t))
 		// A ClusterRole only when the generated rules name cluster-scoped resources.
 		var clusterRules []rbacv1.PolicyRule
 		for _, cr := range find(objs, "ClusterRole") {
@@ -205,7 +205,7 @@ func TestRBACGrantsOnAPIServer(t *testing.T) {
 			if c.scope == "namespace" {
 				r.values["rbac.namespaces"] = `["` + c.watched[1] + `"]`
 			}
-			objs := r.mustRender(t)
+			objs := operatorObjects(r.mustRender(t))
 			var rendered []rbacv1.PolicyRule
 			for _, o := range append(find(objs, "ClusterRole"), find(objs, "Role")...) {
 				rendered = append(rendered, rulesOf(t, o)...)
@@ -288,5 +288,126 @@ func waitUntilAllowed(ctx context.Context, t *testing.T, user string, p permissi
 			t.Fatalf("%s was still not allowed to %s in %s 10s after the bindings were created", user, p, ns)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// tenantAccessComponent labels the chart's ClusterRoles for people (templates/tenant-rbac.yaml).
+const tenantAccessComponent = "tenant-access"
+
+// operatorObjects leaves out the ClusterRoles for people, so that the operator's own RBAC can
+// be compared with config/rbac/role.yaml.
+func operatorObjects(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetLabels()["app.kubernetes.io/component"] != tenantAccessComponent {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// TestTenantRoles installs the chart's roles for people and checks, on the API server's RBAC
+// authorizer, what a tenant bound to them may do. The built-in admin, edit and view roles pick
+// them up by label (their aggregationRule, evaluated here by the API server's own label
+// selection); the aggregation itself is kube-controller-manager's, which envtest does not run,
+// so the tenant is bound to the chart's roles directly.
+func TestTenantRoles(t *testing.T) {
+	ctx := t.Context()
+	objs := release{name: "tenants", namespace: testNamespace}.mustRender(t)
+	var roles []*unstructured.Unstructured
+	for _, o := range find(objs, "ClusterRole") {
+		if o.GetLabels()["app.kubernetes.io/component"] == tenantAccessComponent {
+			roles = append(roles, o)
+		}
+	}
+	byName := map[string]*unstructured.Unstructured{}
+	for _, o := range roles {
+		byName[strings.TrimPrefix(o.GetName(), "tenants-cacheqos-")] = o
+		if err := fixture.client.Patch(ctx, o.DeepCopy(), client.Apply, client.ForceOwnership, client.FieldOwner("chart-test")); err != nil {
+			t.Fatalf("applying %s: %v", o.GetName(), err)
+		}
+	}
+	if len(byName) != 3 || byName["tenantslo-edit"] == nil || byName["tenantslo-view"] == nil || byName["cachecluster-reader"] == nil {
+		t.Fatalf("rendered roles for people %s, want tenantslo-edit, tenantslo-view and cachecluster-reader", describe(roles))
+	}
+	if off := find(operatorObjects(release{name: "tenants", namespace: testNamespace, values: values{"rbac.tenantRoles": "false"}}.mustRender(t)), "ClusterRole"); len(off) != 1 {
+		t.Errorf("rbac.tenantRoles=false renders ClusterRoles %s, want only the operator's", describe(off))
+	}
+
+	// The built-in roles select the chart's roles.
+	for builtin, want := range map[string][]string{
+		"admin": {"tenantslo-edit", "tenantslo-view"},
+		"edit":  {"tenantslo-edit", "tenantslo-view"},
+		"view":  {"tenantslo-view"},
+	} {
+		var role rbacv1.ClusterRole
+		if err := fixture.client.Get(ctx, client.ObjectKey{Name: builtin}, &role); err != nil {
+			t.Fatal(err)
+		}
+		if role.AggregationRule == nil {
+			t.Fatalf("the built-in %s role has no aggregationRule", builtin)
+		}
+		selected := map[string]bool{}
+		for _, selector := range role.AggregationRule.ClusterRoleSelectors {
+			var list rbacv1.ClusterRoleList
+			if err := fixture.client.List(ctx, &list, client.MatchingLabels(selector.MatchLabels)); err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range list.Items {
+				selected[strings.TrimPrefix(r.Name, "tenants-cacheqos-")] = true
+			}
+		}
+		for _, name := range want {
+			if !selected[name] {
+				t.Errorf("the built-in %s role does not aggregate %s", builtin, name)
+			}
+		}
+		if selected["cachecluster-reader"] {
+			t.Errorf("the built-in %s role aggregates cachecluster-reader; the platform team binds it", builtin)
+		}
+	}
+
+	// A tenant with edit in its namespace, view elsewhere, and the CacheCluster reader bound
+	// in the platform's namespace.
+	const user, own, other, platform = "tenant-alice", "rbac-tenant-own", "rbac-tenant-other", "rbac-platform"
+	for _, b := range []struct{ namespace, role string }{
+		{own, "tenantslo-edit"}, {own, "tenantslo-view"}, {other, "tenantslo-view"}, {platform, "cachecluster-reader"},
+	} {
+		ensureNamespace(ctx, t, b.namespace)
+		binding := &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Namespace: b.namespace, Name: user + "-" + b.role},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: byName[b.role].GetName()},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+		}
+		if err := fixture.client.Create(ctx, binding); err != nil {
+			t.Fatalf("binding %s in %s: %v", b.role, b.namespace, err)
+		}
+	}
+	tenantslos := func(verb string) permission { return permission{"cacheqos.io", "tenantslos", verb, ""} }
+	waitUntilAllowed(ctx, t, user, tenantslos("create"), own)
+	for _, c := range []struct {
+		p         permission
+		namespace string
+		want      bool
+	}{
+		{tenantslos("create"), own, true},
+		{tenantslos("update"), own, true},
+		{tenantslos("patch"), own, true},
+		{tenantslos("delete"), own, true},
+		{tenantslos("list"), own, true},
+		{permission{"cacheqos.io", "tenantslos/status", "get", ""}, own, true},
+		{permission{"cacheqos.io", "tenantslos/status", "update", ""}, own, false},
+		{permission{"cacheqos.io", "tenantslos/status", "patch", ""}, own, false},
+		{tenantslos("get"), other, true},
+		{tenantslos("create"), other, false},
+		{tenantslos("update"), other, false},
+		{permission{"cacheqos.io", "cacheclusters", "get", ""}, platform, true},
+		{permission{"cacheqos.io", "cacheclusters", "list", ""}, platform, true},
+		{permission{"cacheqos.io", "cacheclusters", "update", ""}, platform, false},
+		{permission{"cacheqos.io", "cacheclusters", "get", ""}, own, false},
+		{permission{"cacheqos.io", "cachenodeplans", "get", ""}, platform, false},
+		{tenantslos("create"), platform, false},
+	} {
+		expectAccess(ctx, t, user, c.p, c.namespace, c.want)
 	}
 }

@@ -48,7 +48,7 @@ var renderCases = []renderCase{
 		check: func(t *testing.T, objs []*unstructured.Unstructured) {
 			wantKinds(t, objs, map[string]int{
 				"CustomResourceDefinition": 3, "Deployment": 1, "ServiceAccount": 1, "Service": 1,
-				"ClusterRole": 1, "ClusterRoleBinding": 1, "Role": 0, "RoleBinding": 0,
+				"ClusterRole": 4, "ClusterRoleBinding": 1, "Role": 0, "RoleBinding": 0,
 				"NetworkPolicy": 2, "ServiceMonitor": 0, "PrometheusRule": 0, "ConfigMap": 0,
 			})
 			for _, crd := range find(objs, "CustomResourceDefinition") {
@@ -88,6 +88,7 @@ var renderCases = []renderCase{
 		},
 		check: func(t *testing.T, objs []*unstructured.Unstructured) {
 			wantKinds(t, objs, map[string]int{"Role": 3, "RoleBinding": 3})
+			objs = operatorObjects(objs)
 			if len(find(objs, "ClusterRole")) > 1 || len(find(objs, "ClusterRole")) != len(find(objs, "ClusterRoleBinding")) {
 				t.Errorf("namespace scope rendered %s and %s, want at most one bound ClusterRole (for cluster-scoped resources)",
 					describe(find(objs, "ClusterRole")), describe(find(objs, "ClusterRoleBinding")))

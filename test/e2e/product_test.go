@@ -144,8 +144,9 @@ func testCluster(ns, name string, mutate func(*v1.CacheCluster)) *v1.CacheCluste
 	c := &v1.CacheCluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: v1.CacheClusterSpec{
-			Engine: v1.EngineRedis,
-			Images: v1.CacheClusterImages{PullPolicy: corev1.PullNever},
+			Engine:   v1.EngineRedis,
+			AllNodes: true,
+			Images:   v1.CacheClusterImages{PullPolicy: corev1.PullNever},
 			Capacity: v1.NodeCapacity{
 				Memory:          resource.MustParse("128Mi"),
 				Bandwidth:       resource.MustParse("50M"),

@@ -94,7 +94,16 @@ var (
 		Name: promquery.OperatorReconcileErrors,
 		Help: "Reconciles and allocations that returned an error, by controller.",
 	}, []string{promquery.LabelController})
+	// UndecodableObjects counts stored objects a list left out because the Go types cannot
+	// hold them (see v1alpha1.SetUndecodableHandler).
+	UndecodableObjects = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cacheqos_operator_undecodable_objects_total",
+		Help: "Stored cacheqos objects left out of a list because they do not decode (each list that meets one counts it again), by kind.",
+	}, []string{LabelKind})
 )
+
+// LabelKind is the kind of a cacheqos object.
+const LabelKind = "kind"
 
 // SolverStatuses are the values of the status label of SolverStatus.
 var SolverStatuses = []string{
@@ -105,7 +114,7 @@ var SolverStatuses = []string{
 func init() {
 	crmetrics.Registry.MustRegister(PlanDuration, SolverStatus, PlanObjective, TenantsMeetingSLO, TenantSLOMet,
 		TenantObjectiveTarget, TenantObjectiveObserved, TenantAllocatedBytes,
-		NodeMemoryCapacity, NodeBandwidthCapacity, NodeOpsCapacity, ReconcileErrors)
+		NodeMemoryCapacity, NodeBandwidthCapacity, NodeOpsCapacity, ReconcileErrors, UndecodableObjects)
 }
 
 // SetSolverStatus sets cluster's status series: 1 for status, 0 for the others.

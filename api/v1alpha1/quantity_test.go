@@ -1,0 +1,257 @@
+/*
+Copyright 2026 The cacheqos Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1_test
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
+)
+
+// quantityField is one resource.Quantity field of a spec, found by walking the Go type, so a
+// field added later is covered without editing this file.
+type quantityField struct {
+	crd  string
+	base func() client.Object
+	path []string // JSON path from the object root; "[]" steps into the first list item
+}
+
+func (f quantityField) String() string { return f.crd + ":" + strings.Join(f.path, ".") }
+
+// fieldPath is how the API server names the field in a cause: spec.partitions[0].memory.
+func (f quantityField) fieldPath() string {
+	return strings.ReplaceAll(strings.Join(f.path, "."), ".[]", "[0]")
+}
+
+func specQuantityFields(t *testing.T) []quantityField {
+	t.Helper()
+	var out []quantityField
+	for _, kind := range []struct {
+		crd  string
+		base func() client.Object
+		spec any
+	}{
+		{"cacheqos.io_tenantslos.yaml", func() client.Object { return validTenant() }, v1.TenantSLOSpec{}},
+		{"cacheqos.io_cacheclusters.yaml", func() client.Object { return validCluster() }, v1.CacheClusterSpec{}},
+		{"cacheqos.io_cachenodeplans.yaml", func() client.Object { return validPlan() }, v1.CacheNodePlanSpec{}},
+	} {
+		for _, path := range quantityPaths(reflect.TypeOf(kind.spec), []string{"spec"}) {
+			out = append(out, quantityField{kind.crd, kind.base, path})
+		}
+	}
+	if len(out) < 8 {
+		t.Fatalf("found %d quantity fields in the specs, want at least 8: %v", len(out), out)
+	}
+	return out
+}
+
+var quantityType = reflect.TypeOf(resource.Quantity{})
+
+func quantityPaths(typ reflect.Type, prefix []string) [][]string {
+	for typ.Kind() == reflect.Pointer || typ.Kind() == reflect.Slice {
+		if typ.Kind() == reflect.Slice {
+			prefix = append(append([]string(nil), prefix...), "[]")
+		}
+		typ = typ.Elem()
+	}
+	if typ == quantityType {
+		return [][]string{prefix}
+	}
+	if typ.Kind() != reflect.Struct {
+		return nil
+	}
+	var out [][]string
+	for i := 0; i < typ.NumField(); i++ {
+		name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+		if name == "" || name == "-" {
+			continue
+		}
+		out = append(out, quantityPaths(typ.Field(i).Type, append(append([]string(nil), prefix...), name))...)
+	}
+	return out
+}
+
+// schemaAt follows path through a CRD schema.
+func schemaAt(t *testing.T, f quantityField) apiextensionsv1.JSONSchemaProps {
+	t.Helper()
+	schema := crdSchema(t, f.crd)
+	for _, p := range f.path {
+		if p == "[]" {
+			schema = *schema.Items.Schema
+			continue
+		}
+		next, ok := schema.Properties[p]
+		if !ok {
+			t.Fatalf("%s: no property %q", f, p)
+		}
+		schema = next
+	}
+	return schema
+}
+
+// TestQuantityFieldsShareOneRule: every quantity field of every spec is a bounded string
+// under the shared rule set (QuantityForm, floor, ceiling) or, in plan lists,
+// PlanQuantityPattern; none keeps the generated int-or-string pattern that lets 1e1.5 in.
+func TestQuantityFieldsShareOneRule(t *testing.T) {
+	form := fmt.Sprintf("self.matches('%s')", v1.QuantityForm)
+	for _, f := range specQuantityFields(t) {
+		s := schemaAt(t, f)
+		if s.Type != "string" || s.MaxLength == nil || *s.MaxLength > 32 || s.XIntOrString {
+			t.Errorf("%s: type %q maxLength %v int-or-string %v; want a string of at most 32 characters", f, s.Type, s.MaxLength, s.XIntOrString)
+		}
+		if f.path[len(f.path)-2] == "[]" {
+			if s.Pattern != v1.PlanQuantityPattern {
+				t.Errorf("%s: pattern %q, want PlanQuantityPattern", f, s.Pattern)
+			}
+			continue
+		}
+		if s.Pattern != "" {
+			t.Errorf("%s: pattern %q; the CEL rules give the messages", f, s.Pattern)
+		}
+		if len(s.XValidations) != 3 {
+			t.Fatalf("%s: %d rules, want form, floor and ceiling", f, len(s.XValidations))
+		}
+		if r := s.XValidations[0].Rule; r != form+" && isQuantity(self)" {
+			t.Errorf("%s: form rule %q", f, r)
+		}
+		floor := regexp.MustCompile(`^!` + regexp.QuoteMeta(form) + ` \|\| quantity\(self\)\.compareTo\(quantity\('([^']+)'\)\) >= 0$`).FindStringSubmatch(s.XValidations[1].Rule)
+		ceiling := regexp.MustCompile(`^!` + regexp.QuoteMeta(form) + ` \|\| quantity\(self\)\.compareTo\(quantity\('([^']+)'\)\) <= 0$`).FindStringSubmatch(s.XValidations[2].Rule)
+		if floor == nil || ceiling == nil {
+			t.Fatalf("%s: floor rule %q, ceiling rule %q", f, s.XValidations[1].Rule, s.XValidations[2].Rule)
+		}
+		if ceiling[1] != v1.MaxBytes && ceiling[1] != v1.MaxBytesPerSecond {
+			t.Errorf("%s: ceiling %s, want %s or %s", f, ceiling[1], v1.MaxBytes, v1.MaxBytesPerSecond)
+		}
+		short := strings.Join(f.path[len(f.path)-2:], ".")
+		for _, rule := range s.XValidations {
+			if !strings.HasPrefix(rule.MessageExpression, "'"+short+" ' + self") {
+				t.Errorf("%s: message %q does not name %s and echo the value", f, rule.MessageExpression, short)
+			}
+		}
+	}
+}
+
+// refusedQuantities are values every quantity field must refuse, each with why.
+var refusedQuantities = []struct{ value, why string }{
+	{"1e1.5", "resource.ParseQuantity refuses it"},
+	{"1.5.2Gi", "resource.ParseQuantity refuses it"},
+	{"10GB", "resource.ParseQuantity refuses it"},
+	{"100Mbps", "resource.ParseQuantity refuses it"},
+	{"-1M", "negative"},
+	{"0", "zero"},
+	{"512m", "a fraction of a byte"},
+	{"1250m", "a fraction of a byte"},
+	{"4u", "a fraction of a byte"},
+	{"1e-10000000", "a fraction of a byte that costs seconds to compare"},
+	{"10E", "overflows int64"},
+	{"1e19", "overflows int64"},
+	{"9223372036854775807", "at the int64 limit"},
+	{"20Pi", "above the ceiling"},
+	{"2Pi", "above the ceiling of scalar fields (plan quantities stop below 10Pi)"},
+}
+
+func TestQuantityFieldsRefuseBadValues(t *testing.T) {
+	ctx := context.Background()
+	const ns = "quantities"
+	createNamespace(ctx, t, ns)
+
+	// Each refused value is one resource.ParseQuantity refuses, or one whose int64 value is
+	// wrong or out of the accepted range.
+	maxBytes := resource.MustParse(v1.MaxBytes)
+	for _, bad := range refusedQuantities {
+		q, err := resource.ParseQuantity(bad.value)
+		if err == nil {
+			if v, ok := q.AsInt64(); ok && v > 0 && q.Cmp(maxBytes) <= 0 {
+				t.Errorf("%s (%s) parses to %d, a value the API should accept", bad.value, bad.why, v)
+			}
+		}
+	}
+
+	n := 0
+	for _, f := range specQuantityFields(t) {
+		bandwidth := strings.Contains(strings.ToLower(f.path[len(f.path)-1]), "bandwidth") || f.path[1] == "bandwidth"
+		accepted := []string{"4Mi", "1Pi", "1536Mi"}
+		if bandwidth {
+			accepted = []string{"1P", "125M"}
+			if f.path[len(f.path)-2] != "[]" {
+				accepted = append(accepted, v1.MinBytesPerSecond)
+			}
+		}
+		for _, good := range accepted {
+			obj := withQuantity(t, f, good)
+			obj.SetNamespace(ns)
+			obj.SetName(fmt.Sprintf("ok-%d", n))
+			n++
+			if err := k8sClient.Create(ctx, obj, strict); err != nil {
+				t.Errorf("%s = %s rejected: %v", f, good, err)
+			}
+		}
+		for _, bad := range refusedQuantities {
+			if bad.value == "2Pi" && f.path[len(f.path)-2] == "[]" {
+				continue
+			}
+			t.Run(f.String()+"="+bad.value, func(t *testing.T) {
+				obj := withQuantity(t, f, bad.value)
+				obj.SetNamespace(ns)
+				obj.SetName(fmt.Sprintf("bad-%d", n))
+				n++
+				err := k8sClient.Create(ctx, obj, strict)
+				assertRejected(t, err, f.fieldPath(), bad.value)
+			})
+		}
+	}
+}
+
+// withQuantity returns f's valid base object with the quantity at f.path set to value.
+func withQuantity(t *testing.T, f quantityField, value string) *unstructured.Unstructured {
+	t.Helper()
+	u := withField(f.base(), nil, "status")
+	if err := setPath(u.Object, f.path, value); err != nil {
+		t.Fatalf("%s: %v", f, err)
+	}
+	return u
+}
+
+func setPath(obj map[string]any, path []string, value string) error {
+	if len(path) == 1 {
+		obj[path[0]] = value
+		return nil
+	}
+	if len(path) > 2 && path[1] == "[]" {
+		items, _ := obj[path[0]].([]any)
+		if len(items) == 0 {
+			return fmt.Errorf("no items under %s", path[0])
+		}
+		return setPath(items[0].(map[string]any), path[2:], value)
+	}
+	next, ok := obj[path[0]].(map[string]any)
+	if !ok {
+		next = map[string]any{}
+		obj[path[0]] = next
+	}
+	return setPath(next, path[1:], value)
+}
