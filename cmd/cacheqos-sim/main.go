@@ -7,6 +7,8 @@
 //	cacheqos-sim run -file mine.json -policy optimal,equal
 //	cacheqos-sim curve -workload zipf:keys=50000,skew=0.9 -sizes 1MiB,4MiB,16MiB
 //	cacheqos-sim eval -out docs/evaluation.md -plots docs/eval
+//	cacheqos-sim fuzz -n 10 -seed 1                     # random fleets, judged against issue 17's criteria
+//	cacheqos-sim fuzz -fleet-seed 0x1e04f145876cd675    # replay one of them
 //
 // Results depend only on the scenario and -seed (plan wall times aside). The optimal policy
 // uses OR-Tools through CACHEQOS_ORTOOLS_LIB and falls back to its greedy plan without it.
@@ -61,6 +63,7 @@ commands:
   run     run one scenario (built-in or from a JSON file) and print its results
   curve   print the exact LRU hit-ratio curve of a workload
   eval    run every built-in scenario and write the evaluation report and plots
+  fuzz    draw random feasible fleets, run them under every policy and judge the loop
 
 "cacheqos-sim <command> -h" lists a command's flags.
 `
@@ -80,6 +83,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdCurve(args[1:], stdout, stderr)
 	case "eval":
 		err = cmdEval(ctx, args[1:], stdout, stderr)
+	case "fuzz":
+		err = cmdFuzz(ctx, args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
@@ -88,7 +93,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	var ue usageError
+	var missed criteriaMissed
 	switch {
+	case errors.As(err, &missed):
+		fmt.Fprintf(stderr, "cacheqos-sim %s: %v\n", args[0], err)
+		return exitError
 	case errors.Is(err, flag.ErrHelp):
 		return exitOK
 	case errors.As(err, &ue):
@@ -100,6 +109,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	return exitOK
 }
+
+// criteriaMissed is a fuzz run with -check whose judged policy missed a criterion.
+type criteriaMissed struct{ error }
 
 // usageError is a wrong command line.
 type usageError struct{ error }

@@ -165,11 +165,7 @@ func newEngine(sc *Scenario, policy string, seed uint64) (*engine, error) {
 	e.result.Tenants = make([]TenantRun, len(sc.Tenants))
 	for k := range sc.Tenants {
 		t := &sc.Tenants[k]
-		spec := t.Workload
-		// Tenants' keys never collide, in the shared cache too.
-		spec.KeyPrefix = t.ID + "/" + spec.KeyPrefix
-		// Every policy sees the same requests: the streams depend on the seed and the tenant only.
-		gen, err := workload.New(spec, keyhash.Mix(seed^keyhash.Salt("workload/"+t.ID)))
+		gen, err := t.requests(seed)
 		if err != nil {
 			return nil, fmt.Errorf("tenant %s: %w", t.ID, err)
 		}
@@ -211,6 +207,16 @@ func newEngine(sc *Scenario, policy string, seed uint64) (*engine, error) {
 		}
 	}
 	return e, nil
+}
+
+// requests returns the tenant's request stream for a run with seed. Every policy sees the
+// same requests (the stream depends on the seed and the tenant only), and so does the
+// feasibility oracle.
+func (t *Tenant) requests(seed uint64) (workload.Generator, error) {
+	spec := t.Workload
+	// Tenants' keys never collide, in the shared cache too.
+	spec.KeyPrefix = t.ID + "/" + spec.KeyPrefix
+	return workload.New(spec, keyhash.Mix(seed^keyhash.Salt("workload/"+t.ID)))
 }
 
 func nanSlice(n int) []float64 {

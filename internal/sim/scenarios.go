@@ -460,13 +460,13 @@ func workingSetDoubles() *Scenario {
 	return &Scenario{
 		Name:  "working-set-doubles",
 		Title: "A strict tenant whose working set doubles mid-run",
-		Description: "Two nodes of 5 MiB. A strict tenant reads 4,000 keys uniformly with a 0.8 hit-ratio target (about " +
-			"1.8 MiB) and from about interval 8 reads 8,000 (about 3.6 MiB); a strict Zipf tenant with a 0.65 target (about " +
-			"1.4 MiB) and a best-effort Zipf tenant share the rest. An equal split (3.3 MiB) is enough before the change " +
-			"and not after it.",
-		Nodes: nodes(2, 5*mib, 100000, plenty),
+		Description: "Two nodes of 4.5 MiB. A strict tenant reads 4,000 keys uniformly (about 2.2 MiB) with a 0.78 hit-ratio " +
+			"target, and from about interval 8 reads 8,000 (about 4.4 MiB, so about 3.4 MiB for the target); a strict Zipf " +
+			"tenant with a 0.65 target (about 1.4 MiB) and a best-effort Zipf tenant share the rest. An equal split (3 MiB) " +
+			"holds the whole working set before the change and misses the target after it.",
+		Nodes: nodes(2, 4608<<10, 100000, plenty),
 		Tenants: []Tenant{
-			strict("app/growing", grow, 2000, Objective{HitRatio: 0.8}),
+			strict("app/growing", grow, 2000, Objective{HitRatio: 0.78}),
 			strict("shop/web", "zipf:keys=50000,skew=1,value=100-1000", 2000, Objective{HitRatio: 0.65}),
 			bestEffort("bi/reports", "zipf:keys=100000,skew=0.8,value=100-1000", 2000, Objective{}),
 		},
