@@ -252,19 +252,29 @@ func parseBytes(s string) (int64, error) {
 	return n * mult, nil
 }
 
+// evalFleets is how many random fleets the evaluation runs by default: with both cache models
+// and every policy they take about as long as the built-in scenarios.
+const evalFleets = 20
+
 func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	out := fs.String("out", "docs/evaluation.md", "report file")
 	plots := fs.String("plots", "docs/eval", "directory for the PNG plots")
 	seed := fs.Uint64("seed", 1, "random seed")
-	parallel := fs.Int("parallel", 2, "policies simulated at once")
-	only := fs.String("scenarios", "all", "comma-separated scenario names, or all")
+	parallel := fs.Int("parallel", 2, "policies of a scenario, or fleet runs of the fuzz, simulated at once")
+	only := fs.String("scenarios", "all", "comma-separated scenario names, all, or none")
+	var fuzz fuzzFlags
+	fuzz.register(fs, "fuzz-", evalFleets)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	scenarios := sim.Scenarios()
-	if *only != "all" {
+	switch *only {
+	case "all":
+	case "none":
+		scenarios = nil
+	default:
 		scenarios = nil
 		for _, n := range strings.Split(*only, ",") {
 			sc, err := sim.ScenarioByName(n)
@@ -273,6 +283,9 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			}
 			scenarios = append(scenarios, sc)
 		}
+	}
+	if _, _, err := fuzz.run(*parallel); err != nil {
+		return usageError{err}
 	}
 	warnWithoutSolver(sim.Policies(), stderr)
 	start := time.Now()
@@ -289,6 +302,12 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		results = append(results, res)
 	}
+	fuzzStart := time.Now()
+	fuzzReport, err := fuzzSection(ctx, &fuzz, *parallel, stdout)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "fuzz: %d fleets in %.0fs\n", fuzz.n, time.Since(fuzzStart).Seconds())
 	if err := sim.WritePlots(*plots, results); err != nil {
 		return err
 	}
@@ -309,7 +328,8 @@ func cmdEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		Seed      uint64
 		Policies  string
 		Generated string
-	}{*seed, strings.Join(sim.Policies(), ", "), generated.String()})
+		Fuzz      string
+	}{*seed, strings.Join(sim.Policies(), ", "), generated.String(), fuzzReport})
 	if err != nil {
 		return err
 	}

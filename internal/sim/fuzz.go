@@ -30,6 +30,18 @@ func DefaultFuzzOptions() FuzzOptions {
 	return FuzzOptions{Intervals: 12, IntervalSeconds: 5, Warmup: 3}
 }
 
+// Validate reports options a fleet cannot be drawn with.
+func (o FuzzOptions) Validate() error {
+	if o.Intervals < minFuzzIntervals || o.Warmup < 1 || o.Warmup > o.Intervals/2 || !(o.IntervalSeconds > 0) {
+		return fmt.Errorf("fuzz options: %d intervals of %vs with a warmup of %d; want at least %d intervals of positive length and a warmup of 1 to half of them",
+			o.Intervals, o.IntervalSeconds, o.Warmup, minFuzzIntervals)
+	}
+	return nil
+}
+
+// minFuzzIntervals leaves room for a warmup, a flood or an arrival, and steady intervals.
+const minFuzzIntervals = 8
+
 // Bounds of a drawn fleet.
 const (
 	fuzzMaxNodes   = 8
@@ -86,8 +98,8 @@ func (d *fleetDraw) chance(p float64) bool { return d.rng.Float64() < p }
 // DrawFleet draws the fleet of seed and asks the oracle whether its strict objectives are
 // feasible with a margin; the caller keeps it or draws another seed.
 func DrawFleet(seed uint64, opts FuzzOptions) (*Fleet, error) {
-	if opts.Intervals < 8 || opts.Warmup < 1 || opts.Warmup > opts.Intervals/2 || !(opts.IntervalSeconds > 0) {
-		return nil, fmt.Errorf("fuzz options %+v: want at least 8 intervals of positive length and a warmup of 1 to half of them", opts)
+	if err := opts.Validate(); err != nil {
+		return nil, err
 	}
 	d := &fleetDraw{
 		rng:  rand.New(rand.NewPCG(seed, keyhash.Salt("cacheqos/sim/fuzz"))),

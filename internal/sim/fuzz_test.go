@@ -158,6 +158,11 @@ func TestOracleVerdicts(t *testing.T) {
 		{"built-in cliffs", scenarioMust(t, "cliffs"), true, ""},
 		{"built-in softqos: the analytics target is on a flat stretch of its curve, +0.02 costs too much", scenarioMust(t, "softqos"), false, "bi/analytics needs"},
 		{"built-in softqos-infeasible: the feature store's 0.9 target", scenarioMust(t, "softqos-infeasible"), false, "re-references"},
+		{"built-in mixed-fleet", scenarioMust(t, "mixed-fleet"), true, ""},
+		{"built-in tight-flood", scenarioMust(t, "tight-flood"), true, ""},
+		{"built-in cliff-capacity", scenarioMust(t, "cliff-capacity"), true, ""},
+		{"built-in working-set-doubles", scenarioMust(t, "working-set-doubles"), true, ""},
+		{"built-in diurnal", scenarioMust(t, "diurnal"), true, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

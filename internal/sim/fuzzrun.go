@@ -129,7 +129,7 @@ func (j *FleetJudgement) ReplayCommand() string {
 // Line is a one-line summary of the fleet run for progress output.
 func (j *FleetJudgement) Line() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%#018x %-11s %s | attainment", j.Fleet.Seed, j.Cache, j.Fleet.Describe())
+	fmt.Fprintf(&b, "0x%016x %-11s %s | attainment", j.Fleet.Seed, j.Cache, j.Fleet.Describe())
 	for _, p := range j.Policies {
 		fmt.Fprintf(&b, " %s %s", p.Policy, fmtRatio(p.Attainment))
 	}
