@@ -21,10 +21,12 @@ import (
 //	 "nodes": {"count": 2, "memoryBytes": 8388608, "opsPerSecond": 100000},
 //	 "tenants": [
 //	   {"id": "shop/web", "workload": "trace:file=web.csv", "rate": 2000, "hitRatio": 0.8},
-//	   {"id": "bi/reports", "workload": "zipf:keys=50000,skew=0.8", "rate": 1000, "class": "bestEffort"}]}
+//	   {"id": "bi/reports", "workload": "zipf:keys=50000,skew=0.8", "rate": 1000, "class": "bestEffort",
+//	    "maxNodes": 1, "arrive": 4, "rateFrom": [{"from": 6, "rate": 5000}]}]}
 //
 // Workloads use the compact form of workload.ParseSpec; a relative trace file is found next
-// to the scenario file. Unknown fields are errors.
+// to the scenario file. Unknown fields are errors. MarshalScenario writes this form, so a
+// fuzzed fleet replays with "cacheqos-sim run -file".
 type scenarioFile struct {
 	Name             string       `json:"name"`
 	Title            string       `json:"title"`

@@ -389,7 +389,7 @@ func mixedFleet() *Scenario {
 		Description: "Four nodes of 12 MiB. Four strict tenants: two Zipf tenants with hit-ratio targets (0.72 and 0.65, " +
 			"about 2.6 MiB each), a loop over 7,000 keys with a hit-ratio target of 0.9 (a cliff at about 3.8 MiB) and a " +
 			"Zipf tenant with a 4 ms mean-latency target. Four best-effort tenants: a scan, a large Zipf, a uniform one and a " +
-			"visitor that arrives at interval 6 and leaves at interval 13. An equal share (6 MiB, 4.8 MiB while the visitor " +
+			"visitor that arrives at interval 6 and leaves at interval 13. An equal share (6 MiB, 5.3 MiB while the visitor " +
 			"is there) is past every target, so a plain split meets them all: the loop has to keep that.",
 		Nodes: nodes(4, 12*mib, 100000, plenty),
 		Tenants: []Tenant{
