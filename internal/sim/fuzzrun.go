@@ -209,13 +209,13 @@ func writeFuzzCriteria(b *bytes.Buffer, r *FuzzReport) {
 }
 
 func writeFuzzAggregate(b *bytes.Buffer, r *FuzzReport) {
-	b.WriteString("Per policy: attainment of the strict objectives (mean, least, fleet runs at 0.99 or more), memory moved per steady interval as a share of the fleet's (mean, largest) and the longest settling after a change, in intervals:\n\n")
-	b.WriteString("| cache | policy | mean attainment | least | at ≥ 0.99 | steady moved mean / max | longest settling |\n|---|---|---|---|---|---|---|\n")
+	b.WriteString("Per policy: attainment of the strict objectives (mean, least, fleet runs at 0.99 or more), memory moved per steady interval as a share of the fleet's (mean, largest), the longest settling after a change, in intervals, and the node-intervals saturated over all fleet runs:\n\n")
+	b.WriteString("| cache | policy | mean attainment | least | at ≥ 0.99 | steady moved mean / max | longest settling | saturated |\n|---|---|---|---|---|---|---|---|\n")
 	for _, c := range r.Caches {
 		s := SummarizeFuzz(r.Runs, c)
 		for _, p := range s.PerPolicy {
-			fmt.Fprintf(b, "| %s | %s | %s | %s | %d of %d | %s / %s | %s |\n", c, p.Policy, fmtRatio(p.MeanAttainment), fmtRatio(p.MinAttainment),
-				p.AtFloor, s.Runs, fmtShare(p.MeanSteadyMoved), fmtShare(p.MaxSteadyMoved), fmtSettle(p.MaxSettle))
+			fmt.Fprintf(b, "| %s | %s | %s | %s | %d of %d | %s / %s | %s | %d |\n", c, p.Policy, fmtRatio(p.MeanAttainment), fmtRatio(p.MinAttainment),
+				p.AtFloor, s.Runs, fmtShare(p.MeanSteadyMoved), fmtShare(p.MaxSteadyMoved), fmtSettle(p.MaxSettle), p.Saturated)
 		}
 	}
 	b.WriteString("\n")
@@ -249,11 +249,11 @@ func writeFuzzFleets(b *bytes.Buffer, r *FuzzReport) {
 			policies = append(policies, p.Policy)
 		}
 	}
-	fmt.Fprintf(b, "Every fleet run: attainment per policy, then `%s`'s overall hit ratio and mean latency relative to the best policy that reached 0.99 (– when `%s` did not), memory moved per steady interval and the longest settling:\n\n", r.Judged, r.Judged)
-	b.WriteString("| fleet seed | cache | fleet | " + strings.Join(policies, " | ") + " | hit ratio / best | latency / best | steady moved | settling | missed |\n")
-	b.WriteString("|---|---|---|" + strings.Repeat("---|", len(policies)) + "---|---|---|---|---|\n")
+	fmt.Fprintf(b, "Every fleet run: the share of the fleet's memory the oracle's plan leaves free in its fullest interval (slack), attainment per policy, then `%s`'s overall hit ratio and mean latency relative to the best policy that reached 0.99 (– when `%s` did not), memory moved per steady interval, the longest settling, node-intervals saturated, and how many criteria it missed:\n\n", r.Judged, r.Judged)
+	b.WriteString("| fleet seed | cache | fleet | slack | " + strings.Join(policies, " | ") + " | hit ratio / best | latency / best | steady moved | settling | saturated | missed |\n")
+	b.WriteString("|---|---|---|---|" + strings.Repeat("---|", len(policies)) + "---|---|---|---|---|---|\n")
 	for _, j := range r.Runs {
-		fmt.Fprintf(b, "| `%#x` | %s | %s |", j.Fleet.Seed, j.Cache, j.Fleet.Describe())
+		fmt.Fprintf(b, "| `%#x` | %s | %s | %.0f%% |", j.Fleet.Seed, j.Cache, j.Fleet.Describe(), 100*j.Fleet.Verdict.MinSlack)
 		for _, p := range j.Policies {
 			fmt.Fprintf(b, " %s |", fmtRatio(p.Attainment))
 		}
@@ -263,7 +263,7 @@ func writeFuzzFleets(b *bytes.Buffer, r *FuzzReport) {
 			best := j.bestAtFloor()
 			hit, lat = me.HitRatio/best.hitRatio, me.MeanLatency/best.latency
 		}
-		fmt.Fprintf(b, " %s | %s | %s | %s | %d |\n", fmtRatio(hit), fmtRatio(lat), fmtShare(me.SteadyMoved), fmtSettle(me.Settle), len(j.Misses))
+		fmt.Fprintf(b, " %s | %s | %s | %s | %d | %d |\n", fmtRatio(hit), fmtRatio(lat), fmtShare(me.SteadyMoved), fmtSettle(me.Settle), me.Saturated, len(j.Misses))
 	}
 	b.WriteString("\n")
 }

@@ -57,6 +57,9 @@ type FleetPolicy struct {
 	// Settle is the longest settling over the judged changes, in intervals (-1: none judged);
 	// Unsettled counts the changes after which it took longer than SettleIntervals.
 	Settle, Unsettled int
+	// Saturated counts node-intervals at utilization 1 or more (each request there waits a
+	// time-out).
+	Saturated int
 }
 
 // FleetJudgement is every policy's results on one fleet under one cache model, and the
@@ -95,7 +98,7 @@ func JudgeFleet(f *Fleet, cache string, res *ScenarioResult, judged string) *Fle
 	j := &FleetJudgement{Fleet: f, Cache: cache, Judged: judged, Misses: map[string]string{}}
 	for _, run := range res.Runs {
 		s := res.Summary(run.Policy)
-		fp := FleetPolicy{Policy: run.Policy, Attainment: s.SLOAttainment, AllMet: s.AllMet, HitRatio: s.HitRatio, MeanLatency: s.MeanLatency}
+		fp := FleetPolicy{Policy: run.Policy, Attainment: s.SLOAttainment, AllMet: s.AllMet, HitRatio: s.HitRatio, MeanLatency: s.MeanLatency, Saturated: s.SaturatedNodes}
 		moved := make([]float64, sc.Intervals)
 		for i, ir := range run.Intervals {
 			moved[i] = float64(ir.MovedBytes) / memory
@@ -283,6 +286,8 @@ type PolicyAggregate struct {
 	AtFloor                         int
 	MeanSteadyMoved, MaxSteadyMoved float64
 	MaxSettle                       int
+	// Saturated is the node-intervals at utilization 1 or more, over every fleet run.
+	Saturated int
 }
 
 // SummarizeFuzz aggregates judgements (only those of cache, unless cache is "").
@@ -315,6 +320,7 @@ func SummarizeFuzz(js []*FleetJudgement, cache string) FuzzSummary {
 				agg.MaxSteadyMoved = math.Max(agg.MaxSteadyMoved, fp.MaxSteadyMoved)
 			}
 			agg.MaxSettle = max(agg.MaxSettle, fp.Settle)
+			agg.Saturated += fp.Saturated
 		}
 		agg.MeanAttainment = attSum / float64(len(selected))
 		agg.MeanSteadyMoved = math.NaN()
