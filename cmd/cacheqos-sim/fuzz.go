@@ -115,6 +115,7 @@ func cmdFuzz(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
+	report.Replayed = *fleetSeed != ""
 	fmt.Fprintln(stdout)
 	if err := sim.WriteFuzzReport(stdout, report); err != nil {
 		return err

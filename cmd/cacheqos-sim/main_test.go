@@ -135,7 +135,7 @@ func TestFuzzReplaysAFleet(t *testing.T) {
 	}
 	attainment := after[:4]
 	// equal misses in this tight fleet, so the report says how to replay it.
-	for _, want := range []string{"`cacheqos-sim fuzz -fleet-seed 0xa -cache lru`", "| every criterion met | 0 of 1 |"} {
+	for _, want := range []string{"Fleet `0xa`, replayed, each run for 8 intervals", "`cacheqos-sim fuzz -fleet-seed 0xa -cache lru -intervals 8`", "| every criterion met | 0 of 1 |"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("output lacks %q", want)
 		}

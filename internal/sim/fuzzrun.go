@@ -123,7 +123,11 @@ func (f *Fleet) Describe() string {
 
 // ReplayCommand is the command that replays one fleet run.
 func (j *FleetJudgement) ReplayCommand() string {
-	return fmt.Sprintf("cacheqos-sim fuzz -fleet-seed %#x -cache %s", j.Fleet.Seed, j.Cache)
+	cmd := fmt.Sprintf("cacheqos-sim fuzz -fleet-seed %#x -cache %s", j.Fleet.Seed, j.Cache)
+	if n := j.Fleet.Scenario.Intervals; n != DefaultFuzzOptions().Intervals {
+		cmd += fmt.Sprintf(" -intervals %d", n)
+	}
+	return cmd
 }
 
 // Line is a one-line summary of the fleet run for progress output.
@@ -153,7 +157,10 @@ func (j *FleetJudgement) missList() string {
 
 // FuzzReport is what WriteFuzzReport writes about.
 type FuzzReport struct {
+	// MasterSeed is the seed the fleet seeds derive from; Replayed is true when the one fleet
+	// was given by its own seed instead.
 	MasterSeed uint64
+	Replayed   bool
 	Options    FuzzOptions
 	Fleets     []*Fleet
 	Rejected   []Rejection
@@ -167,11 +174,15 @@ type FuzzReport struct {
 // and a table of every fleet run.
 func WriteFuzzReport(w io.Writer, r *FuzzReport) error {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "%d fleets from seed %d (the oracle rejected %d more), each run for %d intervals of %s (the first %d after a tenant arrives not counted), under %s; the criteria are judged for `%s`.\n\n",
-		len(r.Fleets), r.MasterSeed, len(r.Rejected), r.Options.Intervals, planning.FormatSeconds(r.Options.IntervalSeconds), r.Options.Warmup,
-		strings.Join(r.Caches, " and "), r.Judged)
-	writeFuzzCriteria(&b, r)
+	drawn := fmt.Sprintf("%d fleets from seed %d (the oracle rejected %d more)", len(r.Fleets), r.MasterSeed, len(r.Rejected))
+	if r.Replayed && len(r.Fleets) == 1 {
+		drawn = fmt.Sprintf("Fleet `%#x`, replayed", r.Fleets[0].Seed)
+	}
+	fmt.Fprintf(&b, "%s, each run for %d intervals of %s (the first %d after a tenant arrives not counted), under %s; the criteria are judged for `%s`.\n\n",
+		drawn, r.Options.Intervals, planning.FormatSeconds(r.Options.IntervalSeconds), r.Options.Warmup, strings.Join(r.Caches, " and "), r.Judged)
 	writeFuzzAggregate(&b, r)
+	writeFuzzCriteria(&b, r)
+	writeFuzzPolicies(&b, r)
 	writeFuzzMisses(&b, r)
 	writeFuzzFleets(&b, r)
 	if len(r.Rejected) > 0 {
@@ -208,7 +219,22 @@ func writeFuzzCriteria(b *bytes.Buffer, r *FuzzReport) {
 	b.WriteString("\n\n")
 }
 
+// writeFuzzAggregate writes the one-line verdict over every fleet run.
 func writeFuzzAggregate(b *bytes.Buffer, r *FuzzReport) {
+	all := SummarizeFuzz(r.Runs, "")
+	fmt.Fprintf(b, "**Aggregate**: `%s` met every criterion in %d of %d fleet runs and reached attainment 0.99 in %d; mean attainment",
+		r.Judged, all.AllMet, all.Runs, all.Judged[CriterionAttainment]-all.Missed[CriterionAttainment])
+	for i, p := range all.PerPolicy {
+		sep := ","
+		if i == 0 {
+			sep = ""
+		}
+		fmt.Fprintf(b, "%s %s %s", sep, p.Policy, fmtRatio(p.MeanAttainment))
+	}
+	b.WriteString(".\n\n")
+}
+
+func writeFuzzPolicies(b *bytes.Buffer, r *FuzzReport) {
 	b.WriteString("Per policy: attainment of the strict objectives (mean, least, fleet runs at 0.99 or more), memory moved per steady interval as a share of the fleet's (mean, largest), the longest settling after a change, in intervals, and the node-intervals saturated over all fleet runs:\n\n")
 	b.WriteString("| cache | policy | mean attainment | least | at ≥ 0.99 | steady moved mean / max | longest settling | saturated |\n|---|---|---|---|---|---|---|---|\n")
 	for _, c := range r.Caches {
