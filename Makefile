@@ -79,7 +79,7 @@ bench-sidecar: ## Sidecar proxy vs direct engine vs twemproxy: throughput, p50/p
 	hack/bench-sidecar.sh
 
 .PHONY: eval
-eval: ## Simulate every scenario and 20 random fleets under every policy; regenerate docs/evaluation.md and docs/eval/ plots.
+eval: ## Simulate every scenario and 40 random fleets under every policy; regenerate docs/evaluation.md and docs/eval/ plots.
 	hack/eval.sh
 
 FUZZ_FLEETS ?= 50

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerates docs/evaluation.md and its plots in docs/eval/ by running every built-in scenario
-# of cacheqos-sim under every policy, then 20 random fleets (see cmd/cacheqos-sim).
+# of cacheqos-sim under every policy, then 40 random fleets (see cmd/cacheqos-sim).
 #   hack/eval.sh                       # seed 1, the committed report
 #   hack/eval.sh -seed 7               # flags go to "cacheqos-sim eval"
 #   hack/eval.sh -scenarios softqos    # only some scenarios
