@@ -3,7 +3,6 @@ package sim
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -60,37 +59,27 @@ func RunFleets(ctx context.Context, fleets []*Fleet, r FuzzRun) ([]*FleetJudgeme
 		}
 	}
 	out := make([]*FleetJudgement, len(jobs))
-	errs := make([]error, len(jobs))
-	sem := make(chan struct{}, max(r.Parallel, 1))
 	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for i, jb := range jobs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			if ctx.Err() != nil {
-				errs[i] = ctx.Err()
-				return
-			}
-			sc := *jb.fleet.Scenario
-			sc.Cache = jb.cache
-			res, err := RunScenario(ctx, &sc, r.runPolicies(), jb.fleet.Seed, 1)
-			if err != nil {
-				errs[i] = fmt.Errorf("%s with %s: %w", sc.Name, jb.cache, err)
-				return
-			}
-			out[i] = JudgeFleet(jb.fleet, jb.cache, res, r.Judged)
-			if r.Progress != nil {
-				mu.Lock()
-				r.Progress(out[i])
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	err := forEach(len(jobs), r.Parallel, func(i int) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		jb := jobs[i]
+		sc := *jb.fleet.Scenario
+		sc.Cache = jb.cache
+		res, err := RunScenario(ctx, &sc, r.runPolicies(), jb.fleet.Seed, 1)
+		if err != nil {
+			return fmt.Errorf("%s with %s: %w", sc.Name, jb.cache, err)
+		}
+		out[i] = JudgeFleet(jb.fleet, jb.cache, res, r.Judged)
+		if r.Progress != nil {
+			mu.Lock()
+			r.Progress(out[i])
+			mu.Unlock()
+		}
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	return out, nil
