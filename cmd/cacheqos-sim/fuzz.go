@@ -26,7 +26,7 @@ type fuzzFlags struct {
 }
 
 func (f *fuzzFlags) register(fs *flag.FlagSet, prefix string, defaultN int) {
-	fs.IntVar(&f.n, prefix+"n", defaultN, "fleets that pass the oracle")
+	fs.IntVar(&f.n, prefix+"n", defaultN, "fleets that pass the oracle (0: none)")
 	fs.Uint64Var(&f.seed, prefix+"seed", 1, "seed the fleet seeds derive from")
 	fs.StringVar(&f.policies, prefix+"policies", "all", "comma-separated policies, or all (equal and the judged policy always run)")
 	fs.StringVar(&f.caches, prefix+"cache", strings.Join(sim.CacheModels(), ","), "comma-separated cache models")
