@@ -38,6 +38,9 @@ func (f *fuzzFlags) register(fs *flag.FlagSet, prefix string, defaultN int) {
 func (f *fuzzFlags) run(parallel int) (sim.FuzzRun, sim.FuzzOptions, error) {
 	opts := sim.DefaultFuzzOptions()
 	opts.Intervals = f.intervals
+	if f.n < 0 {
+		return sim.FuzzRun{}, opts, fmt.Errorf("-n: %d fleets", f.n)
+	}
 	if err := opts.Validate(); err != nil {
 		return sim.FuzzRun{}, opts, fmt.Errorf("-intervals: %w", err)
 	}

@@ -38,6 +38,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"fuzz", "-judge", "fifo"}, exitUsage, `-judge: unknown policy "fifo"`},
 		{[]string{"fuzz", "-policies", "fifo"}, exitUsage, `unknown policy "fifo"`},
 		{[]string{"fuzz", "-intervals", "3"}, exitUsage, "want at least 8 intervals"},
+		{[]string{"fuzz", "-n", "-2"}, exitUsage, "-n: -2 fleets"},
 		{[]string{"fuzz", "-fleet-seed", "0xzz"}, exitUsage, `"0xzz" is not a seed`},
 		{[]string{"list", "extra"}, exitUsage, "unexpected arguments"},
 		{[]string{"help"}, exitOK, "commands:"},
