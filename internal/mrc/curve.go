@@ -21,6 +21,10 @@ type Curve struct {
 	HitRatio []float64
 	// ByteHitRatio[i] is the fraction of accessed bytes such a cache would serve.
 	ByteHitRatio []float64
+	// AchievedHitRatio is the fraction of reads the engine actually served over the same
+	// (decayed) window, as reported to Tracker.ReadHash: the curve's prediction at the
+	// partition's own size should match it.
+	AchievedHitRatio float64
 	// ColdMissRatio is the fraction of accesses that were first accesses of their key, which
 	// miss at every size.
 	ColdMissRatio float64
