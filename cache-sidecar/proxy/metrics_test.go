@@ -3,6 +3,7 @@ package proxy
 import (
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -68,7 +69,7 @@ func tenantSeries(families map[string]*dto.MetricFamily, tenant string) map[stri
 }
 
 // seriesBudget is the documented number of series per tenant-partition without forwarding.
-const seriesBudget = 39
+const seriesBudget = 52
 
 func TestMetricsPerTenant(t *testing.T) {
 	acct := newAccount(t, "team-a/cache")
@@ -119,18 +120,30 @@ func TestMetricsPerTenant(t *testing.T) {
 			}
 		}
 	}
-	if curve != defaultMRCSizeCount {
-		t.Errorf("%d curve series, want %d", curve, defaultMRCSizeCount)
+	if curve < DefaultMRCCurvePoints/2 || curve > DefaultMRCCurvePoints {
+		t.Errorf("%d curve series, want about %d", curve, DefaultMRCCurvePoints)
 	}
 	if len(series) > seriesBudget {
 		t.Errorf("%d series for the tenant, more than the documented %d:\n%v", len(series), seriesBudget, series)
 	}
 	t.Logf("%d series per tenant-partition", len(series))
 
-	// The hit ratio at the largest candidate size: every key read after its write hits there.
-	largest := fmt.Sprintf("cacheqos_sidecar_mrc_hit_ratio{size_bytes=%d}", n.p.opts.MRCSizes[len(n.p.opts.MRCSizes)-1])
-	if _, ok := series[largest]; !ok {
-		t.Errorf("no %s", largest)
+	// The curve's own numbers: every key was written before it was read twice (100 keys read
+	// after their write, 100 never written, and MGET's 2 hits and a miss), all sampled.
+	for key, want := range map[string]float64{
+		"cacheqos_sidecar_mrc_achieved_hit_ratio{}": float64(keys+2) / float64(2*keys+3),
+		"cacheqos_sidecar_mrc_sampling_rate{}":      DefaultMRCSampleRate,
+		"cacheqos_sidecar_evictions_total{}":        0,
+	} {
+		if got, ok := series[key]; !ok || math.Abs(got-want) > 0.01 {
+			t.Errorf("%s = %v (present %v), want %v", key, got, ok, want)
+		}
+	}
+	for _, key := range []string{"cacheqos_sidecar_mrc_predicted_hit_ratio{}", "cacheqos_sidecar_mrc_tracked_keys{}",
+		"cacheqos_sidecar_mrc_sampled_accesses{}", "cacheqos_sidecar_mrc_footprint_bytes{}", "cacheqos_sidecar_engine_bytes_per_object{}"} {
+		if _, ok := series[key]; !ok {
+			t.Errorf("no %s", key)
+		}
 	}
 }
 

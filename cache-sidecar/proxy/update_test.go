@@ -100,7 +100,9 @@ func TestOptionsValidate(t *testing.T) {
 		{},
 		{Protocol: "http"},
 		{Protocol: Redis, ThrottleMaxWait: time.Minute},
-		{Protocol: Redis, MRCSizes: []int64{10, 5}},
+		{Protocol: Redis, MRCCurvePoints: 2},
+		{Protocol: Redis, MRCSampleRate: 2},
+		{Protocol: Redis, MRCMaxTrackedKeys: 10},
 	} {
 		if _, err := New(opts); err == nil {
 			t.Errorf("New(%+v) succeeded", opts)

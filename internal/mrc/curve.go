@@ -37,6 +37,9 @@ type Curve struct {
 	SampleRate float64
 	// TrackedKeys is the number of keys whose last access is remembered.
 	TrackedKeys int
+	// FootprintBytes estimates the bytes of every object the tenant stored (the tracked
+	// keys' sizes over the sampling rate): its working set, as the tracker counts bytes.
+	FootprintBytes float64
 	// Requests and RequestBytes count every access and its bytes since the tracker was created
 	// (monotonic, never decayed: Prometheus counters).
 	Requests     uint64
@@ -89,6 +92,49 @@ func GeometricSizes(minSize, maxSize int64, n int) ([]int64, error) {
 		sizes[i] = sizes[i+1] - 1
 	}
 	return sizes, nil
+}
+
+// gridSteps snaps partition grid sizes to 2^(k/gridSteps) so that a grid that follows a
+// slowly changing footprint keeps most of its sizes, and so its series.
+const gridSteps = 16
+
+// PartitionSizes returns the n sizes (n >= 3) a partition of current bytes whose tenant stores
+// footprint bytes reports its curve at: geometric from a sixteenth of the smaller of the two
+// up to twice the larger (the curve is flat beyond the footprint), a third of them in the
+// band from current/1.5 to current*1.5 where decisions about this partition are made, and
+// current itself, so the prediction at the partition's own size is read, not interpolated.
+// Sizes are at least 64 KiB.
+func PartitionSizes(current, footprint int64, n int) ([]int64, error) {
+	if n < 3 || n > MaxCurveSizes {
+		return nil, fmt.Errorf("mrc: %d curve points requested, want 3 to %d", n, MaxCurveSizes)
+	}
+	if current < 1 {
+		return nil, fmt.Errorf("mrc: partition size %d is not positive", current)
+	}
+	const floor = 64 << 10
+	footprint = max(footprint, 1)
+	lo := max(min(current, footprint)/16, floor)
+	hi := max(2*max(current, footprint), lo*2)
+	dense := n / 3
+	wide := n - dense - 1
+	sizes := []int64{current}
+	sizes = appendGeometric(sizes, lo, hi, wide)
+	sizes = appendGeometric(sizes, max(current*2/3, lo), max(current*3/2, lo*2), dense)
+	slices.Sort(sizes)
+	return slices.Compact(sizes), nil
+}
+
+// appendGeometric appends n sizes geometric from lo to hi, each snapped to the grid.
+func appendGeometric(sizes []int64, lo, hi int64, n int) []int64 {
+	for i := range n {
+		f := 0.0
+		if n > 1 {
+			f = float64(i) / float64(n-1)
+		}
+		x := math.Log2(float64(lo)) + f*math.Log2(float64(hi)/float64(lo))
+		sizes = append(sizes, int64(math.Round(math.Exp2(math.Round(x*gridSteps)/gridSteps))))
+	}
+	return sizes
 }
 
 // histogram counts accesses by reuse distance into buckets bounded by the candidate sizes:

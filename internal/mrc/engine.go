@@ -117,12 +117,20 @@ func (m *EngineModel) Calibrate(used, baseline, keys int64, meanModelled float64
 // flags 4, and the value is stored with its CRLF and the key with a NUL.
 const memcachedItemHeader = 48
 
+// Slabs returns the settings of a memcached model (nil for redis), to tell whether an engine's
+// own differ.
+func (m *EngineModel) Slabs() *MemcachedSettings {
+	if m.slabs == nil {
+		return nil
+	}
+	return &m.slabs.settings
+}
+
 // memcachedSlabs are memcached's slab classes: an item takes the smallest chunk that holds it,
 // and a class's pages (of pageSize) hold a whole number of chunks.
 type memcachedSlabs struct {
-	chunks     []int64
-	pageSize   int64
-	casEnabled bool
+	settings MemcachedSettings
+	chunks   []int64
 }
 
 // MemcachedSettings are the `stats settings` memcached sizes its slab classes from.
@@ -140,6 +148,10 @@ type MemcachedSettings struct {
 	CASEnabled bool
 }
 
+// DefaultMemcachedSettings are memcached 1.6's defaults, in force until a partition's own
+// are read.
+var DefaultMemcachedSettings = MemcachedSettings{ChunkSize: 48, GrowthFactor: 1.25, SlabChunkMax: 512 << 10, PageSize: 1 << 20, CASEnabled: true}
+
 // memcachedChunkAlign is memcached's CHUNK_ALIGN_BYTES.
 const memcachedChunkAlign = 8
 
@@ -153,7 +165,7 @@ func NewMemcachedModel(s MemcachedSettings) (*EngineModel, error) {
 	case s.PageSize < 1 || s.SlabChunkMax < 1 || s.SlabChunkMax > s.PageSize:
 		return nil, fmt.Errorf("mrc: memcached slab_chunk_max %d must be in [1, page size %d]", s.SlabChunkMax, s.PageSize)
 	}
-	slabs := &memcachedSlabs{pageSize: s.PageSize, casEnabled: s.CASEnabled}
+	slabs := &memcachedSlabs{settings: s}
 	// As memcached's slabs_init: from the header plus chunk_size, times the factor, aligned,
 	// while below slab_chunk_max divided by the factor; the last class is slab_chunk_max.
 	size := float64(memcachedItemHeader + s.ChunkSize)
@@ -173,7 +185,7 @@ func NewMemcachedModel(s MemcachedSettings) (*EngineModel, error) {
 // page holds, since a limit counts whole pages.
 func (s *memcachedSlabs) objectBytes(key, value int64) int64 {
 	total := memcachedItemHeader + key + 1 + value + 2
-	if s.casEnabled {
+	if s.settings.CASEnabled {
 		total += 8
 	}
 	i, _ := slices.BinarySearch(s.chunks, total)
@@ -182,5 +194,6 @@ func (s *memcachedSlabs) objectBytes(key, value int64) int64 {
 		largest := s.chunks[len(s.chunks)-1]
 		return (total + largest - 1) / largest * largest
 	}
-	return s.pageSize / (s.pageSize / s.chunks[i])
+	page := s.settings.PageSize
+	return page / (page / s.chunks[i])
 }

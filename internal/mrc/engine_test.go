@@ -9,7 +9,7 @@ import (
 // memcached listed them in `stats slabs` (class 4: 192-byte chunks, 5461 a page; class 17:
 // 3632, 288 a page).
 func TestMemcachedModelMatchesSlabs(t *testing.T) {
-	m, err := NewMemcachedModel(MemcachedSettings{ChunkSize: 48, GrowthFactor: 1.25, SlabChunkMax: 512 << 10, PageSize: 1 << 20, CASEnabled: true})
+	m, err := NewMemcachedModel(DefaultMemcachedSettings)
 	if err != nil {
 		t.Fatal(err)
 	}

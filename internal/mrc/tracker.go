@@ -252,6 +252,7 @@ func (t *Tracker) SnapshotAt(sizes []int64, capacity func(int64) float64) Curve 
 	c := t.hist.curve(sizes, capacity)
 	c.SampleRate = rateForLimit(t.limit.Load())
 	c.TrackedKeys = t.stack.len()
+	c.FootprintBytes = float64(t.stack.total) / c.SampleRate
 	c.Requests, c.RequestBytes = t.foldedRequests, t.foldedBytes
 	return c
 }
