@@ -305,3 +305,36 @@ func TestHealthAndReadiness(t *testing.T) {
 		t.Fatalf("/readyz with a dead engine: %d %q", code, body)
 	}
 }
+
+// TestCurveSettings: the miss-ratio curve options shape what the tracker does: its starting
+// rate, its bound on tracked keys (which lowers the rate), and the number of curve series.
+func TestCurveSettings(t *testing.T) {
+	acct := newAccount(t, "team-a/cache")
+	n, _ := singleNode(t, Redis, acct, Options{MRCSampleRate: 0.5, MRCMaxTrackedKeys: 100, MRCCurvePoints: 5})
+	c := loginRESP(t, n, acct)
+	before := tenantSeries(scrape(t, n), acct.id)
+	if got := before["cacheqos_sidecar_mrc_sampling_rate{}"]; got != 0.5 {
+		t.Errorf("sampling rate %v before any access, want 0.5", got)
+	}
+	var cmds [][]string
+	for i := range 2000 {
+		cmds = append(cmds, []string{"GET", "k" + strconv.Itoa(i)}, []string{"SET", "k" + strconv.Itoa(i), "value"})
+	}
+	pipeline(c, cmds)
+	series := tenantSeries(scrape(t, n), acct.id)
+	if got := series["cacheqos_sidecar_mrc_tracked_keys{}"]; got > 100 || got < 50 {
+		t.Errorf("%v keys tracked, want at most 100 (and most of them)", got)
+	}
+	if got := series["cacheqos_sidecar_mrc_sampling_rate{}"]; got >= 0.1 {
+		t.Errorf("sampling rate %v after 2000 keys with room for 100, want it lowered below 0.1", got)
+	}
+	curve := 0
+	for key := range series {
+		if strings.HasPrefix(key, "cacheqos_sidecar_mrc_hit_ratio{") {
+			curve++
+		}
+	}
+	if curve < 3 || curve > 5 {
+		t.Errorf("%d curve series, want 3 to 5", curve)
+	}
+}

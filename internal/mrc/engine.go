@@ -3,7 +3,6 @@ package mrc
 import (
 	"errors"
 	"fmt"
-	"math"
 	"math/bits"
 	"slices"
 )
@@ -14,9 +13,11 @@ import (
 type EngineModel struct {
 	// slabs are memcached's slab classes; nil for redis.
 	slabs *memcachedSlabs
-	// overhead is the calibrated memory per object beyond the static model (redis: hash table
-	// buckets, expiry entries, allocator slack the model does not see).
-	overhead float64
+	// scale is the calibrated share of a partition's object memory the modelled object bytes
+	// make up: what the static model does not see (redis: hash table buckets, expiry entries)
+	// is spread over the objects in proportion to their size. Kept out of ObjectBytes, so the
+	// sizes a tracker holds never depend on the calibration that reads them.
+	scale float64
 	// baseline is memory the engine spends whatever it stores (redis: its startup memory and
 	// client buffers); a partition of limit S holds S-baseline bytes of objects.
 	baseline int64
@@ -28,13 +29,10 @@ const (
 	redisObjectBytes    = 16 // the value's robj header
 	// redisEmbstrMax is the longest value stored in one allocation with its robj (EMBSTR).
 	redisEmbstrMax = 44
-	// redisInitialOverhead is the overhead before the first calibration: one 8-byte hash table
-	// bucket per key, the table being up to twice the key count.
-	redisInitialOverhead = 12
 )
 
 // NewRedisModel returns the model of a redis string cache, uncalibrated.
-func NewRedisModel() *EngineModel { return &EngineModel{overhead: redisInitialOverhead} }
+func NewRedisModel() *EngineModel { return &EngineModel{scale: 1} }
 
 // jemallocSize is the size class jemalloc serves a request of n bytes from: multiples of 16
 // up to 128, then four classes per doubling.
@@ -74,20 +72,21 @@ func redisStaticBytes(key, value int64) int64 {
 	return b + jemallocSize(redisObjectBytes) + jemallocSize(sdsBytes(value, false))
 }
 
-// ObjectBytes is the memory an object of key and value bytes takes in the engine.
+// ObjectBytes is the memory the engine allocates for an object of key and value bytes.
 func (m *EngineModel) ObjectBytes(key, value int) int64 {
 	k, v := int64(max(key, 0)), int64(max(value, 0))
 	if m.slabs != nil {
 		return m.slabs.objectBytes(k, v)
 	}
-	return redisStaticBytes(k, v) + int64(math.Round(m.overhead))
+	return redisStaticBytes(k, v)
 }
 
-// Capacity is the object bytes a partition with a memory limit of limit bytes holds.
-func (m *EngineModel) Capacity(limit int64) float64 { return float64(max(limit-m.baseline, 0)) }
+// Capacity is how many object bytes (as ObjectBytes counts them) a partition with a memory
+// limit of limit bytes holds.
+func (m *EngineModel) Capacity(limit int64) float64 { return float64(max(limit-m.baseline, 0)) * m.scale }
 
-// Overhead is the calibrated memory per object beyond the static model.
-func (m *EngineModel) Overhead() float64 { return m.overhead }
+// Scale is the calibrated share of object memory that ObjectBytes accounts for.
+func (m *EngineModel) Scale() float64 { return m.scale }
 
 // Baseline is the memory the engine uses whatever it stores.
 func (m *EngineModel) Baseline() int64 { return m.baseline }
@@ -96,10 +95,10 @@ func (m *EngineModel) Baseline() int64 { return m.baseline }
 const minCalibrationKeys = 100
 
 // Calibrate returns the model fitted to an engine's own accounting: it uses used bytes of
-// which baseline are not objects, for keys objects whose mean modelled size (ObjectBytes of
-// this model) is meanModelled. The difference per key becomes the overhead; memcached's slab
-// model is exact per item and only takes the baseline. ok is false (and m returned) when the
-// figures cannot calibrate: too few keys, or more baseline than use.
+// which baseline are not objects, for keys objects whose mean modelled size (ObjectBytes) is
+// meanModelled. Their ratio becomes the scale; memcached's slab model is exact per item
+// (whereas total_malloced counts partly filled pages) and keeps scale 1. ok is false (and m
+// returned) when the figures cannot calibrate: too few keys, or more baseline than use.
 func (m *EngineModel) Calibrate(used, baseline, keys int64, meanModelled float64) (calibrated *EngineModel, ok bool) {
 	if keys < minCalibrationKeys || baseline < 0 || used <= baseline || !(meanModelled > 0) {
 		return m, false
@@ -107,8 +106,7 @@ func (m *EngineModel) Calibrate(used, baseline, keys int64, meanModelled float64
 	next := *m
 	next.baseline = baseline
 	if m.slabs == nil {
-		perKey := float64(used-baseline) / float64(keys)
-		next.overhead = max(perKey-(meanModelled-math.Round(m.overhead)), 0)
+		next.scale = min(meanModelled*float64(keys)/float64(used-baseline), 1)
 	}
 	return &next, true
 }
@@ -178,7 +176,7 @@ func NewMemcachedModel(s MemcachedSettings) (*EngineModel, error) {
 	if len(slabs.chunks) > 1 && slabs.chunks[len(slabs.chunks)-2] >= s.SlabChunkMax {
 		return nil, errors.New("mrc: memcached slab classes do not increase")
 	}
-	return &EngineModel{slabs: slabs}, nil
+	return &EngineModel{slabs: slabs, scale: 1}, nil
 }
 
 // objectBytes is an item's share of slab memory: its class's page divided by the chunks a
