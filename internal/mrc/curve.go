@@ -137,15 +137,12 @@ func appendGeometric(sizes []int64, lo, hi int64, n int) []int64 {
 	return sizes
 }
 
-// histogram counts accesses by reuse distance into buckets bounded by the candidate sizes:
-// bucket i holds distances in (sizes[i-1], sizes[i]], the last bucket distances beyond the
-// largest size. Counts are float64 because sampled accesses carry weight 1/rate and decay
-// scales everything.
-type histogram struct {
-	sizes     []int64
+// distanceCounts count accesses by reuse distance bucket. Counts are float64 because sampled
+// accesses carry weight 1/rate and decay scales everything.
+type distanceCounts struct {
 	hits      []float64 // per-bucket access weight
 	hitBytes  []float64 // per-bucket byte weight
-	cold      float64   // weight of first accesses
+	cold      float64   // weight of accesses that miss at every size
 	coldBytes float64
 	sampled   float64 // unweighted count of recorded accesses
 	// accesses and bytes are the totals the recorded weights estimate; with sampling they come
@@ -155,12 +152,48 @@ type histogram struct {
 	bytes    float64
 }
 
-func newHistogram(sizes []int64) histogram {
-	return histogram{
-		sizes:    slices.Clone(sizes),
-		hits:     make([]float64, len(sizes)+1),
-		hitBytes: make([]float64, len(sizes)+1),
+func newDistanceCounts(buckets int) distanceCounts {
+	return distanceCounts{hits: make([]float64, buckets), hitBytes: make([]float64, buckets)}
+}
+
+// add counts an access in bucket i.
+func (d *distanceCounts) add(i int, size uint32, weight float64) {
+	d.hits[i] += weight
+	d.hitBytes[i] += weight * float64(size)
+	d.sampled++
+}
+
+// recordCold counts an access that misses at every size (a first access of a key).
+func (d *distanceCounts) recordCold(size uint32, weight float64) {
+	d.cold += weight
+	d.coldBytes += weight * float64(size)
+	d.sampled++
+}
+
+// decay multiplies every count by keep, so that older accesses weigh less: after k calls an
+// access counts keep^k.
+func (d *distanceCounts) decay(keep float64) {
+	for i := range d.hits {
+		d.hits[i] *= keep
+		d.hitBytes[i] *= keep
 	}
+	d.cold *= keep
+	d.coldBytes *= keep
+	d.sampled *= keep
+	d.accesses *= keep
+	d.bytes *= keep
+}
+
+// histogram counts accesses by reuse distance into buckets bounded by the candidate sizes:
+// bucket i holds distances in (sizes[i-1], sizes[i]], the last bucket distances beyond the
+// largest size, so the curve is exact at the sizes.
+type histogram struct {
+	distanceCounts
+	sizes []int64
+}
+
+func newHistogram(sizes []int64) histogram {
+	return histogram{distanceCounts: newDistanceCounts(len(sizes) + 1), sizes: slices.Clone(sizes)}
 }
 
 // record counts an access at the given stack distance (the smallest LRU capacity in bytes
@@ -170,30 +203,7 @@ func (h *histogram) record(distance float64, size uint32, weight float64) {
 	if distance <= float64(h.sizes[len(h.sizes)-1]) {
 		i, _ = slices.BinarySearch(h.sizes, int64(math.Ceil(distance)))
 	}
-	h.hits[i] += weight
-	h.hitBytes[i] += weight * float64(size)
-	h.sampled++
-}
-
-// recordCold counts a first access of a key.
-func (h *histogram) recordCold(size uint32, weight float64) {
-	h.cold += weight
-	h.coldBytes += weight * float64(size)
-	h.sampled++
-}
-
-// decay multiplies every count by keep, so that older accesses weigh less: after k calls an
-// access counts keep^k.
-func (h *histogram) decay(keep float64) {
-	for i := range h.hits {
-		h.hits[i] *= keep
-		h.hitBytes[i] *= keep
-	}
-	h.cold *= keep
-	h.coldBytes *= keep
-	h.sampled *= keep
-	h.accesses *= keep
-	h.bytes *= keep
+	h.add(i, size, weight)
 }
 
 // curve turns the counts into hit ratios. The difference between the true access count and

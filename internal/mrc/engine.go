@@ -83,7 +83,9 @@ func (m *EngineModel) ObjectBytes(key, value int) int64 {
 
 // Capacity is how many object bytes (as ObjectBytes counts them) a partition with a memory
 // limit of limit bytes holds.
-func (m *EngineModel) Capacity(limit int64) float64 { return float64(max(limit-m.baseline, 0)) * m.scale }
+func (m *EngineModel) Capacity(limit int64) float64 {
+	return float64(max(limit-m.baseline, 0)) * m.scale
+}
 
 // Scale is the calibrated share of object memory that ObjectBytes accounts for.
 func (m *EngineModel) Scale() float64 { return m.scale }

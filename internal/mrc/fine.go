@@ -35,50 +35,24 @@ func bucketLow(i int) float64 {
 	return math.Exp2(float64(i) / bucketsPerOctave)
 }
 
-// fineHistogram counts a tracker's accesses by reuse distance. Counts are float64 because
-// sampled accesses carry weight 1/rate and decay scales everything.
+// fineHistogram counts a tracker's accesses by reuse distance in logarithmic buckets.
 type fineHistogram struct {
-	hits      []float64 // per-bucket access weight
-	hitBytes  []float64 // per-bucket byte weight
-	cold      float64   // weight of accesses that miss at every size
-	coldBytes float64
-	sampled   float64 // unweighted count of recorded accesses
-	// accesses and bytes are the totals the recorded weights estimate; with sampling they come
-	// from the exact request counters, and their difference from the recorded weight is the
-	// SHARDS-adj correction. achievedHits counts the reads the engine served (all of them,
-	// sampled or not), so achieved and predicted hit ratios cover the same decayed window.
-	accesses     float64
-	bytes        float64
+	distanceCounts
+	// achievedHits counts the reads the engine served (all of them, sampled or not), so
+	// achieved and predicted hit ratios cover the same decayed window.
 	achievedHits float64
 }
 
 func newFineHistogram() fineHistogram {
-	return fineHistogram{hits: make([]float64, distanceBuckets+1), hitBytes: make([]float64, distanceBuckets+1)}
+	return fineHistogram{distanceCounts: newDistanceCounts(distanceBuckets + 1)}
 }
 
 func (h *fineHistogram) record(distance float64, size uint32, weight float64) {
-	i := bucketOf(distance)
-	h.hits[i] += weight
-	h.hitBytes[i] += weight * float64(size)
-	h.sampled++
-}
-
-func (h *fineHistogram) recordCold(size uint32, weight float64) {
-	h.cold += weight
-	h.coldBytes += weight * float64(size)
-	h.sampled++
+	h.add(bucketOf(distance), size, weight)
 }
 
 func (h *fineHistogram) decay(keep float64) {
-	for i := range h.hits {
-		h.hits[i] *= keep
-		h.hitBytes[i] *= keep
-	}
-	h.cold *= keep
-	h.coldBytes *= keep
-	h.sampled *= keep
-	h.accesses *= keep
-	h.bytes *= keep
+	h.distanceCounts.decay(keep)
 	h.achievedHits *= keep
 }
 
