@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -645,6 +646,10 @@ func (c *conn) flushNonblocking() bool {
 	err := c.raw.Write(c.writeOnceFn)
 	n, werr := c.wrote, c.writeErr
 	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		// The write deadline the blocking writer set has passed: this write would not have
+		// waited, so leave it to the writer, which renews the deadline first.
+		return false
 	case err == nil && werr == nil && n == len(c.out):
 		c.resetOut()
 		return true

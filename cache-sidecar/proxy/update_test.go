@@ -174,3 +174,19 @@ func TestPeerHandshakeIsAuthenticated(t *testing.T) {
 		t.Fatalf("GET by a client: %q", got)
 	}
 }
+
+// TestConnectionOutlivesWriteTimeout: a client that keeps reading its replies keeps its
+// connection past the client write timeout, whichever path writes them (the writer, which
+// renews the deadline, or a link's reader writing without blocking, which once found the
+// deadline set by an earlier reply expired and closed the connection).
+func TestConnectionOutlivesWriteTimeout(t *testing.T) {
+	acct := newAccount(t, "team-a/cache")
+	n, _ := singleNode(t, Redis, acct, Options{ClientWriteTimeout: 200 * time.Millisecond})
+	c := loginRESP(t, n, acct) // the proxy's own AUTH reply sets the write deadline
+	for i := range 12 {
+		if got := c.do("SET", "k", "v"); got != "+OK\r\n" {
+			t.Fatalf("request %d, %v after the first: %q", i, time.Duration(i)*50*time.Millisecond, got)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
