@@ -152,8 +152,12 @@ type MemcachedSettings struct {
 // are read.
 var DefaultMemcachedSettings = MemcachedSettings{ChunkSize: 48, GrowthFactor: 1.25, SlabChunkMax: 512 << 10, PageSize: 1 << 20, CASEnabled: true}
 
-// memcachedChunkAlign is memcached's CHUNK_ALIGN_BYTES.
-const memcachedChunkAlign = 8
+// memcachedChunkAlign is memcached's CHUNK_ALIGN_BYTES; memcachedMaxSlabClasses the classes
+// it has room for (MAX_NUMBER_OF_SLAB_CLASSES less the unused class 0).
+const (
+	memcachedChunkAlign     = 8
+	memcachedMaxSlabClasses = 63
+)
 
 // NewMemcachedModel returns the model of a memcached engine with settings s.
 func NewMemcachedModel(s MemcachedSettings) (*EngineModel, error) {
@@ -171,6 +175,9 @@ func NewMemcachedModel(s MemcachedSettings) (*EngineModel, error) {
 	size := float64(memcachedItemHeader + s.ChunkSize)
 	for size < float64(s.SlabChunkMax)/s.GrowthFactor {
 		chunk := (int64(size) + memcachedChunkAlign - 1) / memcachedChunkAlign * memcachedChunkAlign
+		if n := len(slabs.chunks); n > 0 && chunk <= slabs.chunks[n-1] || n+1 >= memcachedMaxSlabClasses {
+			return nil, fmt.Errorf("mrc: memcached growth_factor %v makes more than %d slab classes", s.GrowthFactor, memcachedMaxSlabClasses)
+		}
 		slabs.chunks = append(slabs.chunks, chunk)
 		size = float64(chunk) * s.GrowthFactor
 	}

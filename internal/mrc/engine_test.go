@@ -39,6 +39,8 @@ func TestNewMemcachedModelErrors(t *testing.T) {
 		{ChunkSize: 0, GrowthFactor: 1.25, SlabChunkMax: 1 << 19, PageSize: 1 << 20},
 		{ChunkSize: 48, GrowthFactor: 1, SlabChunkMax: 1 << 19, PageSize: 1 << 20},
 		{ChunkSize: 48, GrowthFactor: 1.25, SlabChunkMax: 1 << 21, PageSize: 1 << 20},
+		{ChunkSize: 48, GrowthFactor: 1.0000001, SlabChunkMax: 1 << 19, PageSize: 1 << 20}, // classes would not grow
+		{ChunkSize: 48, GrowthFactor: 1.01, SlabChunkMax: 1 << 19, PageSize: 1 << 20},      // more than 63 classes
 	} {
 		if _, err := NewMemcachedModel(s); err == nil {
 			t.Errorf("%+v: no error", s)
