@@ -60,10 +60,18 @@ func (s *reuseStack[K]) access(key K, size uint32) (above int64, prevSize uint32
 		s.makeRoom() // renumbers timestamps; slot indices stay
 	}
 	if seen {
-		if size == 0 {
-			size = s.slots[i].size
-		}
 		slot := s.slots[i]
+		if size == 0 {
+			size = slot.size
+		}
+		if int(slot.time) == s.now {
+			// Already the latest key (a look-aside write right after its read): nothing
+			// moves, only its size may change.
+			s.tree.add(s.now, int64(size)-int64(slot.size))
+			s.total += int64(size) - int64(slot.size)
+			s.slots[i].size = size
+			return 0, slot.size, true
+		}
 		above = s.total - s.tree.prefix(int(slot.time))
 		s.tree.add(int(slot.time), -int64(slot.size))
 		s.total -= int64(slot.size)
