@@ -24,7 +24,8 @@ import (
 //	   {"id": "bi/reports", "workload": "zipf:keys=50000,skew=0.8", "rate": 1000, "class": "bestEffort",
 //	    "maxNodes": 1, "arrive": 4, "rateFrom": [{"from": 6, "rate": 5000}]}]}
 //
-// Workloads use the compact form of workload.ParseSpec; a relative trace file is found next
+// "engine" is "redis" (the default) or "memcached", whose memory accounting the partitions
+// simulate. Workloads use the compact form of workload.ParseSpec; a relative trace file is found next
 // to the scenario file. Unknown fields are errors. MarshalScenario writes this form, so a
 // fuzzed fleet replays with "cacheqos-sim run -file".
 type scenarioFile struct {
@@ -35,6 +36,7 @@ type scenarioFile struct {
 	IntervalSeconds  float64      `json:"intervalSeconds"`
 	Warmup           int          `json:"warmup"`
 	Cache            string       `json:"cache"`
+	Engine           string       `json:"engine,omitempty"`
 	HitLatencySecs   float64      `json:"hitLatencySeconds"`
 	MissLatencySecs  float64      `json:"missLatencySeconds"`
 	MRCSampleRate    float64      `json:"mrcSampleRate"`
@@ -122,6 +124,7 @@ func ParseScenario(data []byte, baseDir string) (*Scenario, error) {
 		Name: f.Name, Title: f.Title, Description: f.Description,
 		Nodes:     nodes(f.Nodes.Count, f.Nodes.MemoryBytes, f.Nodes.OpsPerSecond, bandwidth),
 		Intervals: f.Intervals, IntervalSeconds: f.IntervalSeconds, Warmup: f.Warmup, Cache: f.Cache,
+		Engine:           f.Engine,
 		HitLatency:       seconds(f.HitLatencySecs),
 		MissLatency:      seconds(f.MissLatencySecs),
 		MRCSampleRate:    f.MRCSampleRate,
@@ -174,7 +177,7 @@ func MarshalScenario(sc *Scenario) ([]byte, error) {
 	}
 	f := scenarioFile{
 		Name: sc.Name, Title: sc.Title, Description: sc.Description,
-		Intervals: sc.Intervals, IntervalSeconds: sc.IntervalSeconds, Warmup: sc.Warmup, Cache: sc.Cache,
+		Intervals: sc.Intervals, IntervalSeconds: sc.IntervalSeconds, Warmup: sc.Warmup, Cache: sc.Cache, Engine: sc.Engine,
 		HitLatencySecs: sc.HitLatency.Seconds(), MissLatencySecs: sc.MissLatency.Seconds(),
 		MRCSampleRate: sc.MRCSampleRate, OptimalTimeLimit: sc.OptimalTimeLimit.Seconds(), OptimalWorkLimit: sc.OptimalWorkLimit,
 		Nodes: nodesFile{Count: len(sc.Nodes), MemoryBytes: n.MemoryBytes, OpsPerSecond: n.OpsPerSecond, BandwidthBytesPerSecond: n.BandwidthBytesPerSecond},

@@ -27,9 +27,10 @@ import (
 //     with its fair share in j (the fleet's memory over the tenants active in j, as the equal
 //     policy gives it) at the exact hit ratio of that share.
 //   - need_j = max(size(min(h + OracleHitRatioMargin, 1)), (1 + OracleMemoryMargin) × size(h)),
-//     size(x) being the smallest LRU size at which a fraction x of interval j's requests hit
-//     (0 when h ≤ 0). A target above the interval's re-referenced fraction is unreachable,
-//     and the fleet infeasible. The tenant's need is the largest need_j.
+//     size(x) being the smallest LRU size (objects counted in the scenario engine's bytes) at
+//     which a fraction x of interval j's requests hit (0 when h ≤ 0). A target above the
+//     interval's re-referenced fraction is unreachable, and the fleet infeasible. The tenant's
+//     need is the largest need_j.
 //   - in every interval, the needs of the strict tenants active in it pack into the nodes:
 //     most constrained first (need over the nodes it may use), each tenant spread over the
 //     MaxNodes nodes (every node when unset) with the most free memory, levelling what is
@@ -73,13 +74,17 @@ func exactProfile(sc *Scenario, t *Tenant, seed uint64) (*demandProfile, error) 
 	if err != nil {
 		return nil, err
 	}
+	model, err := sc.engineModel()
+	if err != nil {
+		return nil, err
+	}
 	p := &demandProfile{distances: make([][]int64, sc.Intervals), requests: make([]int, sc.Intervals)}
 	for i := range sc.Intervals {
 		n := expectedRequests(sc, t, i)
 		p.requests[i] = n
 		for range n {
 			a := gen.Next()
-			if d, seen := stack.Access(a.Key, int64(len(a.Key))+a.Size); seen {
+			if d, seen := stack.Access(a.Key, objectBytes(model, a)); seen {
 				p.distances[i] = append(p.distances[i], d)
 			}
 		}

@@ -42,6 +42,7 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"no intervals", func(s *Scenario) { s.Intervals = 0 }, "Intervals: 0"},
 		{"warmup too long", func(s *Scenario) { s.Warmup = s.Intervals }, "Warmup"},
 		{"cache model", func(s *Scenario) { s.Cache = "lfu" }, `Cache: unknown model "lfu"`},
+		{"engine", func(s *Scenario) { s.Engine = "dragonfly" }, `Engine: unknown engine "dragonfly"`},
 		{"sample rate", func(s *Scenario) { s.MRCSampleRate = 2 }, "MRCSampleRate"},
 		{"work limit", func(s *Scenario) { s.OptimalWorkLimit = math.NaN() }, "OptimalWorkLimit: NaN outside [0, 10000]"},
 		{"no nodes", func(s *Scenario) { s.Nodes = nil }, "Nodes: none"},
