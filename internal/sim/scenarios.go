@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cacheqos/cacheqos/internal/allocator/planning"
+	"github.com/cacheqos/cacheqos/internal/mrc"
 	"github.com/cacheqos/cacheqos/internal/workload"
 )
 
@@ -17,8 +18,9 @@ import (
 //
 // Partitions count objects as the engine does (Scenario.Engine, redis by default): with keys
 // of about 20 bytes and values of 100-1000, redis takes about 1.2 times the key and value
-// bytes (683 against 570 on average). The sizes the descriptions quote were worked out from
-// key and value bytes, except cliff-capacity's, which are redis'.
+// bytes. The sizes the descriptions quote are key and value bytes, and the nodes of the
+// scenarios sized that way get inRedisBytes of them, so that the same tenants fit where they
+// did; cliff-capacity and working-set-doubles are sized in redis bytes directly.
 
 const mib = 1 << 20
 
@@ -50,6 +52,21 @@ func spec(s string) workload.Spec {
 	}
 	return sp
 }
+
+// redisOverhead is how many bytes redis allocates per key and value byte for the built-in
+// workloads' objects: keys of 20 bytes and values uniform over 100-1000 bytes.
+var redisOverhead = func() float64 {
+	model := mrc.NewRedisModel()
+	var engine, raw float64
+	for value := 100; value <= 1000; value++ {
+		engine += float64(model.ObjectBytes(20, value))
+		raw += float64(20 + value)
+	}
+	return engine / raw
+}()
+
+// inRedisBytes is the redis memory that holds what kv key and value bytes hold.
+func inRedisBytes(kv int64) int64 { return int64(float64(kv) * redisOverhead) }
 
 // nodes returns n identical nodes.
 func nodes(n int, memory int64, ops, bandwidth float64) []Node {
@@ -87,7 +104,7 @@ func softQoS() *Scenario {
 			"a batch job looping over 6,500 keys (target 0.9; a cliff: nothing below its 3.8 MiB loop, everything above) " +
 			"and an analytics scan-heavy Zipf 0.7 tenant (target 0.2, about 1.5 MiB). The targets fit together with 1 MiB to spare; " +
 			"an equal split (3.3 MiB each) misses the loop's cliff.",
-		Nodes:     nodes(1, 10*mib, 100000, plenty),
+		Nodes:     nodes(1, inRedisBytes(10*mib), 100000, plenty),
 		Tenants:   softQoSTenants(),
 		Intervals: 16, Warmup: 3,
 		Claim: &Claim{
@@ -110,7 +127,7 @@ func softQoSInfeasible() *Scenario {
 		Description: "The three applications above plus a feature store wanting hit ratio 0.9 (about 7.5 MiB on its own), " +
 			"on the same 10 MiB node: the targets need about 16 MiB, so some must fail. Priorities (web 400, loop 300, " +
 			"feature store 200, analytics 100) say which to keep.",
-		Nodes:     nodes(1, 10*mib, 100000, plenty),
+		Nodes:     nodes(1, inRedisBytes(10*mib), 100000, plenty),
 		Tenants:   ts,
 		Intervals: 16, Warmup: 3,
 		Claim: &Claim{
@@ -143,7 +160,7 @@ func maxperf4() *Scenario {
 			"whose keys are spread over all nodes, each with Maxperf's default objective: mean latency at most 1.05× " +
 			"what it would have with a fair share (1/4 of the 16 MiB). The baseline for the objective is the equal " +
 			"policy's measured latency in the same interval.",
-		Nodes:     nodes(4, 4*mib, 100000, plenty),
+		Nodes:     nodes(4, inRedisBytes(4*mib), 100000, plenty),
 		Tenants:   maxperfTenants(false),
 		Intervals: 16, Warmup: 3,
 		Claim: &Claim{
@@ -160,7 +177,7 @@ func maxperf5() *Scenario {
 		Title: "Maxperf: five applications on four servers",
 		Description: "As above with a fifth application (uniform over 10,000 keys, about 5.7 MiB for all of them): " +
 			"the fair share drops to 3.2 MiB.",
-		Nodes:     nodes(4, 4*mib, 100000, plenty),
+		Nodes:     nodes(4, inRedisBytes(4*mib), 100000, plenty),
 		Tenants:   maxperfTenants(true),
 		Intervals: 16, Warmup: 3,
 		Claim: &Claim{
@@ -196,7 +213,7 @@ func lacsSweep() *Scenario {
 			"per step; both tenants are spread over both nodes, as in the paper. An elephant (LACS) is a tenant above 1/K " +
 			"of the aggregate capacity (4,500 requests/s here, so from 2.5×); the isolation guarantee compares each tenant " +
 			"with 1/K of the memory and of every node's capacity.",
-		Nodes:           nodes(2, 4*mib, 4500, plenty),
+		Nodes:           nodes(2, inRedisBytes(4*mib), 4500, plenty),
 		Tenants:         []Tenant{mouse, elephant},
 		Intervals:       lacsPhaseLength * len(lacsPhases),
 		IntervalSeconds: 5,
@@ -230,7 +247,7 @@ func lacsMacro() *Scenario {
 		Description: "Thirty nodes of 2 MiB serving 4,000 requests/s each and thirty tenants with mixed Zipf workloads: " +
 			"27 mice at 800-2,000 requests/s and 3 elephants at 7,000 requests/s (above 1/K of the 120,000 requests/s " +
 			"aggregate). No SLOs: the comparison is each tenant's latency.",
-		Nodes:           nodes(30, 2*mib, 4000, plenty),
+		Nodes:           nodes(30, inRedisBytes(2*mib), 4000, plenty),
 		Tenants:         ts,
 		Intervals:       8,
 		IntervalSeconds: 2,
@@ -250,7 +267,7 @@ func soundararajanStrictBE() *Scenario {
 		Description: "One 8 MiB node; a strict TPC-W-like tenant with a mean-latency objective of 3 ms (hit ratio about " +
 			"0.72 with 0.2 ms hits and 10 ms misses, some 5 MiB) and a best-effort RUBiS-like tenant with no objective: the strict " +
 			"objective first, then the best-effort tenant's latency.",
-		Nodes: nodes(1, 8*mib, 100000, plenty),
+		Nodes: nodes(1, inRedisBytes(8*mib), 100000, plenty),
 		Tenants: []Tenant{
 			strict("shop/tpcw", "zipf:keys=50000,skew=0.9,value=100-1000", 3000, Objective{Latency: 3 * time.Millisecond}),
 			bestEffort("auction/rubis", "zipf:keys=30000,skew=0.9,value=100-1000", 3000, Objective{}),
@@ -271,7 +288,7 @@ func soundararajanOverload() *Scenario {
 		Description: "One 6 MiB node and two strict tenants with mean-latency objectives of 3 ms that cannot both be met " +
 			"(together they need about 11 MiB); priorities are equal, so the best plan minimizes the total penalty, " +
 			"possibly with an asymmetric split.",
-		Nodes: nodes(1, 6*mib, 100000, plenty),
+		Nodes: nodes(1, inRedisBytes(6*mib), 100000, plenty),
 		Tenants: []Tenant{
 			strict("db/orders", "zipf:keys=50000,skew=1,value=100-1000", 3000, Objective{Latency: 3 * time.Millisecond}),
 			strict("db/catalog", "zipf:keys=30000,skew=0.9,value=100-1000", 3000, Objective{Latency: 3 * time.Millisecond}),
@@ -292,7 +309,7 @@ func cliffs() *Scenario {
 		Description: "Two nodes of 4 MiB; two tenants looping over 3,000 and 4,500 keys (all-or-nothing curves at about " +
 			"1.7 and 2.6 MiB) next to two concave Zipf tenants, all with hit-ratio targets. Greedy marginal allocation " +
 			"sees no gain from a partial loop and can starve it; a solver over discrete sizes sees the cliff.",
-		Nodes: nodes(2, 4*mib, 100000, plenty),
+		Nodes: nodes(2, inRedisBytes(4*mib), 100000, plenty),
 		Tenants: []Tenant{
 			strict("etl/loop-a", "loop:keys=3000,value=100-1000", 1500, Objective{HitRatio: 0.9}),
 			strict("etl/loop-b", "loop:keys=4500,value=100-1000", 1500, Objective{HitRatio: 0.9}),
@@ -328,7 +345,7 @@ func dynamics() *Scenario {
 		Description: "Two nodes of 6 MiB with Redis' sampled LRU (5 samples, pool of 16) instead of exact LRU. A tenant " +
 			"whose hot set moves to new keys every four intervals, a best-effort scanner that never reuses a key, a steady " +
 			"Zipf tenant, and a newcomer that arrives at interval 6 and leaves at interval 15. Intervals of 5 s.",
-		Nodes: nodes(2, 6*mib, 100000, plenty),
+		Nodes: nodes(2, inRedisBytes(6*mib), 100000, plenty),
 		Tenants: []Tenant{
 			shifting,
 			bestEffort("batch/scanner", "scan:keys=100000,value=100-1000", 2500, Objective{}),
@@ -368,7 +385,7 @@ func large() *Scenario {
 			"third with a 0.6 hit-ratio target, a third with a 5 ms mean-latency target, a third best effort, priorities " +
 			"50-249. Fewer, shorter intervals; the trackers sample every key (rate 1) because each tenant sends few " +
 			"requests per interval.",
-		Nodes:           nodes(20, 6*mib, 100000, plenty),
+		Nodes:           nodes(20, inRedisBytes(6*mib), 100000, plenty),
 		Tenants:         ts,
 		Intervals:       7,
 		IntervalSeconds: 2,
@@ -396,7 +413,7 @@ func mixedFleet() *Scenario {
 			"Zipf tenant with a 4 ms mean-latency target. Four best-effort tenants: a scan, a large Zipf, a uniform one and a " +
 			"visitor that arrives at interval 6 and leaves at interval 13. An equal share (6 MiB, 5.3 MiB while the visitor " +
 			"is there) is past every target, so a plain split meets them all: the loop has to keep that.",
-		Nodes: nodes(4, 12*mib, 100000, plenty),
+		Nodes: nodes(4, inRedisBytes(12*mib), 100000, plenty),
 		Tenants: []Tenant{
 			strict("shop/web", "zipf:keys=50000,skew=1,value=100-1000", 3000, Objective{HitRatio: 0.72}),
 			strict("shop/catalog", "zipf:keys=30000,skew=0.9,value=100-1000", 2000, Objective{HitRatio: 0.65}),
@@ -425,7 +442,7 @@ func tightFlood() *Scenario {
 			"under an equal share (4 MiB), and a Zipf tenant whose latency may be at most 1.1× its fair-share latency. A " +
 			"best-effort tenant sends as much as each of them until interval 6, then six times as much: its curve keeps " +
 			"rising, so a plan that follows expected hits is tempted to take memory from the strict tenants.",
-		Nodes: nodes(2, 8*mib, 40000, plenty),
+		Nodes: nodes(2, inRedisBytes(8*mib), 40000, plenty),
 		Tenants: []Tenant{
 			strict("shop/web", "zipf:keys=50000,skew=1,value=100-1000", 2000, Objective{HitRatio: 0.68}),
 			strict("batch/loop", "loop:keys=6400,value=100-1000", 1500, Objective{HitRatio: 0.9}),
@@ -505,7 +522,7 @@ func diurnal() *Scenario {
 			"Every tenant's rate follows a sine around its mean: the strict tenants (a Zipf tenant with a 0.65 hit-ratio " +
 			"target and one with a 4 ms mean-latency target) peak in the day, the best-effort ones (an analytics Zipf and a " +
 			"uniform batch) at night, so the nodes are busiest (about 55% utilization) and the mix shifts every interval.",
-		Nodes: nodes(2, 6*mib, 8000, plenty),
+		Nodes: nodes(2, inRedisBytes(6*mib), 8000, plenty),
 		Tenants: []Tenant{
 			diurnalRates(strict("shop/web", "zipf:keys=50000,skew=1,value=100-1000", 2500, Objective{HitRatio: 0.65}), intervals, 0.6, 0),
 			diurnalRates(strict("api/session", "zipf:keys=20000,skew=0.8,value=100-1000", 2000, Objective{Latency: 4 * time.Millisecond}), intervals, 0.6, 1),
