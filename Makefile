@@ -79,8 +79,13 @@ bench-sidecar: ## Sidecar proxy vs direct engine vs twemproxy: throughput, p50/p
 	hack/bench-sidecar.sh
 
 .PHONY: eval
-eval: ## Simulate every scenario under every policy; regenerate docs/evaluation.md and docs/eval/ plots.
+eval: ## Simulate every scenario and 40 random fleets under every policy; regenerate docs/evaluation.md and docs/eval/ plots.
 	hack/eval.sh
+
+FUZZ_FLEETS ?= 50
+.PHONY: eval-fuzz
+eval-fuzz: ## Judge the optimal policy on FUZZ_FLEETS (50) random fleets, both cache models; print the fleets that miss.
+	hack/eval.sh -fuzz-only -n $(FUZZ_FLEETS)
 
 .PHONY: verify-generated
 verify-generated: generate manifests ## Fail when generated files are out of date.

@@ -31,7 +31,7 @@ const (
 	DefaultSolverTimeLimit        = 10 * time.Second
 	DefaultMaxChurnPercent        = 25
 	DefaultHeadroomPercent        = 10
-	DefaultMRCSamplingRate        = "0.01"
+	DefaultMRCSamplingRate        = "0.1"
 	DefaultMRCMaxTrackedKeys      = 8192
 	DefaultMRCCurvePoints         = 16
 	DefaultServiceMonitorInterval = 30 * time.Second
@@ -355,16 +355,18 @@ type PrometheusRuleSettings struct {
 // (spatially hashed sampling, SHARDS). They bound both the sidecar's memory and the number of
 // Prometheus series per partition.
 type MissRatioCurveSettings struct {
-	// samplingRate is the fraction of keys tracked, a decimal in (0, 1], e.g. "0.01" (1%).
+	// samplingRate is the initial fraction of keys tracked, a decimal in (0, 1], e.g. "0.01"
+	// (1%); the sidecar lowers it by itself once maxTrackedKeys are tracked.
 	// +optional
-	// +kubebuilder:default="0.01"
+	// +kubebuilder:default="0.1"
 	// +kubebuilder:validation:MaxLength=16
 	// +kubebuilder:validation:Pattern=`^[0-9]+([.][0-9]+)?$`
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+)?$') || (double(self) > 0.0 && double(self) <= 1.0)",message="must be a decimal in (0, 1], e.g. 0.01"
 	SamplingRate string `json:"samplingRate,omitempty"`
 
-	// maxTrackedKeys caps the sampled keys per partition; the sampling rate is lowered
-	// adaptively when a partition would track more (fixed-size SHARDS).
+	// maxTrackedKeys caps the sampled keys per partition, about 112 bytes of sidecar memory
+	// each; the sampling rate is lowered adaptively when a partition would track more
+	// (fixed-size SHARDS).
 	// +optional
 	// +kubebuilder:validation:Minimum=64
 	// +kubebuilder:validation:Maximum=1048576
@@ -372,9 +374,10 @@ type MissRatioCurveSettings struct {
 	MaxTrackedKeys int32 `json:"maxTrackedKeys,omitempty"`
 
 	// curvePoints is how many cache sizes each curve is reported at (one Prometheus series
-	// each); the allocator's size levels come from these points.
+	// each), on a grid around the partition's size and its tenant's footprint; the
+	// allocator's size levels come from these points.
 	// +optional
-	// +kubebuilder:validation:Minimum=2
+	// +kubebuilder:validation:Minimum=3
 	// +kubebuilder:validation:Maximum=64
 	// +kubebuilder:default=16
 	CurvePoints int32 `json:"curvePoints,omitempty"`

@@ -52,7 +52,7 @@ func TestObjectiveTargets(t *testing.T) {
 		{"degradation below one", (&v1.MaxDegradationObjective{Factor: "0.9"}).Target, 0, "objective.maxDegradation.target: 0.9 is outside [1, 10]"},
 		{"degradation too large", (&v1.MaxDegradationObjective{Factor: "11"}).Target, 0, "outside [1, 10]"},
 		{"sampling rate", (&v1.MissRatioCurveSettings{SamplingRate: "0.001"}).Rate, 0.001, ""},
-		{"sampling rate default", (&v1.MissRatioCurveSettings{}).Rate, 0.01, ""},
+		{"sampling rate default", (&v1.MissRatioCurveSettings{}).Rate, 0.1, ""},
 		{"sampling rate zero", (&v1.MissRatioCurveSettings{SamplingRate: "0.0"}).Rate, 0, "missRatioCurve.samplingRate: 0.0 is outside (0, 1]"},
 	} {
 		got, err := tc.target()

@@ -10,14 +10,12 @@ import (
 
 // agentMetrics exports what the agent learned in its last pass: the applied plan generation
 // and each local partition's engine numbers. It is a collector over that snapshot rather
-// than gauges set in place, so a partition that left the node leaves /metrics with it, and
-// evictions are the engine's own counter (which starts over when an engine restarts, as a
-// Prometheus counter may).
+// than gauges set in place, so a partition that left the node leaves /metrics with it. (The
+// proxy exports the engines' eviction counters, read at scrape time.)
 type agentMetrics struct {
 	planGeneration *prometheus.Desc
 	limitBytes     *prometheus.Desc
 	usedBytes      *prometheus.Desc
-	evictions      *prometheus.Desc
 
 	mu         sync.Mutex
 	generation int64
@@ -34,8 +32,6 @@ func newAgentMetrics(node string) *agentMetrics {
 			"Memory limit the local engine enforces.", tenant, constLabels),
 		usedBytes: prometheus.NewDesc("cacheqos_sidecar_partition_used_bytes",
 			"Memory the local engine uses.", tenant, constLabels),
-		evictions: prometheus.NewDesc("cacheqos_sidecar_evictions_total",
-			"Keys the local engine evicted.", tenant, constLabels),
 	}
 }
 
@@ -52,7 +48,6 @@ func (m *agentMetrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.planGeneration
 	ch <- m.limitBytes
 	ch <- m.usedBytes
-	ch <- m.evictions
 }
 
 // Collect implements prometheus.Collector.
@@ -63,6 +58,5 @@ func (m *agentMetrics) Collect(ch chan<- prometheus.Metric) {
 	for tenant, s := range m.stats {
 		ch <- prometheus.MustNewConstMetric(m.limitBytes, prometheus.GaugeValue, float64(s.LimitBytes), tenant)
 		ch <- prometheus.MustNewConstMetric(m.usedBytes, prometheus.GaugeValue, float64(s.UsedBytes), tenant)
-		ch <- prometheus.MustNewConstMetric(m.evictions, prometheus.CounterValue, float64(s.Evictions), tenant)
 	}
 }

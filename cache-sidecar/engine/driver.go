@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"time"
+
+	"github.com/cacheqos/cacheqos/internal/mrc"
 )
 
 // driver is what differs between engines: how to start one, talk to it, resize it and read
@@ -52,7 +54,12 @@ type Stats struct {
 	DataBytes int64
 	// RSSBytes is the process's resident memory; it may stay above UsedBytes after a shrink
 	// because allocators keep freed pages.
-	RSSBytes  int64
+	RSSBytes int64
+	// BaselineBytes is the part of UsedBytes that holds no objects: redis' startup memory and
+	// its clients' buffers; 0 for memcached, whose limit counts only slab pages.
+	BaselineBytes int64
+	// Slabs are memcached's slab settings (`stats settings`), nil for redis.
+	Slabs     *mrc.MemcachedSettings
 	Items     int64
 	Evictions int64
 	Hits      int64

@@ -531,6 +531,23 @@ func (m *Manager) Stats(ctx context.Context, tenant string) (Stats, error) {
 	return stats, nil
 }
 
+// ReadStats reads the numbers of the engine of kind listening on socket, for callers outside a
+// Manager (the proxy reads them at scrape time and to calibrate its curves).
+func ReadStats(ctx context.Context, kind Engine, socket string) (Stats, error) {
+	var drv driver
+	switch kind {
+	case Redis:
+		drv = redisDriver{}
+	case Memcached:
+		drv = memcachedDriver{}
+	default:
+		return Stats{}, fmt.Errorf("unknown engine %q", kind)
+	}
+	s, err := drv.stats(ctx, socket)
+	s.Engine = kind
+	return s, err
+}
+
 // Close stops supervising and returns once every supervisor has exited, leaving the engines
 // running for the next manager on the same root to adopt. Removals already under way finish
 // first. To stop every engine instead, Reconcile with no specs before closing.

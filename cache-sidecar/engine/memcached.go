@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
+	"github.com/cacheqos/cacheqos/internal/mrc"
 )
 
 const (
@@ -200,7 +201,41 @@ func (memcachedDriver) stats(ctx context.Context, socket string) (Stats, error) 
 			return Stats{}, err
 		}
 	}
+	settings, err := c.stats("settings")
+	if err != nil {
+		return Stats{}, err
+	}
+	if s.Slabs, err = slabSettings(settings); err != nil {
+		return Stats{}, err
+	}
 	return s, nil
+}
+
+// slabSettings reads what memcached sizes its slab classes from.
+func slabSettings(settings map[string]string) (*mrc.MemcachedSettings, error) {
+	var out mrc.MemcachedSettings
+	for _, f := range []struct {
+		name string
+		dst  *int64
+	}{
+		{"chunk_size", &out.ChunkSize},
+		{"slab_chunk_max", &out.SlabChunkMax},
+		{"item_size_max", &out.PageSize},
+	} {
+		var err error
+		if *f.dst, err = statInt(settings, f.name); err != nil {
+			return nil, err
+		}
+	}
+	factor, err := strconv.ParseFloat(settings["growth_factor"], 64)
+	if err != nil {
+		return nil, protocolErrorf("stat growth_factor=%q is not a number", settings["growth_factor"])
+	}
+	out.GrowthFactor = factor
+	out.CASEnabled = settings["cas_enabled"] == "yes"
+	// Slab pages are item_size_max, but never smaller than memcached's 1 MiB page.
+	out.PageSize = max(out.PageSize, memcachedPageSize)
+	return &out, nil
 }
 
 func statInt(fields map[string]string, name string) (int64, error) {

@@ -195,7 +195,7 @@ func (redisDriver) stats(ctx context.Context, socket string) (Stats, error) {
 		return Stats{}, err
 	}
 	var s Stats
-	var notCounted int64
+	var notCounted, startup, clients int64
 	for _, f := range []struct {
 		name string
 		dst  *int64
@@ -203,6 +203,8 @@ func (redisDriver) stats(ctx context.Context, socket string) (Stats, error) {
 		{"maxmemory", &s.LimitBytes},
 		{"used_memory", &s.UsedBytes},
 		{"mem_not_counted_for_evict", &notCounted},
+		{"used_memory_startup", &startup},
+		{"mem_clients_normal", &clients},
 		{"used_memory_dataset", &s.DataBytes},
 		{"evicted_keys", &s.Evictions},
 		{"keyspace_hits", &s.Hits},
@@ -219,6 +221,7 @@ func (redisDriver) stats(ctx context.Context, socket string) (Stats, error) {
 		return Stats{}, err
 	}
 	s.UsedBytes -= notCounted + own
+	s.BaselineBytes = min(startup+max(clients-own, 0), s.UsedBytes)
 	if s.Items, err = keyspaceKeys(info); err != nil {
 		return Stats{}, err
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -24,16 +25,19 @@ type benchClient struct {
 	count int // requests per batch
 }
 
-func newBenchClient(b *testing.B, protocol Protocol, nc net.Conn, depth int) *benchClient {
+// newBenchClient makes a client whose batch alternates SET and GET of the same key; each
+// SET/GET pair of a batch has its own key, keyPrefix followed by the pair's number.
+func newBenchClient(b *testing.B, protocol Protocol, nc net.Conn, depth int, keyPrefix string) *benchClient {
 	c := &benchClient{nc: nc, br: bufio.NewReaderSize(nc, 64<<10), count: depth}
 	value := strings.Repeat("v", 100)
+	key := func(i int) string { return keyPrefix + strconv.Itoa(i/2) }
 	if protocol == Redis {
 		rr := resp.NewReplyReader(c.br, resp.ReplyLimits{})
 		for i := range depth {
 			if i%2 == 0 {
-				c.batch = resp.AppendCommandStrings(c.batch, "SET", "bench", value)
+				c.batch = resp.AppendCommandStrings(c.batch, "SET", key(i), value)
 			} else {
-				c.batch = resp.AppendCommandStrings(c.batch, "GET", "bench")
+				c.batch = resp.AppendCommandStrings(c.batch, "GET", key(i))
 			}
 		}
 		c.read = func() error { _, err := rr.ReadReply(); return err }
@@ -43,10 +47,10 @@ func newBenchClient(b *testing.B, protocol Protocol, nc net.Conn, depth int) *be
 	var expects []memcache.Expect
 	for i := range depth {
 		if i%2 == 0 {
-			c.batch = fmt.Appendf(c.batch, "set bench 0 0 %d\r\n%s\r\n", len(value), value)
+			c.batch = fmt.Appendf(c.batch, "set %s 0 0 %d\r\n%s\r\n", key(i), len(value), value)
 			expects = append(expects, memcache.Expect{Command: memcache.CmdSet})
 		} else {
-			c.batch = append(c.batch, "get bench\r\n"...)
+			c.batch = fmt.Appendf(c.batch, "get %s\r\n", key(i))
 			expects = append(expects, memcache.Expect{Command: memcache.CmdGet})
 		}
 	}
@@ -115,18 +119,8 @@ func benchmarkGetSet(b *testing.B, protocol Protocol, clients, depth int) {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { dc.Close() })
-		direct = append(direct, newBenchClient(b, protocol, dc, depth))
-		var pc net.Conn
-		if protocol == Redis {
-			c := dialRESP(b, "unix", proxySocket)
-			if got := c.do("AUTH", acct.id, acct.password); got != "+OK\r\n" {
-				b.Fatalf("AUTH: %q", got)
-			}
-			pc = c.nc
-		} else {
-			pc = loginMCOn(b, "unix", proxySocket, acct).nc
-		}
-		proxied = append(proxied, newBenchClient(b, protocol, pc, depth))
+		direct = append(direct, newBenchClient(b, protocol, dc, depth, "bench"))
+		proxied = append(proxied, newBenchClient(b, protocol, dialProxy(b, protocol, proxySocket, acct), depth, "bench"))
 	}
 	ops := max(b.N, clients*depth)
 	b.ResetTimer()
@@ -145,6 +139,81 @@ func benchmarkGetSet(b *testing.B, protocol Protocol, clients, depth int) {
 	b.ReportMetric(float64(ops)/directTime.Seconds(), "direct-ops/s")
 }
 
+// dialProxy connects to a proxy's unix socket and authenticates as acct.
+func dialProxy(b *testing.B, protocol Protocol, socket string, acct account) net.Conn {
+	if protocol == Redis {
+		c := dialRESP(b, "unix", socket)
+		if got := c.do("AUTH", acct.id, acct.password); got != "+OK\r\n" {
+			b.Fatalf("AUTH: %q", got)
+		}
+		return c.nc
+	}
+	return loginMCOn(b, "unix", socket, acct).nc
+}
+
+// BenchmarkCurveAccounting measures the proxy's CPU per request with the miss-ratio curve's
+// accounting (true sizes, engine bytes, tracker, ghost list) and without it, in the same run:
+// two tenants on one proxy, identical but for the second having its curve state removed, served
+// in alternating rounds, and the same clients on an engine directly, whose CPU (the clients'
+// own) is taken out. It reports the proxy's CPU per request with the accounting relative to
+// without ("x-proxy-cpu").
+func BenchmarkCurveAccounting(b *testing.B) {
+	for _, protocol := range []Protocol{Redis, Memcached} {
+		b.Run(string(protocol), func(b *testing.B) { benchmarkCurveAccounting(b, protocol) })
+	}
+}
+
+func benchmarkCurveAccounting(b *testing.B, protocol Protocol) {
+	const clients, depth, rounds = 4, 32, 16
+	on, off := newAccount(b, "team-a/on"), newAccount(b, "team-b/off")
+	n := startNode(b, "node-a", Options{Protocol: protocol})
+	n.update(b,
+		Tenant{ID: on.id, CredentialHash: on.hash, LocalEngine: startEngine(b, protocol), LocalPartitionBytes: 64 << 20, Routes: []Route{n.route(1)}},
+		Tenant{ID: off.id, CredentialHash: off.hash, LocalEngine: startEngine(b, protocol), LocalPartitionBytes: 64 << 20, Routes: []Route{n.route(1)}})
+	if ps := (*n.p.tenants.Load())[off.id].part.Swap(nil); ps != nil {
+		ps.stop()
+	}
+	tenantClients := func(acct account) []*benchClient {
+		var out []*benchClient
+		for i := range clients {
+			// 16 keys per client, 64 in all: about 6 of them sampled at the default rate.
+			out = append(out, newBenchClient(b, protocol, dialProxy(b, protocol, n.socketPath, acct), depth, fmt.Sprintf("k%d:", i)))
+		}
+		return out
+	}
+	withCurves, without := tenantClients(on), tenantClients(off)
+	engine := startEngine(b, protocol)
+	var direct []*benchClient
+	for i := range clients {
+		dc, err := net.Dial("unix", engine)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { dc.Close() })
+		direct = append(direct, newBenchClient(b, protocol, dc, depth, fmt.Sprintf("k%d:", i)))
+	}
+	ops := max(b.N/rounds, clients*depth)
+	var cpuOn, cpuOff, cpuDirect time.Duration
+	b.ResetTimer()
+	for range rounds {
+		cpu0 := processCPU(b)
+		timeClients(b, withCurves, ops)
+		cpu1 := processCPU(b)
+		timeClients(b, without, ops)
+		cpu2 := processCPU(b)
+		timeClients(b, direct, ops)
+		cpu3 := processCPU(b)
+		cpuOn += cpu1 - cpu0
+		cpuOff += cpu2 - cpu1
+		cpuDirect += cpu3 - cpu2
+	}
+	b.StopTimer()
+	total := float64(rounds * ops)
+	b.ReportMetric(float64(cpuOn-cpuDirect)/total, "proxy-cpu-ns/op-curves")
+	b.ReportMetric(float64(cpuOff-cpuDirect)/total, "proxy-cpu-ns/op-none")
+	b.ReportMetric(float64(cpuOn-cpuDirect)/float64(cpuOff-cpuDirect), "x-proxy-cpu")
+}
+
 // processCPU returns the user and system CPU time this process has used.
 func processCPU(b *testing.B) time.Duration {
 	var ru syscall.Rusage
@@ -152,4 +221,24 @@ func processCPU(b *testing.B) time.Duration {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkReadWriteAccounting is the accounting of one look-aside pair (a read that hits and
+// a write of the same key) alone, on a tenant with a local partition: the part of the proxy's
+// CPU per request the miss-ratio curve adds, without the noise of the whole request path.
+func BenchmarkReadWriteAccounting(b *testing.B) {
+	acct := newAccount(b, "team-a/cache")
+	n, _ := singleNode(b, Redis, acct, Options{})
+	t := (*n.p.tenants.Load())[acct.id]
+	hashes := make([]uint64, 1024)
+	for i := range hashes {
+		hashes[i], _ = keyHashes([]byte("key:" + strconv.Itoa(i)))
+	}
+	i := 0
+	for b.Loop() {
+		h := hashes[i&(len(hashes)-1)]
+		t.recordRead(h, true, 8, 100)
+		t.recordWrite(h, 8, 100)
+		i++
+	}
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"slices"
 	"strings"
 	"time"
 
@@ -185,13 +184,18 @@ type Options struct {
 	// version) for the requests it forwards (default 1).
 	PeerLinks int
 
-	// MRCSizes are the candidate partition sizes at which miss-ratio curves are reported, one
-	// series each (default: 12 sizes from 16 MiB to 64 GiB, geometric).
-	MRCSizes []int64
-	// MRCSampleRate is the initial SHARDS sampling rate (default 0.1); MRCMaxBytes bounds each
-	// tracker's memory (default 1 MiB), lowering the rate as needed.
-	MRCSampleRate float64
-	MRCMaxBytes   int64
+	// MRCCurvePoints is how many sizes each partition's curve is reported at, one series each
+	// (default 16): a grid that follows the partition's size and its tenant's footprint
+	// (mrc.PartitionSizes).
+	MRCCurvePoints int
+	// MRCSampleRate is the initial SHARDS sampling rate (default 0.1); MRCMaxTrackedKeys
+	// bounds the keys each tracker remembers (default 8192, about 1 MiB), lowering the rate
+	// as needed.
+	MRCSampleRate     float64
+	MRCMaxTrackedKeys int
+	// MRCCalibrationInterval is how often the engine's memory per object is read to convert
+	// object sizes into what the engine's limit counts (default 5s).
+	MRCCalibrationInterval time.Duration
 	// MRCDecayInterval is how often curves halve the weight of the past (default 1 minute).
 	MRCDecayInterval time.Duration
 	// GhostEntries bounds each tenant's ghost list (default mrc.DefaultGhostEntries).
@@ -217,9 +221,10 @@ const (
 	DefaultEngineLinks              = 1
 	DefaultPeerLinks                = 1
 	DefaultMRCSampleRate            = 0.1
-	DefaultMRCMaxBytes              = 1 << 20
+	DefaultMRCMaxTrackedKeys        = 8192
+	DefaultMRCCurvePoints           = 16
 	DefaultMRCDecayInterval         = time.Minute
-	defaultMRCSizeCount             = 12
+	DefaultMRCCalibrationInterval   = 5 * time.Second
 )
 
 func (o Options) withDefaults() (Options, error) {
@@ -249,25 +254,32 @@ func (o Options) withDefaults() (Options, error) {
 	o.EngineLinks = orDefault(o.EngineLinks, DefaultEngineLinks)
 	o.PeerLinks = orDefault(o.PeerLinks, DefaultPeerLinks)
 	o.MRCSampleRate = orDefault(o.MRCSampleRate, DefaultMRCSampleRate)
-	o.MRCMaxBytes = orDefault(o.MRCMaxBytes, DefaultMRCMaxBytes)
+	o.MRCMaxTrackedKeys = orDefault(o.MRCMaxTrackedKeys, DefaultMRCMaxTrackedKeys)
+	o.MRCCurvePoints = orDefault(o.MRCCurvePoints, DefaultMRCCurvePoints)
 	o.MRCDecayInterval = orDefault(o.MRCDecayInterval, DefaultMRCDecayInterval)
+	o.MRCCalibrationInterval = orDefault(o.MRCCalibrationInterval, DefaultMRCCalibrationInterval)
 	o.GhostEntries = orDefault(o.GhostEntries, mrc.DefaultGhostEntries)
 	if o.BackendTimeout <= o.ThrottleMaxWait {
 		return o, fmt.Errorf("proxy: backend timeout %v must exceed the throttle wait %v", o.BackendTimeout, o.ThrottleMaxWait)
 	}
-	if o.MRCSizes == nil {
-		sizes, err := mrc.GeometricSizes(16<<20, 64<<30, defaultMRCSizeCount)
-		if err != nil {
-			return o, err
-		}
-		o.MRCSizes = sizes
+	if o.MRCCurvePoints < minCurvePoints || o.MRCCurvePoints > mrc.MaxCurveSizes {
+		return o, fmt.Errorf("proxy: %d curve points, want %d to %d", o.MRCCurvePoints, minCurvePoints, mrc.MaxCurveSizes)
 	}
-	if err := mrc.ValidateSizes(o.MRCSizes); err != nil {
-		return o, fmt.Errorf("proxy: MRC sizes: %w", err)
+	if o.MRCSampleRate > 1 {
+		return o, fmt.Errorf("proxy: MRC sampling rate %v above 1", o.MRCSampleRate)
 	}
-	o.MRCSizes = slices.Clone(o.MRCSizes)
+	if o.MRCMaxTrackedKeys < minTrackedKeys {
+		return o, fmt.Errorf("proxy: MRC max tracked keys %d, want at least %d", o.MRCMaxTrackedKeys, minTrackedKeys)
+	}
 	return o, nil
 }
+
+// minCurvePoints and minTrackedKeys are the smallest curve grid and sample the proxy accepts
+// (the API's bounds).
+const (
+	minCurvePoints = 3
+	minTrackedKeys = 64
+)
 
 func orDefault[T int | int64 | float64 | time.Duration](v, def T) T {
 	if v > 0 {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -57,13 +58,17 @@ type entry struct {
 	// measured (peer connections: the ingress node measures).
 	start   int64
 	keyHash uint64
-	split   *split
-	more    *entryMore
+	// keyLen and valueLen size the object of a one-key read or write (valueLen: writes only,
+	// unknownValue when the request does not tell the stored value).
+	keyLen, valueLen int32
+	split            *split
+	more             *entryMore
 }
 
 // entryMore holds the fields of the less common entries.
 type entryMore struct {
 	keyHashes []uint64 // accessReadMulti: the keys' hashes in request order
+	keyLens   []int32  // redis accessReadMulti: the keys' lengths in request order
 	// scanNode and scanNodes place a SCAN reply in the tenant's node order.
 	scanNode, scanNodes int
 }
@@ -81,8 +86,9 @@ type split struct {
 	// owner is, per key in request order, the index of the part that has it.
 	owner []int
 	// keyHashes are the keys' hashes in request order, for counting reads of the local
-	// partition (nil for commands that are not reads).
+	// partition (nil for commands that are not reads); keyLens their lengths (redis).
 	keyHashes []uint64
+	keyLens   []int32
 }
 
 // pending is a request in a connection's pipeline, from the moment the reader queues it until
@@ -107,11 +113,11 @@ type partReply struct {
 	values []partValue
 }
 
-// partValue is one VALUE block of a memcached retrieval: its key's hash, its bytes in raw and
-// its data's size.
+// partValue is one VALUE block of a memcached retrieval: its key's hash, its bytes in raw, and
+// its key's and data's sizes.
 type partValue struct {
-	keyHash         uint64
-	start, end, len int
+	keyHash                 uint64
+	start, end, keyLen, len int
 }
 
 // pendingPool recycles pending requests, with their reply buffers, across connections.
@@ -640,6 +646,10 @@ func (c *conn) flushNonblocking() bool {
 	err := c.raw.Write(c.writeOnceFn)
 	n, werr := c.wrote, c.writeErr
 	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		// The write deadline the blocking writer set has passed: this write would not have
+		// waited, so leave it to the writer, which renews the deadline first.
+		return false
 	case err == nil && werr == nil && n == len(c.out):
 		c.resetOut()
 		return true
@@ -691,33 +701,55 @@ func (t *tenant) served(replyBytes int) {
 }
 
 // recordRead counts a read of one key served by the local partition and reports it to the
-// partition's curve tracker and ghost list. size is the value's size (unknown for a miss, so
-// the mean value size stands in).
-func (t *tenant) recordRead(h uint64, hit bool, size int) {
+// partition's curve tracker and ghost list. A hit tells the object's size (its key and value
+// lengths); a miss does not, and the write that follows it brings the size (recordWrite).
+func (t *tenant) recordRead(h uint64, hit bool, keyLen, valueLen int) {
 	if hit {
 		t.stats.hits.Add(1)
-		t.noteValueSize(size)
+		if valueLen >= 0 {
+			t.noteValueSize(valueLen)
+		}
 	} else {
 		t.stats.misses.Add(1)
-		size = int(t.meanValueSize())
 	}
 	ps := t.part.Load()
 	if ps == nil {
 		return
 	}
-	ps.tracker.AccessHash(h, int64(size))
-	if _, ghostHit := ps.ghost.AccessHash(h, int64(size)); ghostHit && !hit {
+	var size int64 // 0: unknown
+	if hit && valueLen >= 0 {
+		size = ps.curves.objectBytes(keyLen, valueLen)
+	}
+	ps.curves.tracker.ReadHash(h, size, hit)
+	ghostSize := size
+	if size == 0 {
+		ghostSize = t.meanValueSize()
+	}
+	if _, ghostHit := ps.ghost.AccessHash(h, ghostSize); ghostHit && !hit {
 		t.stats.ghostHits.Add(1)
 	}
 }
 
-// recordWrite tells the ghost list that a written key is back in the cache. Writes are not
-// accesses of the miss-ratio curve, which describes reads: counting the write that follows
-// every read miss in a look-aside cache would make each miss look like a hit.
-func (t *tenant) recordWrite(h uint64) {
-	if ps := t.part.Load(); ps != nil {
-		ps.ghost.AccessHash(h, t.meanValueSize())
+// unknownValue is the value length of a write whose stored size the request does not tell
+// (APPEND, INCR, DEL...): it does not move the curve's objects.
+const unknownValue = -1
+
+// recordWrite tells the curve that a written key now holds its value (valueLen bytes, or
+// unknownValue) at the top of the LRU order, and the ghost list that it is back in the cache.
+// Writes are not accesses of the miss-ratio curve, which describes reads: counting the write
+// that follows every read miss in a look-aside cache would make each miss look like a hit.
+func (t *tenant) recordWrite(h uint64, keyLen, valueLen int) {
+	ps := t.part.Load()
+	if ps == nil {
+		return
 	}
+	if valueLen == unknownValue {
+		ps.ghost.AccessHash(h, t.meanValueSize())
+		return
+	}
+	size := ps.curves.objectBytes(keyLen, valueLen)
+	ps.curves.tracker.WriteHash(h, size)
+	ps.ghost.AccessHash(h, size)
 }
 
 // protocolError counts a protocol error.

@@ -26,39 +26,45 @@ const (
 	maxEvictionLine = 4 << 10
 )
 
-// watchEvictions follows the local engine's evictions into the partition's ghost list until
-// the returned function is called: redis reports them as keyspace events ("evicted", turned
-// on by the watcher), memcached on a "watch evictions" log stream.
-func (p *Proxy) watchEvictions(t *tenant, ps *partitionState) context.CancelFunc {
+// watchPartition follows the local engine until the returned function is called: its
+// evictions into the partition's ghost list (redis reports them as keyspace events, "evicted",
+// turned on by the watcher; memcached on a "watch evictions" log stream), and its memory per
+// object into the curve's engine model.
+func (p *Proxy) watchPartition(t *tenant, ps *partitionState) context.CancelFunc {
 	ctx, cancel := context.WithCancel(p.ctx)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return cancel
 	}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		backoff := minWatchBackoff
-		for {
-			began := time.Now()
-			err := p.followEvictions(ctx, t, ps)
-			if ctx.Err() != nil {
-				return
-			}
-			p.log.Debug("eviction watch ended; reconnecting", "tenant", t.id, "engine", ps.engine, "err", err)
-			if time.Since(began) > watchHealthy {
-				backoff = minWatchBackoff
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(backoff):
-			}
-			backoff = min(2*backoff, maxWatchBackoff)
-		}
-	}()
+	p.wg.Add(2)
+	go p.retrying(ctx, t, ps, "eviction watch", p.followEvictions)
+	go p.retrying(ctx, t, ps, "calibration", p.calibrateEvery)
 	return cancel
+}
+
+// retrying runs follow until ctx ends, again after each failure with a growing delay.
+func (p *Proxy) retrying(ctx context.Context, t *tenant, ps *partitionState, what string,
+	follow func(context.Context, *tenant, *partitionState) error) {
+	defer p.wg.Done()
+	backoff := minWatchBackoff
+	for {
+		began := time.Now()
+		err := follow(ctx, t, ps)
+		if ctx.Err() != nil {
+			return
+		}
+		p.log.Debug(what+" ended; retrying", "tenant", t.id, "engine", ps.engine, "err", err)
+		if time.Since(began) > watchHealthy {
+			backoff = minWatchBackoff
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, maxWatchBackoff)
+	}
 }
 
 // followEvictions records evictions until the connection fails or ctx ends.

@@ -73,3 +73,15 @@ func FuzzMemcacheConnection(f *testing.F) {
 		"version\r\nquit\r\n", "mg bWs= b v\r\n", "\x00\xff\r\n",
 	})
 }
+
+// FuzzPayloadLen: any reply bytes give a length within the reply, never a panic.
+func FuzzPayloadLen(f *testing.F) {
+	for _, seed := range []string{"$5\r\nhello\r\n", "$0\r\n\r\n", "$-1\r\n", "*1\r\n$1\r\na\r\n", "$", ""} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if n := payloadLen(raw); n < 0 || n > len(raw) {
+			t.Errorf("payloadLen(%q) = %d", raw, n)
+		}
+	})
+}

@@ -169,7 +169,23 @@ func (h *memcacheHandler) route(req *memcache.Request, start int64) {
 		}
 		node = owner
 	}
-	h.forward(rt, node, req, entry{kind: entryForward, start: start, keyHash: full, access: accessOfRequest(req.Command)})
+	e := entry{kind: entryForward, start: start, keyHash: full, access: accessOfRequest(req.Command),
+		keyLen: int32(len(req.Key())), valueLen: unknownValue}
+	if storesValue(req.Command) {
+		e.valueLen = int32(len(req.Data))
+	}
+	h.forward(rt, node, req, e)
+}
+
+// storesValue tells whether a command stores its data block as the key's whole value (not
+// append or prepend, whose stored size the request does not tell; ms in its default set mode,
+// the only one cacheqos' clients use, is counted so too).
+func storesValue(cmd memcache.Command) bool {
+	switch cmd {
+	case memcache.CmdSet, memcache.CmdAdd, memcache.CmdReplace, memcache.CmdCas, memcache.CmdMetaSet:
+		return true
+	}
+	return false
 }
 
 // retrieve forwards get/gets/gat/gats, split by node when the keys live on several.
@@ -239,7 +255,7 @@ func (p *pending) completeMemcache(l *link, part int, r *memcache.Response) {
 		for _, v := range r.Values {
 			start := len(pr.raw)
 			pr.raw = append(pr.raw, v.Raw...)
-			pr.values = append(pr.values, partValue{keyHash: keyhash.Sum64(v.Key), start: start, end: len(pr.raw), len: len(v.Data)})
+			pr.values = append(pr.values, partValue{keyHash: keyhash.Sum64(v.Key), start: start, end: len(pr.raw), keyLen: len(v.Key), len: len(v.Data)})
 		}
 		if l.local {
 			p.tenant.served(len(r.Raw()))
@@ -267,10 +283,12 @@ func countMemcache(p *pending, r *memcache.Response) {
 			return
 		}
 		switch r.Status { // mg
-		case memcache.StatusVA, memcache.StatusHD:
-			t.recordRead(p.keyHash, true, len(r.Raw()))
+		case memcache.StatusVA:
+			t.recordRead(p.keyHash, true, int(p.keyLen), len(r.Data))
+		case memcache.StatusHD: // no value asked for: its size stays what the curve knows
+			t.recordRead(p.keyHash, true, int(p.keyLen), unknownValue)
 		case memcache.StatusEN, memcache.StatusSuppressed:
-			t.recordRead(p.keyHash, false, 0)
+			t.recordRead(p.keyHash, false, int(p.keyLen), 0)
 		}
 	case accessReadMulti:
 		next := 0
@@ -278,7 +296,9 @@ func countMemcache(p *pending, r *memcache.Response) {
 			next += recordValue(t, h, r.Values, next)
 		}
 	case accessWrite:
-		t.recordWrite(p.keyHash)
+		if r.Status == memcache.StatusStored || r.Status == memcache.StatusHD {
+			t.recordWrite(p.keyHash, int(p.keyLen), int(p.valueLen))
+		}
 	}
 }
 
@@ -286,10 +306,10 @@ func countMemcache(p *pending, r *memcache.Response) {
 // has the key. It returns how many values it consumed (0 or 1).
 func recordValue(t *tenant, h uint64, values []memcache.Value, next int) int {
 	if next < len(values) && keyhash.Sum64(values[next].Key) == h {
-		t.recordRead(h, true, len(values[next].Data))
+		t.recordRead(h, true, len(values[next].Key), len(values[next].Data))
 		return 1
 	}
-	t.recordRead(h, false, 0)
+	t.recordRead(h, false, 0, 0)
 	return 0
 }
 
@@ -338,9 +358,9 @@ func (h *memcacheHandler) deliverSplit(p *pending) {
 		}
 		if pr.local {
 			if found != nil {
-				p.tenant.recordRead(s.keyHashes[n], true, found.len)
+				p.tenant.recordRead(s.keyHashes[n], true, found.keyLen, found.len)
 			} else {
-				p.tenant.recordRead(s.keyHashes[n], false, 0)
+				p.tenant.recordRead(s.keyHashes[n], false, 0, 0)
 			}
 		}
 		if found != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/cacheqos/cacheqos/internal/mrc"
 	"github.com/cacheqos/cacheqos/internal/protocol"
 )
 
@@ -103,9 +104,12 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 //     histogram 11 (8 buckets, +Inf, sum, count) + connections 1 + auth failures 1 +
 //     forwarded requests P (one per peer node the tenant's keys are forwarded to) = 18 + P;
 //   - serving, on a node holding a partition: served 1 + hits 1 + misses 1 + bytes 2 +
-//     throttled, refused and waited seconds 3 + ghost hits 1 + curve hit ratios 12 = 21.
+//     throttled, refused and waited seconds 3 + ghost hits 1 + evictions 1 + curve hit ratios
+//     (16 by default, at most 64) + predicted and achieved hit ratio 2 + sampling rate,
+//     tracked keys, sampled accesses, footprint 4 + engine bytes per object 1 = 34.
 //
-// So 39 + P series per tenant-partition, well under the budget of ~100.
+// So 52 + P series per tenant-partition with the default 16 curve points, under the budget of
+// ~100.
 var (
 	descRequests = desc("requests_total",
 		"Requests received from the tenant's clients on this node, by command class.", "tenant", "class")
@@ -136,7 +140,23 @@ var (
 	descGhostHits = desc("ghost_hits_total",
 		"Reads that missed in the tenant's partition on this node but would have hit in a partition a quarter larger.", "tenant")
 	descMRC = desc("mrc_hit_ratio",
-		"Estimated LRU hit ratio of the tenant's partition on this node if it had size bytes (sampled miss-ratio curve).", "tenant", "size_bytes")
+		"Estimated hit ratio of the tenant's partition on this node if its memory limit were size_bytes (sampled LRU miss-ratio curve in the engine's bytes).", "tenant", "size_bytes")
+	descPredicted = desc("mrc_predicted_hit_ratio",
+		"The curve's hit ratio at the partition's current memory limit, over the curve's (decayed) window.", "tenant")
+	descAchieved = desc("mrc_achieved_hit_ratio",
+		"The hit ratio the partition achieved over the curve's (decayed) window: reads that found their key.", "tenant")
+	descSamplingRate = desc("mrc_sampling_rate",
+		"Fraction of the tenant's keys the partition's curve samples now (lowered when the tracked keys reach their bound).", "tenant")
+	descTrackedKeys = desc("mrc_tracked_keys",
+		"Sampled keys whose last access the partition's curve remembers.", "tenant")
+	descSampledAccesses = desc("mrc_sampled_accesses",
+		"Sampled reads the partition's curve rests on, over its (decayed) window.", "tenant")
+	descFootprint = desc("mrc_footprint_bytes",
+		"Estimated engine bytes of every object the tenant stored in the partition (its working set), from the sample.", "tenant")
+	descBytesPerObject = desc("engine_bytes_per_object",
+		"Memory the local engine spends per stored object beyond its baseline, read at scrape time; it calibrates the curve's sizes.", "tenant")
+	descEvictions = desc("evictions_total",
+		"Keys the local engine evicted, read from the engine at scrape time.", "tenant")
 	descUnauthenticated = desc("unauthenticated_connections",
 		"Client connections that have not authenticated.")
 	descProtocolErrors = desc("protocol_errors_total",
@@ -151,9 +171,39 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		descRequests, descServed, descHits, descMisses, descBytesIn, descBytesOut, descLatency,
 		descThrottled, descRefused, descThrottleSeconds, descConnections, descForwarded, descAuthFailures,
-		descGhostHits, descMRC, descUnauthenticated, descProtocolErrors,
+		descGhostHits, descMRC, descPredicted, descAchieved, descSamplingRate, descTrackedKeys,
+		descSampledAccesses, descFootprint, descBytesPerObject, descEvictions, descUnauthenticated, descProtocolErrors,
 	} {
 		ch <- d
+	}
+}
+
+// collectCurve exports a partition's curve, at the grid that follows its size and its
+// tenant's footprint, and the engine's numbers read now.
+func (p *Proxy) collectCurve(ch chan<- prometheus.Metric, id string, ps *partitionState) {
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	model := ps.curves.model.Load()
+	now := ps.curves.tracker.SnapshotAt([]int64{max(ps.bytes, 1)}, model.Capacity)
+	gauge(descPredicted, now.HitRatio[0], id)
+	gauge(descAchieved, now.AchievedHitRatio, id)
+	gauge(descSamplingRate, now.SampleRate, id)
+	gauge(descTrackedKeys, float64(now.TrackedKeys), id)
+	gauge(descSampledAccesses, now.SampledAccesses, id)
+	gauge(descFootprint, now.FootprintBytes, id)
+	footprint := int64(now.FootprintBytes) + model.Baseline()
+	if grid, err := mrc.PartitionSizes(max(ps.bytes, 1), footprint, p.opts.MRCCurvePoints); err == nil {
+		curve := ps.curves.tracker.SnapshotAt(grid, model.Capacity)
+		for i, size := range curve.Sizes {
+			gauge(descMRC, curve.HitRatio[i], id, strconv.FormatInt(size, 10))
+		}
+	}
+	if stats, err := p.engineStats(p.ctx, ps); err == nil {
+		gauge(descBytesPerObject, bytesPerObject(stats), id)
+		ch <- prometheus.MustNewConstMetric(descEvictions, prometheus.CounterValue, float64(stats.Evictions), id)
+	} else {
+		p.log.Debug("reading the engine's numbers at scrape time", "tenant", id, "err", err)
 	}
 }
 
@@ -197,10 +247,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		counter(descRefused, limiter.Throttled, id)
 		ch <- prometheus.MustNewConstMetric(descThrottleSeconds, prometheus.CounterValue, limiter.WaitedSeconds, id)
 		counter(descGhostHits, s.ghostHits.Load(), id)
-		curve := ps.tracker.Snapshot()
-		for i, size := range curve.Sizes {
-			ch <- prometheus.MustNewConstMetric(descMRC, prometheus.GaugeValue, curve.HitRatio[i], id, strconv.FormatInt(size, 10))
-		}
+		p.collectCurve(ch, id, ps)
 	}
 	counter(descAuthFailures, p.stats.authFailuresUnknown.Load(), unknownTenant)
 	ch <- prometheus.MustNewConstMetric(descUnauthenticated, prometheus.GaugeValue, float64(p.stats.unauthenticated.Load()))

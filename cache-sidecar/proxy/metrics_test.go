@@ -3,6 +3,7 @@ package proxy
 import (
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -68,7 +69,7 @@ func tenantSeries(families map[string]*dto.MetricFamily, tenant string) map[stri
 }
 
 // seriesBudget is the documented number of series per tenant-partition without forwarding.
-const seriesBudget = 39
+const seriesBudget = 52
 
 func TestMetricsPerTenant(t *testing.T) {
 	acct := newAccount(t, "team-a/cache")
@@ -119,18 +120,30 @@ func TestMetricsPerTenant(t *testing.T) {
 			}
 		}
 	}
-	if curve != defaultMRCSizeCount {
-		t.Errorf("%d curve series, want %d", curve, defaultMRCSizeCount)
+	if curve < DefaultMRCCurvePoints/2 || curve > DefaultMRCCurvePoints {
+		t.Errorf("%d curve series, want about %d", curve, DefaultMRCCurvePoints)
 	}
 	if len(series) > seriesBudget {
 		t.Errorf("%d series for the tenant, more than the documented %d:\n%v", len(series), seriesBudget, series)
 	}
 	t.Logf("%d series per tenant-partition", len(series))
 
-	// The hit ratio at the largest candidate size: every key read after its write hits there.
-	largest := fmt.Sprintf("cacheqos_sidecar_mrc_hit_ratio{size_bytes=%d}", n.p.opts.MRCSizes[len(n.p.opts.MRCSizes)-1])
-	if _, ok := series[largest]; !ok {
-		t.Errorf("no %s", largest)
+	// The curve's own numbers: every key was written before it was read twice (100 keys read
+	// after their write, 100 never written, and MGET's 2 hits and a miss), all sampled.
+	for key, want := range map[string]float64{
+		"cacheqos_sidecar_mrc_achieved_hit_ratio{}": float64(keys+2) / float64(2*keys+3),
+		"cacheqos_sidecar_mrc_sampling_rate{}":      DefaultMRCSampleRate,
+		"cacheqos_sidecar_evictions_total{}":        0,
+	} {
+		if got, ok := series[key]; !ok || math.Abs(got-want) > 0.01 {
+			t.Errorf("%s = %v (present %v), want %v", key, got, ok, want)
+		}
+	}
+	for _, key := range []string{"cacheqos_sidecar_mrc_predicted_hit_ratio{}", "cacheqos_sidecar_mrc_tracked_keys{}",
+		"cacheqos_sidecar_mrc_sampled_accesses{}", "cacheqos_sidecar_mrc_footprint_bytes{}", "cacheqos_sidecar_engine_bytes_per_object{}"} {
+		if _, ok := series[key]; !ok {
+			t.Errorf("no %s", key)
+		}
 	}
 }
 
@@ -290,5 +303,38 @@ func TestHealthAndReadiness(t *testing.T) {
 	n.update(t, Tenant{ID: acct.id, CredentialHash: acct.hash, LocalEngine: t.TempDir() + "/gone.sock", Routes: []Route{n.route(1)}})
 	if code, body := get(n, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, acct.id) {
 		t.Fatalf("/readyz with a dead engine: %d %q", code, body)
+	}
+}
+
+// TestCurveSettings: the miss-ratio curve options shape what the tracker does: its starting
+// rate, its bound on tracked keys (which lowers the rate), and the number of curve series.
+func TestCurveSettings(t *testing.T) {
+	acct := newAccount(t, "team-a/cache")
+	n, _ := singleNode(t, Redis, acct, Options{MRCSampleRate: 0.5, MRCMaxTrackedKeys: 100, MRCCurvePoints: 5})
+	c := loginRESP(t, n, acct)
+	before := tenantSeries(scrape(t, n), acct.id)
+	if got := before["cacheqos_sidecar_mrc_sampling_rate{}"]; got != 0.5 {
+		t.Errorf("sampling rate %v before any access, want 0.5", got)
+	}
+	var cmds [][]string
+	for i := range 2000 {
+		cmds = append(cmds, []string{"GET", "k" + strconv.Itoa(i)}, []string{"SET", "k" + strconv.Itoa(i), "value"})
+	}
+	pipeline(c, cmds)
+	series := tenantSeries(scrape(t, n), acct.id)
+	if got := series["cacheqos_sidecar_mrc_tracked_keys{}"]; got > 100 || got < 50 {
+		t.Errorf("%v keys tracked, want at most 100 (and most of them)", got)
+	}
+	if got := series["cacheqos_sidecar_mrc_sampling_rate{}"]; got >= 0.1 {
+		t.Errorf("sampling rate %v after 2000 keys with room for 100, want it lowered below 0.1", got)
+	}
+	curve := 0
+	for key := range series {
+		if strings.HasPrefix(key, "cacheqos_sidecar_mrc_hit_ratio{") {
+			curve++
+		}
+	}
+	if curve < 3 || curve > 5 {
+		t.Errorf("%d curve series, want 3 to 5", curve)
 	}
 }

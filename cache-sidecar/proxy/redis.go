@@ -25,6 +25,16 @@ var (
 	specMGet  = resp.Lookup([]byte("mget"))
 )
 
+// writeValueArg is, for the writes that store a whole string value, the index of that value
+// among the command's arguments: the size the curve counts for the key.
+var writeValueArg = map[*resp.CommandSpec]int{
+	resp.Lookup([]byte("set")):    2,
+	resp.Lookup([]byte("setnx")):  2,
+	resp.Lookup([]byte("getset")): 2,
+	resp.Lookup([]byte("setex")):  3,
+	resp.Lookup([]byte("psetex")): 3,
+}
+
 // SCAN cursors: the low scanNodeBits bits number the tenant's node (in node ID order) and the
 // rest is that node's engine cursor. Cursor 0 starts at the first node; when a node's engine
 // cursor returns to 0 the proxy moves on to the next node, and answers 0 after the last.
@@ -325,6 +335,12 @@ func (h *redisHandler) route(spec *resp.CommandSpec, cmd *resp.Command, start in
 	}
 	if len(idx) == 1 {
 		e.access = accessOf(spec)
+		e.keyLen, e.valueLen = int32(len(args[idx[0]])), unknownValue
+		if e.access == accessWrite {
+			if i, ok := writeValueArg[spec]; ok && i < len(args) {
+				e.valueLen = int32(len(args[i]))
+			}
+		}
 	}
 	if err := c.forward(rt, node, cmd.Raw(), len(cmd.Raw()), e); err != nil {
 		h.failed(err, start)
@@ -352,14 +368,15 @@ func (h *redisHandler) split(spec *resp.CommandSpec, cmd *resp.Command, start in
 	}
 	owners := make([]int, len(idx))
 	var hashes []uint64
+	var lens []int32
 	if spec == specMGet {
-		hashes = make([]uint64, len(idx))
+		hashes, lens = make([]uint64, len(idx)), make([]int32, len(idx))
 	}
 	same := true
 	for n, i := range idx {
 		routing, full := keyHashes(args[i])
 		if hashes != nil {
-			hashes[n] = full
+			hashes[n], lens[n] = full, int32(len(args[i]))
 		}
 		if c.peer {
 			continue
@@ -375,7 +392,7 @@ func (h *redisHandler) split(spec *resp.CommandSpec, cmd *resp.Command, start in
 	if same {
 		e := entry{kind: entryForward, start: start}
 		if hashes != nil {
-			e.access, e.more = accessReadMulti, &entryMore{keyHashes: hashes}
+			e.access, e.more = accessReadMulti, &entryMore{keyHashes: hashes, keyLens: lens}
 		}
 		if err := c.forward(rt, owners[0], cmd.Raw(), len(cmd.Raw()), e); err != nil {
 			h.failed(err, start)
@@ -385,7 +402,7 @@ func (h *redisHandler) split(spec *resp.CommandSpec, cmd *resp.Command, start in
 	// One sub-command per node, in the order nodes first appear among the keys.
 	var nodes []int
 	var subArgs [][][]byte
-	s := &split{merge: spec.Merge, owner: make([]int, len(idx)), keyHashes: hashes}
+	s := &split{merge: spec.Merge, owner: make([]int, len(idx)), keyHashes: hashes, keyLens: lens}
 	for n, i := range idx {
 		part := slices.Index(nodes, owners[n])
 		if part < 0 {
@@ -506,16 +523,18 @@ func countRESP(p *pending, reply resp.Reply) {
 	switch p.access {
 	case accessRead:
 		if hit, counted := classifyRead(reply); counted {
-			t.recordRead(p.keyHash, hit, len(reply.Raw()))
+			t.recordRead(p.keyHash, hit, int(p.keyLen), payloadLen(reply.Raw()))
 		}
 	case accessReadMulti:
 		if v, err := reply.Decode(); err == nil && v.Type == resp.TypeArray && len(v.Elems) == len(p.more.keyHashes) {
 			for i, elem := range v.Elems {
-				recordElement(t, p.more.keyHashes[i], elem)
+				recordElement(t, p.more.keyHashes[i], int(p.more.keyLens[i]), elem)
 			}
 		}
 	case accessWrite:
-		t.recordWrite(p.keyHash)
+		if stored(reply) {
+			t.recordWrite(p.keyHash, int(p.keyLen), int(p.valueLen))
+		}
 	}
 }
 
@@ -537,8 +556,26 @@ func (h *redisHandler) deliver(p *pending) {
 }
 
 // recordElement counts one key of a multi-key read.
-func recordElement(t *tenant, h uint64, elem resp.Value) {
-	t.recordRead(h, !elem.Null, len(elem.Raw))
+func recordElement(t *tenant, h uint64, keyLen int, elem resp.Value) {
+	t.recordRead(h, !elem.Null, keyLen, payloadLen(elem.Raw))
+}
+
+// payloadLen is the length of a reply's payload: a bulk string's bytes without its header and
+// CRLF; other replies' whole length, for want of a better measure of what they hold.
+func payloadLen(raw []byte) int {
+	if len(raw) > 0 && resp.Type(raw[0]) == resp.TypeBulkString {
+		if eol := bytes.IndexByte(raw, '\n'); eol >= 0 && len(raw) >= eol+3 {
+			return len(raw) - eol - 3
+		}
+	}
+	return len(raw)
+}
+
+// stored tells whether a write's reply says it stored its value: not an error, nor a null
+// (SET NX/XX that did not apply).
+func stored(reply resp.Reply) bool {
+	return !reply.IsError() && reply.Type() != resp.TypeNull && !bytes.HasPrefix(reply.Raw(), []byte("$-1")) &&
+		!bytes.Equal(reply.Raw(), []byte(":0\r\n")) // SETNX on an existing key
 }
 
 // classifyRead tells whether a read's reply found its key: a null, or an empty aggregate (what
@@ -661,7 +698,7 @@ func (h *redisHandler) mergeArrays(p *pending, values []resp.Value) {
 		elem := values[part].Elems[next[part]]
 		next[part]++
 		if p.parts[part].local && s.keyHashes != nil {
-			recordElement(p.tenant, s.keyHashes[n], elem)
+			recordElement(p.tenant, s.keyHashes[n], int(s.keyLens[n]), elem)
 		}
 		c.write(elem.Raw)
 	}

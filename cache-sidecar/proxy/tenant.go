@@ -119,11 +119,24 @@ type tenant struct {
 
 // partitionState measures the local partition.
 type partitionState struct {
-	engine  string
-	bytes   int64
+	engine string
+	bytes  int64
+	curves *partitionCurves
+	ghost  *mrc.Ghost
+	stop   context.CancelFunc // stops the eviction watcher and the calibration
+}
+
+// partitionCurves are the local partition's curve and the engine model its sizes are counted
+// in. They describe the tenant's accesses, not the engine's contents, so they outlive resizes
+// and engine restarts and end only with the partition.
+type partitionCurves struct {
 	tracker *mrc.Tracker
-	ghost   *mrc.Ghost
-	stop    context.CancelFunc // stops the eviction watcher
+	model   atomic.Pointer[mrc.EngineModel]
+}
+
+// objectBytes is what an object of key and value bytes takes in the engine.
+func (pc *partitionCurves) objectBytes(key, value int) int64 {
+	return pc.model.Load().ObjectBytes(key, value)
 }
 
 // defaultValueSize stands in for the mean value size before any value was seen.
@@ -243,8 +256,8 @@ func (p *Proxy) applyTenant(t *tenant, tc *Tenant, nodeID string) (*tenant, erro
 }
 
 // applyPartition keeps the tenant's curve tracker and ghost list in step with its local
-// partition: created with it, restarted (empty) when the engine or its size changes, dropped
-// with it. Curves are soft state, like the cache they describe.
+// partition: created with it, dropped with it. The curve survives resizes and engine changes;
+// the ghost list, whose window is a share of the partition, restarts.
 func (p *Proxy) applyPartition(t *tenant, tc *Tenant) error {
 	old := t.part.Load()
 	if old != nil && old.engine == tc.LocalEngine && old.bytes == tc.LocalPartitionBytes {
@@ -252,19 +265,45 @@ func (p *Proxy) applyPartition(t *tenant, tc *Tenant) error {
 	}
 	var ps *partitionState
 	if tc.LocalEngine != "" {
-		tracker, err := mrc.NewTracker(mrc.Config{Sizes: p.opts.MRCSizes, SampleRate: p.opts.MRCSampleRate, MaxBytes: p.opts.MRCMaxBytes})
-		if err != nil {
-			return fmt.Errorf("tenant %q: %w", tc.ID, err)
+		var curves *partitionCurves
+		if old != nil {
+			curves = old.curves
+		} else {
+			var err error
+			if curves, err = p.newCurves(); err != nil {
+				return fmt.Errorf("tenant %q: %w", tc.ID, err)
+			}
 		}
 		ghost, err := mrc.NewGhost(mrc.GhostConfig{MaxEntries: p.opts.GhostEntries, WindowBytes: tc.LocalPartitionBytes / 4})
 		if err != nil {
 			return fmt.Errorf("tenant %q: %w", tc.ID, err)
 		}
-		ps = &partitionState{engine: tc.LocalEngine, bytes: tc.LocalPartitionBytes, tracker: tracker, ghost: ghost}
-		ps.stop = p.watchEvictions(t, ps)
+		ps = &partitionState{engine: tc.LocalEngine, bytes: tc.LocalPartitionBytes, curves: curves, ghost: ghost}
+		ps.stop = p.watchPartition(t, ps)
 	}
 	if old = t.part.Swap(ps); old != nil {
 		old.stop()
 	}
 	return nil
+}
+
+// newCurves returns an empty curve tracker with the engine's uncalibrated model.
+func (p *Proxy) newCurves() (*partitionCurves, error) {
+	tracker, err := mrc.NewTracker(mrc.Config{
+		Sizes:      []int64{1}, // read at each partition's own grid (SnapshotAt)
+		SampleRate: p.opts.MRCSampleRate,
+		MaxBytes:   mrc.BudgetForKeys(p.opts.MRCMaxTrackedKeys),
+	})
+	if err != nil {
+		return nil, err
+	}
+	model := mrc.NewRedisModel()
+	if p.opts.Protocol == Memcached {
+		if model, err = mrc.NewMemcachedModel(mrc.DefaultMemcachedSettings); err != nil {
+			return nil, err
+		}
+	}
+	pc := &partitionCurves{tracker: tracker}
+	pc.model.Store(model)
+	return pc, nil
 }

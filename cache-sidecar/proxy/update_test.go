@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -100,7 +101,9 @@ func TestOptionsValidate(t *testing.T) {
 		{},
 		{Protocol: "http"},
 		{Protocol: Redis, ThrottleMaxWait: time.Minute},
-		{Protocol: Redis, MRCSizes: []int64{10, 5}},
+		{Protocol: Redis, MRCCurvePoints: 2},
+		{Protocol: Redis, MRCSampleRate: 2},
+		{Protocol: Redis, MRCMaxTrackedKeys: 10},
 	} {
 		if _, err := New(opts); err == nil {
 			t.Errorf("New(%+v) succeeded", opts)
@@ -170,5 +173,59 @@ func TestPeerHandshakeIsAuthenticated(t *testing.T) {
 	}
 	if got := loginRESP(t, n, acct).do("GET", "k"); got != "$8\r\nvia-peer\r\n" {
 		t.Fatalf("GET by a client: %q", got)
+	}
+}
+
+// TestConnectionOutlivesWriteTimeout: a client that keeps reading its replies keeps its
+// connection past the client write timeout, whichever path writes them (the writer, which
+// renews the deadline, or a link's reader writing without blocking, which once found the
+// deadline set by an earlier reply expired and closed the connection).
+func TestConnectionOutlivesWriteTimeout(t *testing.T) {
+	acct := newAccount(t, "team-a/cache")
+	n, _ := singleNode(t, Redis, acct, Options{ClientWriteTimeout: 200 * time.Millisecond})
+	c := loginRESP(t, n, acct) // the proxy's own AUTH reply sets the write deadline
+	for i := range 12 {
+		if got := c.do("SET", "k", "v"); got != "+OK\r\n" {
+			t.Fatalf("request %d, %v after the first: %q", i, time.Duration(i)*50*time.Millisecond, got)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestCurveSurvivesResize: resizing the local partition, or moving it to another engine,
+// keeps the curve the tenant's reads built; removing the partition drops it.
+func TestCurveSurvivesResize(t *testing.T) {
+	acct := newAccount(t, "team-a/cache")
+	n, engine := singleNode(t, Redis, acct, Options{MRCSampleRate: 1})
+	c := loginRESP(t, n, acct)
+	var cmds [][]string
+	for i := range 200 {
+		cmds = append(cmds, []string{"SET", "k" + strconv.Itoa(i), "value"}, []string{"GET", "k" + strconv.Itoa(i)})
+	}
+	pipeline(c, cmds)
+	sampled := func() float64 {
+		ps := (*n.p.tenants.Load())[acct.id].part.Load()
+		if ps == nil {
+			return -1
+		}
+		return ps.curves.tracker.Snapshot().SampledAccesses
+	}
+	if got := sampled(); got != 200 {
+		t.Fatalf("%v sampled reads before the resize, want 200", got)
+	}
+	tenant := Tenant{ID: acct.id, CredentialHash: acct.hash, LocalEngine: engine, LocalPartitionBytes: 64 << 20, Routes: []Route{n.route(1)}}
+	n.update(t, tenant)
+	if got := sampled(); got != 200 {
+		t.Errorf("%v sampled reads after a resize, want the 200 from before", got)
+	}
+	tenant.LocalEngine = startEngine(t, Redis)
+	n.update(t, tenant)
+	if got := sampled(); got != 200 {
+		t.Errorf("%v sampled reads after moving to another engine, want the 200 from before", got)
+	}
+	tenant.LocalEngine, tenant.Routes = "", nil
+	n.update(t, tenant)
+	if got := sampled(); got != -1 {
+		t.Errorf("the curve outlived its partition (%v sampled reads)", got)
 	}
 }

@@ -47,6 +47,7 @@ import (
 	"github.com/cacheqos/cacheqos/cache-sidecar/agent"
 	"github.com/cacheqos/cacheqos/cache-sidecar/engine"
 	"github.com/cacheqos/cacheqos/cache-sidecar/proxy"
+	"github.com/cacheqos/cacheqos/internal/mrc"
 )
 
 // version is stamped at build time with -ldflags "-X main.version=...".
@@ -98,6 +99,10 @@ type options struct {
 
 	logLevel  string
 	logFormat string
+
+	mrcSamplingRate   float64
+	mrcMaxTrackedKeys int
+	mrcCurvePoints    int
 }
 
 // Default listen addresses: the engine's usual client port, so clients need no change.
@@ -139,6 +144,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	str(&o.logLevel, "log-level", "LOG_LEVEL", "info", "debug, info, warn or error")
 	str(&o.logFormat, "log-format", "LOG_FORMAT", "json", "json or text")
 	fs.IntVar(&o.memcachedThread, "memcached-threads", 0, "worker threads per memcached partition (default: the engine manager's)")
+	fs.Float64Var(&o.mrcSamplingRate, "mrc-sampling-rate", proxy.DefaultMRCSampleRate, "initial fraction of each partition's keys its miss-ratio curve samples, in (0, 1] (lowered when --mrc-max-tracked-keys is reached)")
+	fs.IntVar(&o.mrcMaxTrackedKeys, "mrc-max-tracked-keys", proxy.DefaultMRCMaxTrackedKeys, "keys each partition's miss-ratio curve remembers at most (64 or more)")
+	fs.IntVar(&o.mrcCurvePoints, "mrc-curve-points", proxy.DefaultMRCCurvePoints, "sizes each partition's miss-ratio curve is exported at (3 to 64)")
 	fs.BoolVar(&o.pprof, "pprof", false, "also serve /debug/pprof on the metrics address")
 	fs.DurationVar(&o.refreshInterval, "refresh-interval", agent.DefaultRefreshInterval, "how often status is refreshed without any change")
 	fs.DurationVar(&o.shutdownDelay, "shutdown-delay", 5*time.Second, "how long the sidecar keeps serving, not ready, after it was told to stop")
@@ -201,6 +209,15 @@ func (o *options) validate() error {
 	}
 	if o.drainTimeout < 0 {
 		errs = append(errs, fmt.Errorf("--drain-timeout %v is negative", o.drainTimeout))
+	}
+	if !(o.mrcSamplingRate > 0 && o.mrcSamplingRate <= 1) {
+		errs = append(errs, fmt.Errorf("--mrc-sampling-rate %v is outside (0, 1]", o.mrcSamplingRate))
+	}
+	if o.mrcMaxTrackedKeys < 64 {
+		errs = append(errs, fmt.Errorf("--mrc-max-tracked-keys %d is below 64", o.mrcMaxTrackedKeys))
+	}
+	if o.mrcCurvePoints < 3 || o.mrcCurvePoints > mrc.MaxCurveSizes {
+		errs = append(errs, fmt.Errorf("--mrc-curve-points %d is outside 3..%d", o.mrcCurvePoints, mrc.MaxCurveSizes))
 	}
 	if _, err := parseLevel(o.logLevel); err != nil {
 		errs = append(errs, err)
@@ -282,6 +299,10 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 		Registry: registry,
 		NodeName: o.nodeName,
 		Logger:   log.With("component", "proxy"),
+
+		MRCSampleRate:     o.mrcSamplingRate,
+		MRCMaxTrackedKeys: o.mrcMaxTrackedKeys,
+		MRCCurvePoints:    o.mrcCurvePoints,
 	})
 	if err != nil {
 		return err

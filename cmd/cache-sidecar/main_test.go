@@ -80,6 +80,22 @@ func TestParseFlags(t *testing.T) {
 			wantErr: []string{`--log-level "loud"`, `--log-format "xml"`, "--refresh-interval 0s must be positive", "--shutdown-delay -1s is negative", "--drain-timeout -2s is negative"},
 		},
 		{
+			name: "miss-ratio curve settings",
+			args: []string{"--mrc-sampling-rate", "0.25", "--mrc-max-tracked-keys", "1000", "--mrc-curve-points", "8"},
+			env:  clusterEnv,
+			check: func(t *testing.T, o *options) {
+				if o.mrcSamplingRate != 0.25 || o.mrcMaxTrackedKeys != 1000 || o.mrcCurvePoints != 8 {
+					t.Errorf("options %+v", o)
+				}
+			},
+		},
+		{
+			name:    "bad miss-ratio curve settings",
+			args:    []string{"--mrc-sampling-rate", "0", "--mrc-max-tracked-keys", "10", "--mrc-curve-points", "65"},
+			env:     clusterEnv,
+			wantErr: []string{"--mrc-sampling-rate 0 is outside (0, 1]", "--mrc-max-tracked-keys 10 is below 64", "--mrc-curve-points 65 is outside 3..64"},
+		},
+		{
 			name:    "stray argument",
 			args:    []string{"extra"},
 			env:     clusterEnv,

@@ -33,6 +33,13 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"curve", "-workload", "loop:keys=5", "-sizes", "1MiB,1KiB"}, exitUsage, "increase strictly"},
 		{[]string{"curve", "-workload", "loop:keys=5", "-sizes", "lots"}, exitUsage, `"lots" is not a positive byte count`},
 		{[]string{"eval", "-scenarios", "nope"}, exitUsage, `no scenario "nope"`},
+		{[]string{"eval", "-fuzz-cache", "fifo"}, exitUsage, `unknown cache model "fifo"`},
+		{[]string{"fuzz", "-cache", "lru,fifo"}, exitUsage, `unknown cache model "fifo"`},
+		{[]string{"fuzz", "-judge", "fifo"}, exitUsage, `-judge: unknown policy "fifo"`},
+		{[]string{"fuzz", "-policies", "fifo"}, exitUsage, `unknown policy "fifo"`},
+		{[]string{"fuzz", "-intervals", "3"}, exitUsage, "want at least 8 intervals"},
+		{[]string{"fuzz", "-n", "-2"}, exitUsage, "-n: -2 fleets"},
+		{[]string{"fuzz", "-fleet-seed", "0xzz"}, exitUsage, `"0xzz" is not a seed`},
 		{[]string{"list", "extra"}, exitUsage, "unexpected arguments"},
 		{[]string{"help"}, exitOK, "commands:"},
 	}
@@ -86,7 +93,7 @@ func TestEvalWritesReportAndPlots(t *testing.T) {
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	code, stdout, stderr := runCmd(t, "eval", "-out", out, "-plots", plots, "-scenarios", "soundararajan-overload")
+	code, stdout, stderr := runCmd(t, "eval", "-out", out, "-plots", plots, "-scenarios", "soundararajan-overload", "-fuzz-n", "0")
 	if code != exitOK {
 		t.Fatalf("exit %d: %s%s", code, stdout, stderr)
 	}
@@ -94,7 +101,7 @@ func TestEvalWritesReportAndPlots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"# Evaluation", "## Headline", "Soundararajan et al.", "(eval/soundararajan-overload-policies.png)"} {
+	for _, want := range []string{"# Evaluation", "## Headline", "Soundararajan et al.", "(eval/soundararajan-overload-policies.png)", "The fuzz did not run"} {
 		if !strings.Contains(string(report), want) {
 			t.Errorf("report lacks %q", want)
 		}
@@ -110,6 +117,69 @@ func TestEvalWritesReportAndPlots(t *testing.T) {
 		}
 		if _, err := png.Decode(bytes.NewReader(data)); err != nil {
 			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
+
+// TestFuzzReplaysAFleet replays one small fleet, dumps it, and runs the dump: the scenario
+// file gives the same attainment as the fuzz did.
+func TestFuzzReplaysAFleet(t *testing.T) {
+	dir := t.TempDir()
+	code, stdout, stderr := runCmd(t, "fuzz", "-fleet-seed", "0xa", "-intervals", "8", "-cache", "lru", "-policies", "shared", "-judge", "equal", "-dump", dir)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s%s", code, stdout, stderr)
+	}
+	line, _, _ := strings.Cut(stdout, "\n")
+	_, after, ok := strings.Cut(line, " equal ")
+	if !strings.HasPrefix(line, "0x000000000000000a lru ") || !ok {
+		t.Fatalf("first line %q does not report fleet 0xa's equal attainment", line)
+	}
+	attainment := after[:4]
+	// equal misses in this tight fleet, so the report says how to replay it.
+	for _, want := range []string{"Fleet `0xa`, replayed, each run for 8 intervals", "`cacheqos-sim fuzz -fleet-seed 0xa -cache lru -intervals 8`", "| every criterion met | 0 of 1 |"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	file := filepath.Join(dir, "fleet-000000000000000a-lru.json")
+	code, stdout, stderr = runCmd(t, "run", "-file", file, "-seed", "0xa", "-policy", "equal")
+	if code != exitOK {
+		t.Fatalf("run -file: exit %d: %s", code, stderr)
+	}
+	if want := "| equal | " + attainment + " |"; !strings.Contains(stdout, want) {
+		t.Errorf("the dumped fleet's run lacks %q:\n%s", want, stdout)
+	}
+}
+
+// TestFuzzCheckFailsOnMisses judges shared, which ignores objectives, on a tight fleet with
+// a flood: -check turns its misses into exit status 1.
+func TestFuzzCheckFailsOnMisses(t *testing.T) {
+	args := []string{"fuzz", "-fleet-seed", "0xa", "-intervals", "8", "-cache", "lru", "-policies", "shared", "-judge", "shared"}
+	if code, stdout, stderr := runCmd(t, args...); code != exitOK {
+		t.Fatalf("without -check: exit %d: %s%s", code, stdout, stderr)
+	}
+	code, stdout, stderr := runCmd(t, append(args, "-check")...)
+	if code != exitError || !strings.Contains(stderr, "shared missed a criterion in 1 of 1 fleet runs") {
+		t.Fatalf("with -check: exit %d: %s%s", code, stdout, stderr)
+	}
+}
+
+// TestEvalWritesFuzzSection runs the evaluation with one fleet and no scenario.
+func TestEvalWritesFuzzSection(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "evaluation.md")
+	code, stdout, stderr := runCmd(t, "eval", "-out", out, "-plots", filepath.Join(dir, "eval"), "-scenarios", "none",
+		"-fuzz-n", "1", "-fuzz-seed", "13", "-fuzz-intervals", "8", "-fuzz-cache", "lru", "-fuzz-policies", "shared", "-fuzz-judge", "equal")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s%s", code, stdout, stderr)
+	}
+	report, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"## Random fleets", "1 fleets from seed 13", "`0x5a28e03ce505b45`"} {
+		if !strings.Contains(string(report), want) {
+			t.Errorf("report lacks %q", want)
 		}
 	}
 }

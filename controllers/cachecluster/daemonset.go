@@ -89,9 +89,10 @@ func sidecarResources(capacity *v1.NodeCapacity) corev1.ResourceRequirements {
 }
 
 // sidecarArgs are the sidecar's flags; it reads NODE_NAME and POD_NAMESPACE from the
-// environment and follows the plan "<cluster>-<node>" (objects.PlanName).
+// environment and follows the plan "<cluster>-<node>" (objects.PlanName). The miss-ratio
+// curve settings are passed as the API server defaulted and validated them.
 func sidecarArgs(c *v1.CacheCluster) []string {
-	return []string{
+	args := []string{
 		"--engine=" + string(c.Spec.Engine),
 		"--cluster-name=" + c.Name,
 		"--state-root=" + stateDir,
@@ -99,6 +100,17 @@ func sidecarArgs(c *v1.CacheCluster) []string {
 		"--peer-listen=:" + strconv.Itoa(objects.PeerPort),
 		"--metrics-listen=:" + strconv.Itoa(objects.MetricsPort),
 	}
+	mrc := c.Spec.MissRatioCurve
+	if mrc.SamplingRate != "" {
+		args = append(args, "--mrc-sampling-rate="+mrc.SamplingRate)
+	}
+	if mrc.MaxTrackedKeys > 0 {
+		args = append(args, "--mrc-max-tracked-keys="+strconv.Itoa(int(mrc.MaxTrackedKeys)))
+	}
+	if mrc.CurvePoints > 0 {
+		args = append(args, "--mrc-curve-points="+strconv.Itoa(int(mrc.CurvePoints)))
+	}
+	return args
 }
 
 func fieldEnv(name, path string) corev1.EnvVar {

@@ -21,6 +21,10 @@ type Curve struct {
 	HitRatio []float64
 	// ByteHitRatio[i] is the fraction of accessed bytes such a cache would serve.
 	ByteHitRatio []float64
+	// AchievedHitRatio is the fraction of reads the engine actually served over the same
+	// (decayed) window, as reported to Tracker.ReadHash: the curve's prediction at the
+	// partition's own size should match it.
+	AchievedHitRatio float64
 	// ColdMissRatio is the fraction of accesses that were first accesses of their key, which
 	// miss at every size.
 	ColdMissRatio float64
@@ -33,6 +37,9 @@ type Curve struct {
 	SampleRate float64
 	// TrackedKeys is the number of keys whose last access is remembered.
 	TrackedKeys int
+	// FootprintBytes estimates the bytes of every object the tenant stored (the tracked
+	// keys' sizes over the sampling rate): its working set, as the tracker counts bytes.
+	FootprintBytes float64
 	// Requests and RequestBytes count every access and its bytes since the tracker was created
 	// (monotonic, never decayed: Prometheus counters).
 	Requests     uint64
@@ -87,15 +94,55 @@ func GeometricSizes(minSize, maxSize int64, n int) ([]int64, error) {
 	return sizes, nil
 }
 
-// histogram counts accesses by reuse distance into buckets bounded by the candidate sizes:
-// bucket i holds distances in (sizes[i-1], sizes[i]], the last bucket distances beyond the
-// largest size. Counts are float64 because sampled accesses carry weight 1/rate and decay
-// scales everything.
-type histogram struct {
-	sizes     []int64
+// gridSteps snaps partition grid sizes to 2^(k/gridSteps) so that a grid that follows a
+// slowly changing footprint keeps most of its sizes, and so its series.
+const gridSteps = 16
+
+// PartitionSizes returns the n sizes (n >= 3) a partition of current bytes whose tenant stores
+// footprint bytes reports its curve at: geometric from a sixteenth of the smaller of the two
+// up to twice the larger (the curve is flat beyond the footprint), a third of them in the
+// band from current/1.5 to current*1.5 where decisions about this partition are made, and
+// current itself, so the prediction at the partition's own size is read, not interpolated.
+// Sizes are at least 64 KiB.
+func PartitionSizes(current, footprint int64, n int) ([]int64, error) {
+	if n < 3 || n > MaxCurveSizes {
+		return nil, fmt.Errorf("mrc: %d curve points requested, want 3 to %d", n, MaxCurveSizes)
+	}
+	if current < 1 {
+		return nil, fmt.Errorf("mrc: partition size %d is not positive", current)
+	}
+	const floor = 64 << 10
+	footprint = max(footprint, 1)
+	lo := max(min(current, footprint)/16, floor)
+	hi := max(2*max(current, footprint), lo*2)
+	dense := n / 3
+	wide := n - dense - 1
+	sizes := []int64{current}
+	sizes = appendGeometric(sizes, lo, hi, wide)
+	sizes = appendGeometric(sizes, max(current*2/3, lo), max(current*3/2, lo*2), dense)
+	slices.Sort(sizes)
+	return slices.Compact(sizes), nil
+}
+
+// appendGeometric appends n sizes geometric from lo to hi, each snapped to the grid.
+func appendGeometric(sizes []int64, lo, hi int64, n int) []int64 {
+	for i := range n {
+		f := 0.0
+		if n > 1 {
+			f = float64(i) / float64(n-1)
+		}
+		x := math.Log2(float64(lo)) + f*math.Log2(float64(hi)/float64(lo))
+		sizes = append(sizes, int64(math.Round(math.Exp2(math.Round(x*gridSteps)/gridSteps))))
+	}
+	return sizes
+}
+
+// distanceCounts count accesses by reuse distance bucket. Counts are float64 because sampled
+// accesses carry weight 1/rate and decay scales everything.
+type distanceCounts struct {
 	hits      []float64 // per-bucket access weight
 	hitBytes  []float64 // per-bucket byte weight
-	cold      float64   // weight of first accesses
+	cold      float64   // weight of accesses that miss at every size
 	coldBytes float64
 	sampled   float64 // unweighted count of recorded accesses
 	// accesses and bytes are the totals the recorded weights estimate; with sampling they come
@@ -105,12 +152,48 @@ type histogram struct {
 	bytes    float64
 }
 
-func newHistogram(sizes []int64) histogram {
-	return histogram{
-		sizes:    slices.Clone(sizes),
-		hits:     make([]float64, len(sizes)+1),
-		hitBytes: make([]float64, len(sizes)+1),
+func newDistanceCounts(buckets int) distanceCounts {
+	return distanceCounts{hits: make([]float64, buckets), hitBytes: make([]float64, buckets)}
+}
+
+// add counts an access in bucket i.
+func (d *distanceCounts) add(i int, size uint32, weight float64) {
+	d.hits[i] += weight
+	d.hitBytes[i] += weight * float64(size)
+	d.sampled++
+}
+
+// recordCold counts an access that misses at every size (a first access of a key).
+func (d *distanceCounts) recordCold(size uint32, weight float64) {
+	d.cold += weight
+	d.coldBytes += weight * float64(size)
+	d.sampled++
+}
+
+// decay multiplies every count by keep, so that older accesses weigh less: after k calls an
+// access counts keep^k.
+func (d *distanceCounts) decay(keep float64) {
+	for i := range d.hits {
+		d.hits[i] *= keep
+		d.hitBytes[i] *= keep
 	}
+	d.cold *= keep
+	d.coldBytes *= keep
+	d.sampled *= keep
+	d.accesses *= keep
+	d.bytes *= keep
+}
+
+// histogram counts accesses by reuse distance into buckets bounded by the candidate sizes:
+// bucket i holds distances in (sizes[i-1], sizes[i]], the last bucket distances beyond the
+// largest size, so the curve is exact at the sizes.
+type histogram struct {
+	distanceCounts
+	sizes []int64
+}
+
+func newHistogram(sizes []int64) histogram {
+	return histogram{distanceCounts: newDistanceCounts(len(sizes) + 1), sizes: slices.Clone(sizes)}
 }
 
 // record counts an access at the given stack distance (the smallest LRU capacity in bytes
@@ -120,30 +203,7 @@ func (h *histogram) record(distance float64, size uint32, weight float64) {
 	if distance <= float64(h.sizes[len(h.sizes)-1]) {
 		i, _ = slices.BinarySearch(h.sizes, int64(math.Ceil(distance)))
 	}
-	h.hits[i] += weight
-	h.hitBytes[i] += weight * float64(size)
-	h.sampled++
-}
-
-// recordCold counts a first access of a key.
-func (h *histogram) recordCold(size uint32, weight float64) {
-	h.cold += weight
-	h.coldBytes += weight * float64(size)
-	h.sampled++
-}
-
-// decay multiplies every count by keep, so that older accesses weigh less: after k calls an
-// access counts keep^k.
-func (h *histogram) decay(keep float64) {
-	for i := range h.hits {
-		h.hits[i] *= keep
-		h.hitBytes[i] *= keep
-	}
-	h.cold *= keep
-	h.coldBytes *= keep
-	h.sampled *= keep
-	h.accesses *= keep
-	h.bytes *= keep
+	h.add(i, size, weight)
 }
 
 // curve turns the counts into hit ratios. The difference between the true access count and

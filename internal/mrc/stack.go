@@ -49,14 +49,29 @@ func clampSize(size int64) uint32 {
 
 // access records an access of key with its (new) size. It returns the bytes of distinct other
 // keys accessed since key's previous access and the size the key had then; seen is false on
-// the key's first access.
+// the key's first access. Size 0 means unknown: a tracked key keeps its size, and a key not
+// tracked yet is not added (it takes no room until its size is known).
 func (s *reuseStack[K]) access(key K, size uint32) (above int64, prevSize uint32, seen bool) {
-	if s.now == s.tree.size() {
-		s.makeRoom()
-	}
 	i, seen := s.slotOf[key]
+	if !seen && size == 0 {
+		return 0, 0, false
+	}
+	if s.now == s.tree.size() {
+		s.makeRoom() // renumbers timestamps; slot indices stay
+	}
 	if seen {
 		slot := s.slots[i]
+		if size == 0 {
+			size = slot.size
+		}
+		if int(slot.time) == s.now {
+			// Already the latest key (a look-aside write right after its read): nothing
+			// moves, only its size may change.
+			s.tree.add(s.now, int64(size)-int64(slot.size))
+			s.total += int64(size) - int64(slot.size)
+			s.slots[i].size = size
+			return 0, slot.size, true
+		}
 		above = s.total - s.tree.prefix(int(slot.time))
 		s.tree.add(int(slot.time), -int64(slot.size))
 		s.total -= int64(slot.size)
@@ -85,6 +100,25 @@ func (s *reuseStack[K]) remove(key K) {
 	delete(s.slotOf, key)
 	s.slots[i] = stackSlot{}
 	s.free = append(s.free, i)
+}
+
+// recentMeanSize returns the mean size of the n keys accessed most recently (fewer when fewer
+// are tracked) and how many it averaged: O(timestamps walked).
+func (s *reuseStack[K]) recentMeanSize(n int) (float64, int) {
+	var sum float64
+	count := 0
+	for t := s.now; t >= 1 && count < n; t-- {
+		slot := s.slots[s.slotAt[t]]
+		if int(slot.time) != t {
+			continue
+		}
+		sum += float64(slot.size)
+		count++
+	}
+	if count == 0 {
+		return 0, 0
+	}
+	return sum / float64(count), count
 }
 
 // len returns the number of tracked keys.

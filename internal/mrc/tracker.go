@@ -3,6 +3,7 @@ package mrc
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -26,10 +27,11 @@ const (
 // counterStripes is the number of request counter stripes (a power of two).
 const counterStripes = 8
 
-// requestCounter counts requests and bytes, padded to a cache line of its own.
+// requestCounter counts reads, their known bytes and the engine's hits, padded to a cache
+// line of its own.
 type requestCounter struct {
-	requests, bytes atomic.Uint64
-	_               [48]byte
+	requests, bytes, hits atomic.Uint64
+	_                     [40]byte
 }
 
 // samplingSalt derives the sampling hash from the key hash. Sampling must not correlate with
@@ -39,21 +41,31 @@ var samplingSalt = keyhash.Salt("cacheqos/mrc/sampling")
 
 // Config configures a Tracker.
 type Config struct {
-	// Sizes are the candidate partition sizes, in bytes, at which the curve is reported
-	// (see GeometricSizes). Required.
+	// Sizes are the sizes, in bytes, at which Snapshot reports the curve (see GeometricSizes);
+	// SnapshotAt reads it at any others. Required.
 	Sizes []int64
 	// SampleRate is the initial fraction of the key space sampled, in (0, 1]; 0 means 1.
 	// The tracker lowers it by itself when MaxBytes would be exceeded, so 1 gives exact
 	// curves for small tenants and bounded ones for large tenants; a lower start saves CPU
 	// on busy tenants (unsampled accesses cost a hash and a compare).
 	SampleRate float64
-	// MaxBytes bounds the tracker's memory; 0 means DefaultMaxBytes.
+	// MaxBytes bounds the tracker's memory, its distance histogram included; 0 means
+	// DefaultMaxBytes. BudgetForKeys converts a number of tracked keys.
 	MaxBytes int64
 }
+
+// BudgetForKeys is the memory budget (Config.MaxBytes) of a tracker that may track n keys.
+func BudgetForKeys(n int) int64 { return fineHistogramBytes + int64(n)*bytesPerTrackedKey }
 
 // Tracker estimates one tenant partition's LRU miss-ratio curve from a spatially sampled
 // access stream (fixed-size SHARDS). It is safe for concurrent use: unsampled accesses touch
 // only atomics; sampled accesses take a mutex for O(log n) work.
+//
+// Reads are the accesses the curve describes; writes only place an object, with its size, at
+// the top of the LRU stack, as an engine's SET does. A read that misses with no size known
+// (the object is not in the engine) moves nothing new onto the stack: the write that
+// follows it, if any, brings the object and its size. A key read but never written thus
+// takes no room, as in the engine.
 //
 // Recency: the histogram keeps everything until Decay is called. The sidecar calls Decay once
 // per reporting interval (keep=0.5 halves the weight of older intervals; keep=0 starts a fresh
@@ -70,9 +82,11 @@ type Tracker struct {
 	stack   reuseStack[uint64] // keyed by sampling hash, a bijection of the key hash
 	largest hashHeap           // sampling hashes of the tracked keys
 	maxKeys int
-	hist    histogram
-	// folded* are the request counter values already added to hist.accesses / hist.bytes.
-	foldedRequests, foldedBytes uint64
+	hist    fineHistogram
+	sizes   []int64 // Config.Sizes
+	// folded* are the request counter values already added to hist.accesses, hist.bytes and
+	// hist.achievedHits.
+	foldedRequests, foldedBytes, foldedHits uint64
 }
 
 // NewTracker returns a tracker for cfg.
@@ -94,15 +108,16 @@ func NewTracker(cfg Config) (*Tracker, error) {
 	if maxBytes == 0 {
 		maxBytes = DefaultMaxBytes
 	}
-	maxKeys := maxBytes / bytesPerTrackedKey
+	maxKeys := (maxBytes - fineHistogramBytes) / bytesPerTrackedKey
 	if maxKeys < minTrackedKeys {
 		return nil, fmt.Errorf("mrc: memory budget %d bytes tracks fewer than %d keys; need at least %d bytes",
-			cfg.MaxBytes, minTrackedKeys, minTrackedKeys*bytesPerTrackedKey)
+			cfg.MaxBytes, minTrackedKeys, BudgetForKeys(minTrackedKeys))
 	}
 	t := &Tracker{
 		stack:   newReuseStack[uint64](int(2*maxKeys + 2)),
 		maxKeys: int(maxKeys),
-		hist:    newHistogram(cfg.Sizes),
+		hist:    newFineHistogram(),
+		sizes:   slices.Clone(cfg.Sizes),
 	}
 	t.limit.Store(limitForRate(rate))
 	return t, nil
@@ -119,38 +134,87 @@ func limitForRate(rate float64) uint64 {
 // rateForLimit is the fraction of the 64-bit hash space at or below limit.
 func rateForLimit(limit uint64) float64 { return math.Ldexp(float64(limit)+1, -64) }
 
-// Access records an access (read or write, hit or miss) of key whose object now takes size
-// bytes in the engine (key and value; sizes below 1 count as 1).
+// Access records a read of key whose object takes size bytes, whether or not the engine
+// found it (the simulator's use: it does not count toward AchievedHitRatio).
 func (t *Tracker) Access(key []byte, size int64) { t.AccessHash(keyhash.Sum64(key), size) }
 
-// AccessHash is Access for a key already hashed with keyhash.Sum64, so the proxy hashes each
-// key once for routing and sampling.
-func (t *Tracker) AccessHash(h uint64, size int64) {
+// AccessHash is Access for a key already hashed with keyhash.Sum64.
+func (t *Tracker) AccessHash(h uint64, size int64) { t.ReadHash(h, max(size, 1), false) }
+
+// ReadHash records a read of the key hashed h (keyhash.Sum64, so the proxy hashes each key
+// once for routing and sampling). size is the object's bytes as the engine counts them, 0
+// when unknown (a miss: the write that follows brings it); hit is whether the engine found
+// the object.
+func (t *Tracker) ReadHash(h uint64, size int64, hit bool) {
 	c := &t.counts[h>>(64-3)] // top bits: 8 stripes
 	c.requests.Add(1)
-	c.bytes.Add(uint64(clampSize(size)))
+	if size > 0 {
+		c.bytes.Add(uint64(clampSize(size)))
+	}
+	if hit {
+		c.hits.Add(1)
+	}
 	s := keyhash.Derive(h, samplingSalt)
 	if s > t.limit.Load() {
 		return
 	}
 	t.mu.Lock()
-	t.sample(s, clampSize(size))
+	t.sampleRead(s, knownSize(size))
 	t.mu.Unlock()
 }
 
-// sample processes a sampled access; t.mu is held.
-func (t *Tracker) sample(s uint64, size uint32) {
+// WriteHash records that the key hashed h now holds an object of size bytes (as the engine
+// counts them) at the top of the LRU order. Writes are not reads: counting the write that
+// follows every miss in a look-aside cache would make each miss look like a hit.
+func (t *Tracker) WriteHash(h uint64, size int64) {
+	if size <= 0 {
+		return
+	}
+	s := keyhash.Derive(h, samplingSalt)
+	if s > t.limit.Load() {
+		return
+	}
+	t.mu.Lock()
+	if s <= t.limit.Load() {
+		t.track(s, clampSize(size))
+	}
+	t.mu.Unlock()
+}
+
+// knownSize maps a size to the stack's unit, 0 staying "unknown".
+func knownSize(size int64) uint32 {
+	if size <= 0 {
+		return 0
+	}
+	return clampSize(size)
+}
+
+// sampleRead processes a sampled read; t.mu is held.
+func (t *Tracker) sampleRead(s uint64, size uint32) {
 	limit := t.limit.Load()
 	if s > limit { // the limit dropped since the caller checked it
 		return
 	}
 	weight := 1 / rateForLimit(limit)
-	above, prevSize, seen := t.stack.access(s, size)
+	above, prevSize, seen := t.track(s, size)
 	if seen {
+		if size == 0 {
+			size = prevSize
+		}
 		t.hist.record(float64(above)*weight+float64(prevSize), size, weight)
 		return
 	}
 	t.hist.recordCold(size, weight)
+}
+
+// track moves a sampled key to the top of the stack with its size (0: unknown, see
+// reuseStack.access) and keeps the fixed-size SHARDS bound; t.mu is held.
+func (t *Tracker) track(s uint64, size uint32) (above int64, prevSize uint32, seen bool) {
+	before := t.stack.len()
+	above, prevSize, seen = t.stack.access(s, size)
+	if t.stack.len() == before {
+		return above, prevSize, seen
+	}
 	t.largest.push(s)
 	if t.stack.len() > t.maxKeys {
 		// Fixed-size SHARDS: forget the key with the largest sampling hash and sample only
@@ -160,6 +224,7 @@ func (t *Tracker) sample(s uint64, size uint32) {
 		t.stack.remove(evict)
 		t.limit.Store(evict - 1)
 	}
+	return above, prevSize, seen
 }
 
 // Decay multiplies the curve's accumulated counts by keep in [0, 1]: 0 resets the window,
@@ -175,28 +240,46 @@ func (t *Tracker) Decay(keep float64) error {
 	return nil
 }
 
-// Snapshot returns the current curve.
-func (t *Tracker) Snapshot() Curve {
+// Snapshot returns the current curve at Config.Sizes.
+func (t *Tracker) Snapshot() Curve { return t.SnapshotAt(t.sizes, nil) }
+
+// SnapshotAt returns the current curve at sizes (partition limits, increasing), each holding
+// capacity(size) bytes of objects as the tracker counts them (nil: size itself).
+func (t *Tracker) SnapshotAt(sizes []int64, capacity func(int64) float64) Curve {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.fold()
-	c := t.hist.curve()
+	c := t.hist.curve(sizes, capacity)
 	c.SampleRate = rateForLimit(t.limit.Load())
 	c.TrackedKeys = t.stack.len()
+	c.FootprintBytes = float64(t.stack.total) / c.SampleRate
 	c.Requests, c.RequestBytes = t.foldedRequests, t.foldedBytes
 	return c
 }
 
-// fold adds the requests counted since the last fold to the histogram's totals; t.mu is held.
+// RecentMeanSize returns the mean size of the objects an LRU cache holding keys keys would
+// hold now (the most recently used sampled keys, as many as keys times the sampling rate),
+// and how many sampled keys that mean rests on. Calibration compares it with an engine's
+// memory per key.
+func (t *Tracker) RecentMeanSize(keys int64) (mean float64, sampled int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := int(math.Ceil(float64(keys) * rateForLimit(t.limit.Load())))
+	return t.stack.recentMeanSize(n)
+}
+
+// fold adds the reads counted since the last fold to the histogram's totals; t.mu is held.
 func (t *Tracker) fold() {
-	var requests, bytes uint64
+	var requests, bytes, hits uint64
 	for i := range t.counts {
 		requests += t.counts[i].requests.Load()
 		bytes += t.counts[i].bytes.Load()
+		hits += t.counts[i].hits.Load()
 	}
 	t.hist.accesses += float64(requests - t.foldedRequests)
 	t.hist.bytes += float64(bytes - t.foldedBytes)
-	t.foldedRequests, t.foldedBytes = requests, bytes
+	t.hist.achievedHits += float64(hits - t.foldedHits)
+	t.foldedRequests, t.foldedBytes, t.foldedHits = requests, bytes, hits
 }
 
 // MaxTrackedKeys returns how many keys the tracker's memory budget allows.

@@ -162,8 +162,9 @@ func TestTrackerCliff(t *testing.T) {
 	}
 }
 
-// TestTrackerFullRateIsExact: sampling every key reproduces the exact stack simulation.
-func TestTrackerFullRateIsExact(t *testing.T) {
+// TestTrackerFullRateMatchesExact: sampling every key reproduces the exact stack simulation,
+// but for reading the distance histogram between its logarithmic bucket bounds.
+func TestTrackerFullRateMatchesExact(t *testing.T) {
 	b := newTraceBuilder(12, 20000, spreadSizes)
 	trace := b.trace(200000, b.zipf(0, 20000, 0.9))
 	sizes := partitionSizes(t, trace)
@@ -173,7 +174,7 @@ func TestTrackerFullRateIsExact(t *testing.T) {
 		t.Fatalf("rate %v, sampled %v, want every access sampled", got.SampleRate, got.SampledAccesses)
 	}
 	for i := range sizes {
-		if math.Abs(got.HitRatio[i]-exact.HitRatio[i]) > 1e-9 || math.Abs(got.ByteHitRatio[i]-exact.ByteHitRatio[i]) > 1e-9 {
+		if math.Abs(got.HitRatio[i]-exact.HitRatio[i]) > 0.001 || math.Abs(got.ByteHitRatio[i]-exact.ByteHitRatio[i]) > 0.001 {
 			t.Errorf("size %d: hit ratio %v/%v byte %v/%v", sizes[i], got.HitRatio[i], exact.HitRatio[i], got.ByteHitRatio[i], exact.ByteHitRatio[i])
 		}
 	}
@@ -440,5 +441,91 @@ func TestGeometricSizes(t *testing.T) {
 		if err := ValidateSizes(got); err != nil {
 			t.Errorf("GeometricSizes output invalid: %v", err)
 		}
+	}
+}
+
+// TestTrackerLookAside: reads that miss carry no size; the write that follows brings it. A
+// look-aside client (read; write on a miss) then gives the exact curve of its reads with true
+// sizes, and reads of keys that are never written count as misses but take no room.
+func TestTrackerLookAside(t *testing.T) {
+	b := newTraceBuilder(21, 20000, spreadSizes)
+	trace := b.trace(200000, b.zipf(0, 20000, 0.9))
+	sizes := partitionSizes(t, trace)
+	exact := exactCurve(t, trace, sizes)
+	tests := []struct {
+		name        string
+		neverStored int // reads of fresh keys never written, one per this many reads (0: none)
+	}{
+		{"every miss written", 0},
+		{"one read in five never written", 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr, err := NewTracker(Config{Sizes: sizes, SampleRate: 1, MaxBytes: 16 << 20})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cache, err := NewLRUCache(sizes[len(sizes)/2], nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			reads, hits := 0, 0
+			for i, a := range trace {
+				if tt.neverStored > 0 && i%tt.neverStored == 0 {
+					tr.ReadHash(keyhash.Mix(uint64(i)+1<<40), 0, false)
+					reads++
+				}
+				hit := cache.Contains(a.key)
+				if hit {
+					cache.Access(a.key, a.size)
+					tr.ReadHash(a.hash, a.size, true)
+					hits++
+				} else {
+					tr.ReadHash(a.hash, 0, false)
+					cache.Access(a.key, a.size)
+					tr.WriteHash(a.hash, a.size)
+				}
+				reads++
+			}
+			got := tr.Snapshot()
+			scale := float64(len(trace)) / float64(reads)
+			for i := range sizes {
+				if want := exact.HitRatio[i] * scale; math.Abs(got.HitRatio[i]-want) > 0.001 {
+					t.Errorf("size %d: hit ratio %.4f, want %.4f", sizes[i], got.HitRatio[i], want)
+				}
+			}
+			if want := float64(hits) / float64(reads); math.Abs(got.AchievedHitRatio-want) > 1e-9 {
+				t.Errorf("achieved hit ratio %.4f, want %.4f", got.AchievedHitRatio, want)
+			}
+			if got.TrackedKeys != exact.TrackedKeys {
+				t.Errorf("%d keys tracked, want %d: never-written keys take room", got.TrackedKeys, exact.TrackedKeys)
+			}
+		})
+	}
+}
+
+// TestTrackerSnapshotAt: a curve read at limits through a capacity function equals the
+// curve read at those capacities.
+func TestTrackerSnapshotAt(t *testing.T) {
+	b := newTraceBuilder(22, 5000, spreadSizes)
+	trace := b.trace(50000, b.zipf(0, 5000, 0.8))
+	tr, err := NewTracker(Config{Sizes: []int64{1 << 20}, SampleRate: 1, MaxBytes: 16 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range trace {
+		tr.AccessHash(a.hash, a.size)
+	}
+	limits := []int64{200000, 400000, 800000}
+	got := tr.SnapshotAt(limits, func(limit int64) float64 { return float64(limit) / 2 })
+	want := tr.SnapshotAt([]int64{100000, 200000, 400000}, nil)
+	for i := range limits {
+		if got.Sizes[i] != limits[i] || got.HitRatio[i] != want.HitRatio[i] {
+			t.Errorf("limit %d: %v at %d, want %v", limits[i], got.HitRatio[i], got.Sizes[i], want.HitRatio[i])
+		}
+	}
+	mean, n := tr.RecentMeanSize(100)
+	if n != 100 || !(mean > 64) {
+		t.Errorf("recent mean size %v over %d keys, want over 100 keys of at least 64 bytes", mean, n)
 	}
 }

@@ -25,7 +25,8 @@ const (
 // Cache is one simulated partition (or, for the shared policy, one node's whole memory): keys
 // and sizes only, no values.
 type Cache interface {
-	// Access looks key up, inserting it on a miss, and reports whether it was cached.
+	// Access looks key up, inserting it on a miss, and reports whether it was cached; size is
+	// what the object takes of the capacity (the engine's bytes, objectBytes).
 	Access(key string, size int64) bool
 	// SetCapacity resizes the cache, evicting if it shrank.
 	SetCapacity(capacity int64) error

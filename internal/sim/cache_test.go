@@ -9,8 +9,8 @@ import (
 	"github.com/cacheqos/cacheqos/internal/workload"
 )
 
-// trace draws n accesses of a workload, as the simulator sizes objects (key + value).
-func trace(t *testing.T, text string, n int) []workload.Access {
+// requests draws n requests of a workload (Size: the value's bytes).
+func requests(t *testing.T, text string, n int) []workload.Access {
 	t.Helper()
 	spec, err := workload.ParseSpec(text)
 	if err != nil {
@@ -22,8 +22,17 @@ func trace(t *testing.T, text string, n int) []workload.Access {
 	}
 	out := make([]workload.Access, n)
 	for i := range out {
-		a := g.Next()
-		out[i] = workload.Access{Key: a.Key, Size: int64(len(a.Key)) + a.Size}
+		out[i] = g.Next()
+	}
+	return out
+}
+
+// trace draws n accesses of a workload sized key + value.
+func trace(t *testing.T, text string, n int) []workload.Access {
+	t.Helper()
+	out := requests(t, text, n)
+	for i, a := range out {
+		out[i].Size = int64(len(a.Key)) + a.Size
 	}
 	return out
 }

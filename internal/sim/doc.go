@@ -8,9 +8,12 @@
 //   - Each interval, every active tenant's requests arrive as a Poisson process; keys are routed
 //     to nodes by weighted rendezvous hashing (internal/rendezvous) with the plan's weights, and
 //     served by the tenant's partition there: an exact LRU (mrc.LRUCache) or a Redis-like
-//     sampled LRU (NewCache). Partitions with bandwidth or ops limits pass requests through the
-//     real token buckets (internal/tokenbucket) on simulated time.
-//   - Each partition feeds a real SHARDS tracker (internal/mrc) with the sidecar's defaults.
+//     sampled LRU (NewCache) whose objects take the bytes the scenario's engine allocates for
+//     them (mrc.EngineModel, redis or memcached). Partitions with bandwidth or ops limits pass
+//     requests through the real token buckets (internal/tokenbucket) on simulated time.
+//   - Each partition feeds a real SHARDS tracker (internal/mrc) with the sidecar's defaults,
+//     recording a look-aside client's GETs and SETs as the proxy does, and is read at the
+//     sidecar's per-partition size grid.
 //     At the end of the interval a planning snapshot is built the way the operator builds it
 //     from Prometheus (per-node rates, observed hit ratio, merged miss-ratio curve, history,
 //     partitions in force), the policy plans with internal/allocator, and the plan is applied:

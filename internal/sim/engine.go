@@ -18,9 +18,6 @@ import (
 	"github.com/cacheqos/cacheqos/internal/workload"
 )
 
-// trackerSizes is the number of candidate sizes of each simulated tracker.
-const trackerSizes = 32
-
 // RunResult is one policy's run of one scenario.
 type RunResult struct {
 	Scenario string
@@ -101,8 +98,8 @@ type engine struct {
 	nodeIndex map[string]int
 	tenants   []*tenantState
 	clock     *simClock
-	sizes     []int64
-	shared    []Cache // per node: the shared policy's caches
+	model     *mrc.EngineModel // the scenario engine's byte accounting
+	shared    []Cache          // per node: the shared policy's caches
 	pending   []pendingRequest
 	queueRNG  *rand.Rand
 	result    *RunResult
@@ -152,24 +149,18 @@ func newEngine(sc *Scenario, policy string, seed uint64) (*engine, error) {
 		queueRNG:  rand.New(rand.NewPCG(seed, keyhash.Salt("cacheqos/sim/queue"))),
 		result:    &RunResult{Scenario: sc.Name, Policy: policy, Intervals: make([]IntervalRun, sc.Intervals), overall: newLatencyHist()},
 	}
-	var minMem, maxMem int64 = math.MaxInt64, 0
 	for j, n := range sc.Nodes {
 		e.nodeIndex[n.Name] = j
-		minMem, maxMem = min(minMem, n.MemoryBytes), max(maxMem, n.MemoryBytes)
 	}
-	sizes, err := mrc.GeometricSizes(max(minMem/256, 1024), max(maxMem, 1024+trackerSizes), trackerSizes)
+	model, err := sc.engineModel()
 	if err != nil {
-		return nil, fmt.Errorf("tracker sizes: %w", err)
+		return nil, err
 	}
-	e.sizes = sizes
+	e.model = model
 	e.result.Tenants = make([]TenantRun, len(sc.Tenants))
 	for k := range sc.Tenants {
 		t := &sc.Tenants[k]
-		spec := t.Workload
-		// Tenants' keys never collide, in the shared cache too.
-		spec.KeyPrefix = t.ID + "/" + spec.KeyPrefix
-		// Every policy sees the same requests: the streams depend on the seed and the tenant only.
-		gen, err := workload.New(spec, keyhash.Mix(seed^keyhash.Salt("workload/"+t.ID)))
+		gen, err := t.requests(seed)
 		if err != nil {
 			return nil, fmt.Errorf("tenant %s: %w", t.ID, err)
 		}
@@ -191,7 +182,7 @@ func newEngine(sc *Scenario, policy string, seed uint64) (*engine, error) {
 	if policy == PolicyShared {
 		nodes := make([]rendezvous.Node, len(sc.Nodes))
 		for j, n := range sc.Nodes {
-			c, err := NewCache(sc.Cache, n.MemoryBytes, keyhash.Mix(seed+uint64(j)))
+			c, err := NewCache(sc.Cache, cacheCapacity(model, n.MemoryBytes), keyhash.Mix(seed+uint64(j)))
 			if err != nil {
 				return nil, err
 			}
@@ -211,6 +202,16 @@ func newEngine(sc *Scenario, policy string, seed uint64) (*engine, error) {
 		}
 	}
 	return e, nil
+}
+
+// requests returns the tenant's request stream for a run with seed. Every policy sees the
+// same requests (the stream depends on the seed and the tenant only), and so does the
+// feasibility oracle.
+func (t *Tenant) requests(seed uint64) (workload.Generator, error) {
+	spec := t.Workload
+	// Tenants' keys never collide, in the shared cache too.
+	spec.KeyPrefix = t.ID + "/" + spec.KeyPrefix
+	return workload.New(spec, keyhash.Mix(seed^keyhash.Salt("workload/"+t.ID)))
 }
 
 func nanSlice(n int) []float64 {
@@ -250,7 +251,8 @@ func (e *engine) simulate(i int) {
 // request serves one request of tenant ts.
 func (e *engine) request(ts *tenantState) {
 	a := ts.gen.Next()
-	size := int64(len(a.Key)) + a.Size
+	size := int64(len(a.Key)) + a.Size // on the wire, what bandwidth and token buckets count
+	stored := objectBytes(e.model, a)  // in the engine, what memory limits count
 	h := keyhash.Sum64String(a.Key)
 	miss := e.sc.missLatency()
 	pos, ok := -1, false
@@ -269,7 +271,7 @@ func (e *engine) request(ts *tenantState) {
 	var hit bool
 	wait := 0.0
 	if e.shared != nil {
-		hit = e.shared[j].Access(a.Key, size)
+		hit = e.shared[j].Access(a.Key, stored)
 	} else {
 		p := ts.parts[j]
 		if p.limiter != nil {
@@ -282,8 +284,7 @@ func (e *engine) request(ts *tenantState) {
 			}
 			wait = d.Seconds()
 		}
-		hit = p.cache.Access(a.Key, size)
-		p.tracker.AccessHash(h, size)
+		hit = p.access(a.Key, h, stored)
 	}
 	st.bytes += size
 	before := wait + miss
@@ -432,17 +433,17 @@ func (e *engine) apply(plan *planning.Plan) error {
 func (e *engine) applyPartition(ts *tenantState, j int, p planning.Partition) error {
 	part := ts.parts[j]
 	if part == nil {
-		c, err := NewCache(e.sc.Cache, p.MemoryBytes, keyhash.Mix(e.seed^keyhash.Salt(ts.spec.ID+"@"+p.Node)))
+		c, err := NewCache(e.sc.Cache, cacheCapacity(e.model, p.MemoryBytes), keyhash.Mix(e.seed^keyhash.Salt(ts.spec.ID+"@"+p.Node)))
 		if err != nil {
 			return err
 		}
-		tr, err := mrc.NewTracker(mrc.Config{Sizes: e.sizes, SampleRate: e.sc.sampleRate()})
+		tr, err := e.sc.newTracker()
 		if err != nil {
 			return err
 		}
 		part = &partition{cache: c, tracker: tr}
 		ts.parts[j] = part
-	} else if err := part.cache.SetCapacity(p.MemoryBytes); err != nil {
+	} else if err := part.cache.SetCapacity(cacheCapacity(e.model, p.MemoryBytes)); err != nil {
 		return err
 	}
 	part.memory = p.MemoryBytes

@@ -26,6 +26,11 @@ func oneTenant(nodeCount int, memory int64, work, cache string) *Scenario {
 	}
 }
 
+func onMemcached(sc *Scenario) *Scenario {
+	sc.Engine = EngineMemcached
+	return sc
+}
+
 // TestCurvePredictsSimulatedCache checks the loop the allocator relies on: the curve the
 // operator would build from the sidecars' sampled trackers (merged over nodes) predicts, at the
 // memory the tenant has, the hit ratio the simulated cache really gets.
@@ -40,6 +45,7 @@ func TestCurvePredictsSimulatedCache(t *testing.T) {
 		{"uniform, two nodes", oneTenant(2, 2*mib, "uniform:keys=12000,value=100-1000", CacheLRU), 0.04},
 		{"loop above its cliff", oneTenant(2, 2*mib, "loop:keys=4000,value=100-1000", CacheLRU), 0.03},
 		{"zipf, sampled LRU", oneTenant(2, 2*mib, "zipf:keys=30000,skew=0.9,value=100-1000", CacheSampledLRU), 0.05},
+		{"zipf, memcached", onMemcached(oneTenant(2, 2*mib, "zipf:keys=30000,skew=0.9,value=100-1000", CacheLRU)), 0.04},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

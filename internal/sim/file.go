@@ -21,10 +21,13 @@ import (
 //	 "nodes": {"count": 2, "memoryBytes": 8388608, "opsPerSecond": 100000},
 //	 "tenants": [
 //	   {"id": "shop/web", "workload": "trace:file=web.csv", "rate": 2000, "hitRatio": 0.8},
-//	   {"id": "bi/reports", "workload": "zipf:keys=50000,skew=0.8", "rate": 1000, "class": "bestEffort"}]}
+//	   {"id": "bi/reports", "workload": "zipf:keys=50000,skew=0.8", "rate": 1000, "class": "bestEffort",
+//	    "maxNodes": 1, "arrive": 4, "rateFrom": [{"from": 6, "rate": 5000}]}]}
 //
-// Workloads use the compact form of workload.ParseSpec; a relative trace file is found next
-// to the scenario file. Unknown fields are errors.
+// "engine" is "redis" (the default) or "memcached", whose memory accounting the partitions
+// simulate. Workloads use the compact form of workload.ParseSpec; a relative trace file is found next
+// to the scenario file. Unknown fields are errors. MarshalScenario writes this form, so a
+// fuzzed fleet replays with "cacheqos-sim run -file".
 type scenarioFile struct {
 	Name             string       `json:"name"`
 	Title            string       `json:"title"`
@@ -33,6 +36,7 @@ type scenarioFile struct {
 	IntervalSeconds  float64      `json:"intervalSeconds"`
 	Warmup           int          `json:"warmup"`
 	Cache            string       `json:"cache"`
+	Engine           string       `json:"engine,omitempty"`
 	HitLatencySecs   float64      `json:"hitLatencySeconds"`
 	MissLatencySecs  float64      `json:"missLatencySeconds"`
 	MRCSampleRate    float64      `json:"mrcSampleRate"`
@@ -54,14 +58,23 @@ type tenantFile struct {
 	Workload       string  `json:"workload"`
 	Rate           float64 `json:"rate"`
 	Class          string  `json:"class"`
-	Priority       int32   `json:"priority"`
-	HitRatio       float64 `json:"hitRatio"`
-	LatencySeconds float64 `json:"latencySeconds"`
-	MaxDegradation float64 `json:"maxDegradation"`
-	MinBytes       int64   `json:"minBytes"`
-	MaxBytes       int64   `json:"maxBytes"`
-	Arrive         int     `json:"arrive"`
-	Leave          int     `json:"leave"`
+	Priority       int32   `json:"priority,omitempty"`
+	HitRatio       float64 `json:"hitRatio,omitempty"`
+	LatencySeconds float64 `json:"latencySeconds,omitempty"`
+	MaxDegradation float64 `json:"maxDegradation,omitempty"`
+	MinBytes       int64   `json:"minBytes,omitempty"`
+	MaxBytes       int64   `json:"maxBytes,omitempty"`
+	MinNodes       int32   `json:"minNodes,omitempty"`
+	MaxNodes       int32   `json:"maxNodes,omitempty"`
+	Arrive         int     `json:"arrive,omitempty"`
+	Leave          int     `json:"leave,omitempty"`
+	// RateFrom changes the rate from some interval on: [{"from": 6, "rate": 12000}].
+	RateFrom []rateChangeFile `json:"rateFrom,omitempty"`
+}
+
+type rateChangeFile struct {
+	From int     `json:"from"`
+	Rate float64 `json:"rate"`
 }
 
 // maxFileNodes bounds a custom scenario's node count before anything is allocated.
@@ -111,6 +124,7 @@ func ParseScenario(data []byte, baseDir string) (*Scenario, error) {
 		Name: f.Name, Title: f.Title, Description: f.Description,
 		Nodes:     nodes(f.Nodes.Count, f.Nodes.MemoryBytes, f.Nodes.OpsPerSecond, bandwidth),
 		Intervals: f.Intervals, IntervalSeconds: f.IntervalSeconds, Warmup: f.Warmup, Cache: f.Cache,
+		Engine:           f.Engine,
 		HitLatency:       seconds(f.HitLatencySecs),
 		MissLatency:      seconds(f.MissLatencySecs),
 		MRCSampleRate:    f.MRCSampleRate,
@@ -133,16 +147,53 @@ func ParseScenario(data []byte, baseDir string) (*Scenario, error) {
 		if !(t.LatencySeconds >= 0 && t.LatencySeconds <= planning.MaxLatencySeconds) {
 			return nil, fmt.Errorf("tenants[%d].latencySeconds: %v outside [0, %d]", k, t.LatencySeconds, planning.MaxLatencySeconds)
 		}
-		sc.Tenants = append(sc.Tenants, Tenant{
+		tenant := Tenant{
 			ID: t.ID, Workload: spec, Rate: t.Rate, Class: class, Priority: t.Priority,
 			Objective: Objective{HitRatio: t.HitRatio, Latency: seconds(t.LatencySeconds), MaxDegradation: t.MaxDegradation},
-			MinBytes:  t.MinBytes, MaxBytes: t.MaxBytes, Arrive: t.Arrive, Leave: t.Leave,
-		})
+			MinBytes:  t.MinBytes, MaxBytes: t.MaxBytes, MinNodes: t.MinNodes, MaxNodes: t.MaxNodes, Arrive: t.Arrive, Leave: t.Leave,
+		}
+		for _, c := range t.RateFrom {
+			tenant.RateFrom = append(tenant.RateFrom, RateChange(c))
+		}
+		sc.Tenants = append(sc.Tenants, tenant)
 	}
 	if err := sc.Validate(); err != nil {
 		return nil, err
 	}
 	return sc, nil
+}
+
+// MarshalScenario writes sc in the scenario file format, so that "cacheqos-sim run -file"
+// replays it. The format describes identical nodes only, and no claim.
+func MarshalScenario(sc *Scenario) ([]byte, error) {
+	if len(sc.Nodes) == 0 {
+		return nil, errors.New("scenario file: no nodes")
+	}
+	n := sc.Nodes[0]
+	for _, other := range sc.Nodes[1:] {
+		if other.MemoryBytes != n.MemoryBytes || other.OpsPerSecond != n.OpsPerSecond || other.BandwidthBytesPerSecond != n.BandwidthBytesPerSecond {
+			return nil, fmt.Errorf("scenario file: node %s differs from %s, and the format describes identical nodes", other.Name, n.Name)
+		}
+	}
+	f := scenarioFile{
+		Name: sc.Name, Title: sc.Title, Description: sc.Description,
+		Intervals: sc.Intervals, IntervalSeconds: sc.IntervalSeconds, Warmup: sc.Warmup, Cache: sc.Cache, Engine: sc.Engine,
+		HitLatencySecs: sc.HitLatency.Seconds(), MissLatencySecs: sc.MissLatency.Seconds(),
+		MRCSampleRate: sc.MRCSampleRate, OptimalTimeLimit: sc.OptimalTimeLimit.Seconds(), OptimalWorkLimit: sc.OptimalWorkLimit,
+		Nodes: nodesFile{Count: len(sc.Nodes), MemoryBytes: n.MemoryBytes, OpsPerSecond: n.OpsPerSecond, BandwidthBytesPerSecond: n.BandwidthBytesPerSecond},
+	}
+	for _, t := range sc.Tenants {
+		tf := tenantFile{
+			ID: t.ID, Workload: t.Workload.String(), Rate: t.Rate, Class: string(t.Class), Priority: t.Priority,
+			HitRatio: t.Objective.HitRatio, LatencySeconds: t.Objective.Latency.Seconds(), MaxDegradation: t.Objective.MaxDegradation,
+			MinBytes: t.MinBytes, MaxBytes: t.MaxBytes, MinNodes: t.MinNodes, MaxNodes: t.MaxNodes, Arrive: t.Arrive, Leave: t.Leave,
+		}
+		for _, c := range t.RateFrom {
+			tf.RateFrom = append(tf.RateFrom, rateChangeFile(c))
+		}
+		f.Tenants = append(f.Tenants, tf)
+	}
+	return json.MarshalIndent(f, "", "  ")
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

@@ -47,24 +47,34 @@ func RunScenario(ctx context.Context, sc *Scenario, policies []string, seed uint
 		policies = Policies()
 	}
 	res := &ScenarioResult{Scenario: sc, Seed: seed, Runs: make([]*RunResult, len(policies))}
-	errs := make([]error, len(policies))
+	err := forEach(len(policies), parallel, func(i int) (err error) {
+		res.Runs[i], err = Run(ctx, sc, policies[i], seed)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	res.Summarize()
+	return res, nil
+}
+
+// forEach calls do(i) for every i below n, up to parallel calls at a time, and joins their
+// errors.
+func forEach(n, parallel int, do func(i int) error) error {
+	errs := make([]error, n)
 	sem := make(chan struct{}, max(parallel, 1))
 	var wg sync.WaitGroup
-	for i, policy := range policies {
+	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			res.Runs[i], errs[i] = Run(ctx, sc, policy, seed)
+			errs[i] = do(i)
 		}()
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	res.Summarize()
-	return res, nil
+	return errors.Join(errs...)
 }
 
 // PolicySummary is one policy's results over the counted intervals of a scenario.

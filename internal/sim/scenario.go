@@ -60,6 +60,10 @@ type Scenario struct {
 	Warmup int
 	// Cache is CacheLRU (default) or CacheSampledLRU.
 	Cache string
+	// Engine is the engine whose memory accounting the partitions simulate: EngineRedis
+	// (default) or EngineMemcached. An object takes the bytes the engine allocates for it
+	// (mrc.EngineModel.ObjectBytes) of its partition's limit, in the caches and in the curves.
+	Engine string
 	// HitLatency and MissLatency are a hit's and a miss's service time, without queueing.
 	HitLatency, MissLatency time.Duration
 	// MRCSampleRate is the trackers' initial SHARDS rate (DefaultMRCSampleRate when 0).
@@ -226,6 +230,9 @@ func (s *Scenario) Validate() error {
 	}
 	if s.Cache != "" && s.Cache != CacheLRU && s.Cache != CacheSampledLRU {
 		add("Cache: unknown model %q (want %q or %q)", s.Cache, CacheLRU, CacheSampledLRU)
+	}
+	if s.Engine != "" && s.Engine != EngineRedis && s.Engine != EngineMemcached {
+		add("Engine: unknown engine %q (want %q or %q)", s.Engine, EngineRedis, EngineMemcached)
 	}
 	if s.MRCSampleRate < 0 || s.MRCSampleRate > 1 {
 		add("MRCSampleRate: %v outside (0, 1]", s.MRCSampleRate)

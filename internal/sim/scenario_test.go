@@ -42,6 +42,7 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"no intervals", func(s *Scenario) { s.Intervals = 0 }, "Intervals: 0"},
 		{"warmup too long", func(s *Scenario) { s.Warmup = s.Intervals }, "Warmup"},
 		{"cache model", func(s *Scenario) { s.Cache = "lfu" }, `Cache: unknown model "lfu"`},
+		{"engine", func(s *Scenario) { s.Engine = "dragonfly" }, `Engine: unknown engine "dragonfly"`},
 		{"sample rate", func(s *Scenario) { s.MRCSampleRate = 2 }, "MRCSampleRate"},
 		{"work limit", func(s *Scenario) { s.OptimalWorkLimit = math.NaN() }, "OptimalWorkLimit: NaN outside [0, 10000]"},
 		{"no nodes", func(s *Scenario) { s.Nodes = nil }, "Nodes: none"},
@@ -117,6 +118,8 @@ func TestParseScenarioErrors(t *testing.T) {
 		{`{"name": "x", "nodes": {"count": 1, "memoryBytes": 1, "opsPerSecond": 1}, "tenants": [{"id": "a/b", "workload": "zipf"}]}`, "tenants[0].workload"},
 		{`{"name": "x", "nodes": {"count": 1, "memoryBytes": 1, "opsPerSecond": 1}, "tenants": [{"id": "a/b", "workload": "scan:keys=3", "latencySeconds": -2}]}`, "tenants[0].latencySeconds"},
 		{`{"name": "x", "intervals": 2, "nodes": {"count": 1, "memoryBytes": 1, "opsPerSecond": 1}, "tenants": [{"id": "a/b", "workload": "scan:keys=3", "rate": 1}]}`, "Tenants[0].Objective: a strict tenant"},
+		{`{"name": "x", "intervals": 2, "nodes": {"count": 1, "memoryBytes": 1, "opsPerSecond": 1}, "tenants": [{"id": "a/b", "workload": "scan:keys=3", "rate": 1, "class": "bestEffort", "rateFrom": [{"from": 1, "rate": 0}]}]}`, "Tenants[0].RateFrom[0]"},
+		{`{"name": "x", "intervals": 2, "nodes": {"count": 1, "memoryBytes": 1, "opsPerSecond": 1}, "tenants": [{"id": "a/b", "workload": "scan:keys=3", "rate": 1, "class": "bestEffort", "minNodes": 3, "maxNodes": 2}]}`, "MinNodes 3 and MaxNodes 2"},
 	}
 	for _, tc := range tests {
 		if _, err := ParseScenario([]byte(tc.doc), "."); err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -134,6 +137,7 @@ func FuzzParseScenario(f *testing.F) {
 	f.Add(`{"name": "x", "nodes": {"count": 99999}}`)
 	f.Add(`{"tenants": [{"workload": "phase:5@trace:file=x"}]}`)
 	f.Add(`[]`)
+	f.Add(`{"name": "x", "intervals": 4, "nodes": {"count": 2, "memoryBytes": 4096, "opsPerSecond": 10}, "tenants": [{"id": "a/b", "workload": "scan:keys=3", "rate": 1, "class": "bestEffort", "maxNodes": 1, "rateFrom": [{"from": 2, "rate": 9}]}]}`)
 	f.Fuzz(func(t *testing.T, doc string) {
 		sc, err := ParseScenario([]byte(doc), t.TempDir())
 		if err != nil {

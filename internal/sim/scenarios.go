@@ -2,10 +2,12 @@ package sim
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
 	"github.com/cacheqos/cacheqos/internal/allocator/planning"
+	"github.com/cacheqos/cacheqos/internal/mrc"
 	"github.com/cacheqos/cacheqos/internal/workload"
 )
 
@@ -13,6 +15,12 @@ import (
 // MiB, values are 100-1000 bytes, tenants send thousands of requests per second of simulated
 // time and intervals last seconds. What matters (the shapes of the curves, who fits where,
 // how loaded the nodes are) is kept; absolute sizes and rates are not the papers'.
+//
+// Partitions count objects as the engine does (Scenario.Engine, redis by default): with keys
+// of about 20 bytes and values of 100-1000, redis takes about 1.2 times the key and value
+// bytes. The sizes the descriptions quote are key and value bytes, and the nodes of the
+// scenarios sized that way get inRedisBytes of them, so that the same tenants fit where they
+// did; cliff-capacity and working-set-doubles are sized in redis bytes directly.
 
 const mib = 1 << 20
 
@@ -21,6 +29,7 @@ func Scenarios() []*Scenario {
 	return []*Scenario{
 		softQoS(), softQoSInfeasible(), maxperf4(), maxperf5(), lacsSweep(), lacsMacro(),
 		soundararajanStrictBE(), soundararajanOverload(), cliffs(), dynamics(), large(),
+		mixedFleet(), tightFlood(), cliffNearCapacity(), workingSetDoubles(), diurnal(),
 	}
 }
 
@@ -43,6 +52,21 @@ func spec(s string) workload.Spec {
 	}
 	return sp
 }
+
+// redisOverhead is how many bytes redis allocates per key and value byte for the built-in
+// workloads' objects: keys of 20 bytes and values uniform over 100-1000 bytes.
+var redisOverhead = func() float64 {
+	model := mrc.NewRedisModel()
+	var engine, raw float64
+	for value := 100; value <= 1000; value++ {
+		engine += float64(model.ObjectBytes(20, value))
+		raw += float64(20 + value)
+	}
+	return engine / raw
+}()
+
+// inRedisBytes is the redis memory that holds what kv key and value bytes hold.
+func inRedisBytes(kv int64) int64 { return int64(float64(kv) * redisOverhead) }
 
 // nodes returns n identical nodes.
 func nodes(n int, memory int64, ops, bandwidth float64) []Node {
@@ -80,7 +104,7 @@ func softQoS() *Scenario {
 			"a batch job looping over 6,500 keys (target 0.9; a cliff: nothing below its 3.8 MiB loop, everything above) " +
 			"and an analytics scan-heavy Zipf 0.7 tenant (target 0.2, about 1.5 MiB). The targets fit together with 1 MiB to spare; " +
 			"an equal split (3.3 MiB each) misses the loop's cliff.",
-		Nodes:     nodes(1, 10*mib, 100000, plenty),
+		Nodes:     nodes(1, inRedisBytes(10*mib), 100000, plenty),
 		Tenants:   softQoSTenants(),
 		Intervals: 16, Warmup: 3,
 		Claim: &Claim{
@@ -103,7 +127,7 @@ func softQoSInfeasible() *Scenario {
 		Description: "The three applications above plus a feature store wanting hit ratio 0.9 (about 7.5 MiB on its own), " +
 			"on the same 10 MiB node: the targets need about 16 MiB, so some must fail. Priorities (web 400, loop 300, " +
 			"feature store 200, analytics 100) say which to keep.",
-		Nodes:     nodes(1, 10*mib, 100000, plenty),
+		Nodes:     nodes(1, inRedisBytes(10*mib), 100000, plenty),
 		Tenants:   ts,
 		Intervals: 16, Warmup: 3,
 		Claim: &Claim{
@@ -136,7 +160,7 @@ func maxperf4() *Scenario {
 			"whose keys are spread over all nodes, each with Maxperf's default objective: mean latency at most 1.05× " +
 			"what it would have with a fair share (1/4 of the 16 MiB). The baseline for the objective is the equal " +
 			"policy's measured latency in the same interval.",
-		Nodes:     nodes(4, 4*mib, 100000, plenty),
+		Nodes:     nodes(4, inRedisBytes(4*mib), 100000, plenty),
 		Tenants:   maxperfTenants(false),
 		Intervals: 16, Warmup: 3,
 		Claim: &Claim{
@@ -153,7 +177,7 @@ func maxperf5() *Scenario {
 		Title: "Maxperf: five applications on four servers",
 		Description: "As above with a fifth application (uniform over 10,000 keys, about 5.7 MiB for all of them): " +
 			"the fair share drops to 3.2 MiB.",
-		Nodes:     nodes(4, 4*mib, 100000, plenty),
+		Nodes:     nodes(4, inRedisBytes(4*mib), 100000, plenty),
 		Tenants:   maxperfTenants(true),
 		Intervals: 16, Warmup: 3,
 		Claim: &Claim{
@@ -189,7 +213,7 @@ func lacsSweep() *Scenario {
 			"per step; both tenants are spread over both nodes, as in the paper. An elephant (LACS) is a tenant above 1/K " +
 			"of the aggregate capacity (4,500 requests/s here, so from 2.5×); the isolation guarantee compares each tenant " +
 			"with 1/K of the memory and of every node's capacity.",
-		Nodes:           nodes(2, 4*mib, 4500, plenty),
+		Nodes:           nodes(2, inRedisBytes(4*mib), 4500, plenty),
 		Tenants:         []Tenant{mouse, elephant},
 		Intervals:       lacsPhaseLength * len(lacsPhases),
 		IntervalSeconds: 5,
@@ -223,7 +247,7 @@ func lacsMacro() *Scenario {
 		Description: "Thirty nodes of 2 MiB serving 4,000 requests/s each and thirty tenants with mixed Zipf workloads: " +
 			"27 mice at 800-2,000 requests/s and 3 elephants at 7,000 requests/s (above 1/K of the 120,000 requests/s " +
 			"aggregate). No SLOs: the comparison is each tenant's latency.",
-		Nodes:           nodes(30, 2*mib, 4000, plenty),
+		Nodes:           nodes(30, inRedisBytes(2*mib), 4000, plenty),
 		Tenants:         ts,
 		Intervals:       8,
 		IntervalSeconds: 2,
@@ -243,7 +267,7 @@ func soundararajanStrictBE() *Scenario {
 		Description: "One 8 MiB node; a strict TPC-W-like tenant with a mean-latency objective of 3 ms (hit ratio about " +
 			"0.72 with 0.2 ms hits and 10 ms misses, some 5 MiB) and a best-effort RUBiS-like tenant with no objective: the strict " +
 			"objective first, then the best-effort tenant's latency.",
-		Nodes: nodes(1, 8*mib, 100000, plenty),
+		Nodes: nodes(1, inRedisBytes(8*mib), 100000, plenty),
 		Tenants: []Tenant{
 			strict("shop/tpcw", "zipf:keys=50000,skew=0.9,value=100-1000", 3000, Objective{Latency: 3 * time.Millisecond}),
 			bestEffort("auction/rubis", "zipf:keys=30000,skew=0.9,value=100-1000", 3000, Objective{}),
@@ -264,7 +288,7 @@ func soundararajanOverload() *Scenario {
 		Description: "One 6 MiB node and two strict tenants with mean-latency objectives of 3 ms that cannot both be met " +
 			"(together they need about 11 MiB); priorities are equal, so the best plan minimizes the total penalty, " +
 			"possibly with an asymmetric split.",
-		Nodes: nodes(1, 6*mib, 100000, plenty),
+		Nodes: nodes(1, inRedisBytes(6*mib), 100000, plenty),
 		Tenants: []Tenant{
 			strict("db/orders", "zipf:keys=50000,skew=1,value=100-1000", 3000, Objective{Latency: 3 * time.Millisecond}),
 			strict("db/catalog", "zipf:keys=30000,skew=0.9,value=100-1000", 3000, Objective{Latency: 3 * time.Millisecond}),
@@ -285,7 +309,7 @@ func cliffs() *Scenario {
 		Description: "Two nodes of 4 MiB; two tenants looping over 3,000 and 4,500 keys (all-or-nothing curves at about " +
 			"1.7 and 2.6 MiB) next to two concave Zipf tenants, all with hit-ratio targets. Greedy marginal allocation " +
 			"sees no gain from a partial loop and can starve it; a solver over discrete sizes sees the cliff.",
-		Nodes: nodes(2, 4*mib, 100000, plenty),
+		Nodes: nodes(2, inRedisBytes(4*mib), 100000, plenty),
 		Tenants: []Tenant{
 			strict("etl/loop-a", "loop:keys=3000,value=100-1000", 1500, Objective{HitRatio: 0.9}),
 			strict("etl/loop-b", "loop:keys=4500,value=100-1000", 1500, Objective{HitRatio: 0.9}),
@@ -321,7 +345,7 @@ func dynamics() *Scenario {
 		Description: "Two nodes of 6 MiB with Redis' sampled LRU (5 samples, pool of 16) instead of exact LRU. A tenant " +
 			"whose hot set moves to new keys every four intervals, a best-effort scanner that never reuses a key, a steady " +
 			"Zipf tenant, and a newcomer that arrives at interval 6 and leaves at interval 15. Intervals of 5 s.",
-		Nodes: nodes(2, 6*mib, 100000, plenty),
+		Nodes: nodes(2, inRedisBytes(6*mib), 100000, plenty),
 		Tenants: []Tenant{
 			shifting,
 			bestEffort("batch/scanner", "scan:keys=100000,value=100-1000", 2500, Objective{}),
@@ -361,7 +385,7 @@ func large() *Scenario {
 			"third with a 0.6 hit-ratio target, a third with a 5 ms mean-latency target, a third best effort, priorities " +
 			"50-249. Fewer, shorter intervals; the trackers sample every key (rate 1) because each tenant sends few " +
 			"requests per interval.",
-		Nodes:           nodes(20, 6*mib, 100000, plenty),
+		Nodes:           nodes(20, inRedisBytes(6*mib), 100000, plenty),
 		Tenants:         ts,
 		Intervals:       7,
 		IntervalSeconds: 2,
@@ -372,5 +396,139 @@ func large() *Scenario {
 			Statement: "Solve time under 2 s for 30 users × 5,000 files (CVXPY).",
 			Measure:   measureLarge,
 		},
+	}
+}
+
+// The scenarios below describe fleets the way a platform team would, rather than a paper's
+// experiment: the control loop has to keep objectives that a plain split keeps too.
+
+func mixedFleet() *Scenario {
+	visitor := bestEffort("team/visitor", "zipf:keys=30000,skew=0.9,value=100-1000", 2000, Objective{})
+	visitor.Arrive, visitor.Leave = 6, 13
+	return &Scenario{
+		Name:  "mixed-fleet",
+		Title: "Mixed fleet: strict targets that fit comfortably next to best-effort tenants",
+		Description: "Four nodes of 12 MiB. Four strict tenants: two Zipf tenants with hit-ratio targets (0.72 and 0.65, " +
+			"about 2.6 MiB each), a loop over 7,000 keys with a hit-ratio target of 0.9 (a cliff at about 3.8 MiB) and a " +
+			"Zipf tenant with a 4 ms mean-latency target. Four best-effort tenants: a scan, a large Zipf, a uniform one and a " +
+			"visitor that arrives at interval 6 and leaves at interval 13. An equal share (6 MiB, 5.3 MiB while the visitor " +
+			"is there) is past every target, so a plain split meets them all: the loop has to keep that.",
+		Nodes: nodes(4, inRedisBytes(12*mib), 100000, plenty),
+		Tenants: []Tenant{
+			strict("shop/web", "zipf:keys=50000,skew=1,value=100-1000", 3000, Objective{HitRatio: 0.72}),
+			strict("shop/catalog", "zipf:keys=30000,skew=0.9,value=100-1000", 2000, Objective{HitRatio: 0.65}),
+			strict("etl/loop", "loop:keys=7000,value=100-1000", 1500, Objective{HitRatio: 0.9}),
+			strict("api/session", "zipf:keys=20000,skew=0.8,value=100-1000", 2000, Objective{Latency: 4 * time.Millisecond}),
+			bestEffort("batch/scan", "scan:keys=100000,value=100-1000", 2000, Objective{}),
+			bestEffort("bi/large", "zipf:keys=200000,skew=0.8,value=100-1000", 2000, Objective{}),
+			bestEffort("misc/uniform", "uniform:keys=20000,value=100-1000", 1000, Objective{}),
+			visitor,
+		},
+		Intervals: 16, Warmup: 3,
+	}
+}
+
+// floodFrom is the interval from which tightFlood's best-effort tenant floods.
+const floodFrom = 6
+
+func tightFlood() *Scenario {
+	flood := bestEffort("bulk/flood", "zipf:keys=100000,skew=0.8,value=100-1000", 2000, Objective{})
+	flood.RateFrom = []RateChange{{From: floodFrom, Rate: 12000}}
+	return &Scenario{
+		Name:  "tight-flood",
+		Title: "Tight nodes with a best-effort flood",
+		Description: "Two nodes of 8 MiB serving 40,000 requests/s each. Three strict tenants: a Zipf tenant with a 0.68 " +
+			"hit-ratio target (about 1.9 MiB), a loop over 6,400 keys with a 0.9 target whose cliff (about 3.5 MiB) is just " +
+			"under an equal share (4 MiB), and a Zipf tenant whose latency may be at most 1.1× its fair-share latency. A " +
+			"best-effort tenant sends as much as each of them until interval 6, then six times as much: its curve keeps " +
+			"rising, so a plan that follows expected hits is tempted to take memory from the strict tenants.",
+		Nodes: nodes(2, inRedisBytes(8*mib), 40000, plenty),
+		Tenants: []Tenant{
+			strict("shop/web", "zipf:keys=50000,skew=1,value=100-1000", 2000, Objective{HitRatio: 0.68}),
+			strict("batch/loop", "loop:keys=6400,value=100-1000", 1500, Objective{HitRatio: 0.9}),
+			strict("api/fair", "zipf:keys=30000,skew=0.9,value=100-1000", 2000, Objective{MaxDegradation: 1.1}),
+			flood,
+		},
+		Intervals: 16, Warmup: 3,
+	}
+}
+
+func cliffNearCapacity() *Scenario {
+	return &Scenario{
+		Name:  "cliff-capacity",
+		Title: "A cliff tenant near capacity",
+		Description: "Two nodes of 4.8 MiB. A strict loop over 12,000 keys (a cliff at about 7.8 MiB in redis, 81% of the cluster, so " +
+			"it must span both nodes) with a 0.9 hit-ratio target, a strict Zipf tenant with a 0.45 target (about 1 MiB) " +
+			"and a best-effort Zipf tenant. The strict targets fit with about 0.8 MiB to spare; a plan that leaves the loop a " +
+			"few keys short of its cliff on either node loses most of its hits.",
+		Nodes: nodes(2, 4*mib+4*mib/5, 100000, plenty),
+		Tenants: []Tenant{
+			strict("etl/loop", "loop:keys=12000,value=100-1000", 1500, Objective{HitRatio: 0.9}),
+			strict("shop/web", "zipf:keys=30000,skew=0.9,value=100-1000", 2000, Objective{HitRatio: 0.45}),
+			bestEffort("bi/reports", "zipf:keys=100000,skew=0.8,value=100-1000", 2000, Objective{}),
+		},
+		Intervals: 14, Warmup: 3,
+	}
+}
+
+// doublingAfter is how many requests workingSetDoubles' growing tenant sends before its
+// working set doubles: eight intervals of its traffic.
+const doublingAfter = 8 * 2000 * DefaultIntervalSeconds
+
+func workingSetDoubles() *Scenario {
+	// The second phase keeps the first phase's keys (same names) and adds as many again; it
+	// lasts past the end of the run.
+	grow := fmt.Sprintf("phase:%d@uniform:keys=4000,value=100-1000;1000000000@uniform:keys=8000,value=100-1000", doublingAfter)
+	return &Scenario{
+		Name:  "working-set-doubles",
+		Title: "A strict tenant whose working set doubles mid-run",
+		Description: "Two nodes of 4.5 MiB. A strict tenant reads 4,000 keys uniformly (about 2.2 MiB) with a 0.78 hit-ratio " +
+			"target, and from about interval 8 reads 8,000 (about 4.4 MiB, so about 3.4 MiB for the target); a strict Zipf " +
+			"tenant with a 0.65 target (about 1.4 MiB) and a best-effort Zipf tenant share the rest. An equal split (3 MiB) " +
+			"holds the whole working set before the change and misses the target after it.",
+		Nodes: nodes(2, 4608<<10, 100000, plenty),
+		Tenants: []Tenant{
+			strict("app/growing", grow, 2000, Objective{HitRatio: 0.78}),
+			strict("shop/web", "zipf:keys=50000,skew=1,value=100-1000", 2000, Objective{HitRatio: 0.65}),
+			bestEffort("bi/reports", "zipf:keys=100000,skew=0.8,value=100-1000", 2000, Objective{}),
+		},
+		Intervals: 16, Warmup: 3,
+	}
+}
+
+// diurnalDay is the number of intervals in diurnal's simulated day.
+const diurnalDay = 12
+
+// diurnalRates makes t's rate follow a day: base × (1 + swing × sin(2π(i + shift)/day)),
+// changed at every interval.
+func diurnalRates(t Tenant, intervals int, swing float64, shift int) Tenant {
+	base := t.Rate
+	rateAt := func(i int) float64 {
+		return math.Round(base * (1 + swing*math.Sin(2*math.Pi*float64(i+shift)/diurnalDay)))
+	}
+	t.Rate = rateAt(0)
+	for i := 1; i < intervals; i++ {
+		t.RateFrom = append(t.RateFrom, RateChange{From: i, Rate: rateAt(i)})
+	}
+	return t
+}
+
+func diurnal() *Scenario {
+	const intervals = 2 * diurnalDay
+	return &Scenario{
+		Name:  "diurnal",
+		Title: "A diurnal load curve",
+		Description: "Two nodes of 6 MiB serving 8,000 requests/s each, over two simulated days of twelve 5 s intervals. " +
+			"Every tenant's rate follows a sine around its mean: the strict tenants (a Zipf tenant with a 0.65 hit-ratio " +
+			"target and one with a 4 ms mean-latency target) peak in the day, the best-effort ones (an analytics Zipf and a " +
+			"uniform batch) at night, so the nodes are busiest (about 55% utilization) and the mix shifts every interval.",
+		Nodes: nodes(2, inRedisBytes(6*mib), 8000, plenty),
+		Tenants: []Tenant{
+			diurnalRates(strict("shop/web", "zipf:keys=50000,skew=1,value=100-1000", 2500, Objective{HitRatio: 0.65}), intervals, 0.6, 0),
+			diurnalRates(strict("api/session", "zipf:keys=20000,skew=0.8,value=100-1000", 2000, Objective{Latency: 4 * time.Millisecond}), intervals, 0.6, 1),
+			diurnalRates(bestEffort("bi/reports", "zipf:keys=100000,skew=0.8,value=100-1000", 2000, Objective{}), intervals, 0.6, diurnalDay/2),
+			diurnalRates(bestEffort("batch/uniform", "uniform:keys=10000,value=100-1000", 1500, Objective{}), intervals, 0.6, diurnalDay/2+1),
+		},
+		Intervals: intervals, IntervalSeconds: 5, Warmup: 2,
 	}
 }

@@ -97,7 +97,9 @@ func (e *engine) snapshotTenant(ts *tenantState, seconds float64) planning.Tenan
 			hits += st.hits
 			reads += st.served()
 			if p := ts.parts[j]; p != nil && p.tracker != nil {
-				curves = append(curves, nodeCurve{requestsPerSecond: rate, curve: p.tracker.Snapshot()})
+				if c, err := p.curve(e.model); err == nil {
+					curves = append(curves, nodeCurve{requestsPerSecond: rate, curve: c})
+				}
 			}
 		}
 		if reads > 0 {

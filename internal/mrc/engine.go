@@ -1,0 +1,206 @@
+package mrc
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"slices"
+)
+
+// EngineModel converts what clients store (key and value bytes) into what an engine's memory
+// limit counts, so that a curve point at size S means "a partition whose limit is S achieves
+// this hit ratio". Immutable: calibration returns a new model.
+type EngineModel struct {
+	// slabs are memcached's slab classes; nil for redis.
+	slabs *memcachedSlabs
+	// scale is the calibrated share of a partition's object memory the modelled object bytes
+	// make up: what the static model does not see (redis: hash table buckets, expiry entries)
+	// is spread over the objects in proportion to their size. Kept out of ObjectBytes, so the
+	// sizes a tracker holds never depend on the calibration that reads them.
+	scale float64
+	// baseline is memory the engine spends whatever it stores (redis: its startup memory and
+	// client buffers); a partition of limit S holds S-baseline bytes of objects.
+	baseline int64
+}
+
+// Redis' allocations per string key (redis 7, jemalloc, 64-bit).
+const (
+	redisDictEntryBytes = 24 // the key's hash table entry
+	redisObjectBytes    = 16 // the value's robj header
+	// redisEmbstrMax is the longest value stored in one allocation with its robj (EMBSTR).
+	redisEmbstrMax = 44
+)
+
+// NewRedisModel returns the model of a redis string cache, uncalibrated.
+func NewRedisModel() *EngineModel { return &EngineModel{scale: 1} }
+
+// jemallocSize is the size class jemalloc serves a request of n bytes from: multiples of 16
+// up to 128, then four classes per doubling.
+func jemallocSize(n int64) int64 {
+	switch {
+	case n <= 8:
+		return 8
+	case n <= 128:
+		return (n + 15) &^ 15
+	}
+	spacing := int64(1) << (bits.Len64(uint64(n-1)) - 3)
+	return (n + spacing - 1) / spacing * spacing
+}
+
+// sdsBytes is the allocation of a redis dynamic string of n bytes: header, bytes, NUL.
+func sdsBytes(n int64, keyString bool) int64 {
+	header := int64(3) // sdshdr8
+	switch {
+	case keyString && n < 32:
+		header = 1 // sdshdr5, used for keys
+	case n >= 1<<32:
+		header = 17
+	case n >= 1<<16:
+		header = 9
+	case n >= 1<<8:
+		header = 5
+	}
+	return header + n + 1
+}
+
+// redisStaticBytes is the memory redis allocates for a string key and its value.
+func redisStaticBytes(key, value int64) int64 {
+	b := jemallocSize(redisDictEntryBytes) + jemallocSize(sdsBytes(key, true))
+	if value <= redisEmbstrMax {
+		return b + jemallocSize(redisObjectBytes+sdsBytes(value, false))
+	}
+	return b + jemallocSize(redisObjectBytes) + jemallocSize(sdsBytes(value, false))
+}
+
+// ObjectBytes is the memory the engine allocates for an object of key and value bytes.
+func (m *EngineModel) ObjectBytes(key, value int) int64 {
+	k, v := int64(max(key, 0)), int64(max(value, 0))
+	if m.slabs != nil {
+		return m.slabs.objectBytes(k, v)
+	}
+	return redisStaticBytes(k, v)
+}
+
+// Capacity is how many object bytes (as ObjectBytes counts them) a partition with a memory
+// limit of limit bytes holds.
+func (m *EngineModel) Capacity(limit int64) float64 {
+	return float64(max(limit-m.baseline, 0)) * m.scale
+}
+
+// Scale is the calibrated share of object memory that ObjectBytes accounts for.
+func (m *EngineModel) Scale() float64 { return m.scale }
+
+// Baseline is the memory the engine uses whatever it stores.
+func (m *EngineModel) Baseline() int64 { return m.baseline }
+
+// minCalibrationKeys: fewer keys give a per-key figure dominated by noise.
+const minCalibrationKeys = 100
+
+// Calibrate returns the model fitted to an engine's own accounting: it uses used bytes of
+// which baseline are not objects, for keys objects whose mean modelled size (ObjectBytes) is
+// meanModelled. Their ratio becomes the scale; memcached's slab model is exact per item
+// (whereas total_malloced counts partly filled pages) and keeps scale 1. ok is false (and m
+// returned) when the figures cannot calibrate: too few keys, or more baseline than use.
+func (m *EngineModel) Calibrate(used, baseline, keys int64, meanModelled float64) (calibrated *EngineModel, ok bool) {
+	if keys < minCalibrationKeys || baseline < 0 || used <= baseline || !(meanModelled > 0) {
+		return m, false
+	}
+	next := *m
+	next.baseline = baseline
+	if m.slabs == nil {
+		next.scale = min(meanModelled*float64(keys)/float64(used-baseline), 1)
+	}
+	return &next, true
+}
+
+// memcachedItemHeader is sizeof(item) in memcached 1.6 on 64-bit; CAS adds 8, non-zero client
+// flags 4, and the value is stored with its CRLF and the key with a NUL.
+const memcachedItemHeader = 48
+
+// Slabs returns the settings of a memcached model (nil for redis), to tell whether an engine's
+// own differ.
+func (m *EngineModel) Slabs() *MemcachedSettings {
+	if m.slabs == nil {
+		return nil
+	}
+	return &m.slabs.settings
+}
+
+// memcachedSlabs are memcached's slab classes: an item takes the smallest chunk that holds it,
+// and a class's pages (of pageSize) hold a whole number of chunks.
+type memcachedSlabs struct {
+	settings MemcachedSettings
+	chunks   []int64
+}
+
+// MemcachedSettings are the `stats settings` memcached sizes its slab classes from.
+type MemcachedSettings struct {
+	// ChunkSize is the smallest item data size (chunk_size, default 48).
+	ChunkSize int64
+	// GrowthFactor is the ratio between successive classes (growth_factor, default 1.25).
+	GrowthFactor float64
+	// SlabChunkMax is the largest chunk (slab_chunk_max, default half a page); larger items
+	// are chained from such chunks.
+	SlabChunkMax int64
+	// PageSize is the slab page (item_size_max, 1 MiB by default).
+	PageSize int64
+	// CASEnabled adds the 8-byte CAS value to each item (cas_enabled).
+	CASEnabled bool
+}
+
+// DefaultMemcachedSettings are memcached 1.6's defaults, in force until a partition's own
+// are read.
+var DefaultMemcachedSettings = MemcachedSettings{ChunkSize: 48, GrowthFactor: 1.25, SlabChunkMax: 512 << 10, PageSize: 1 << 20, CASEnabled: true}
+
+// memcachedChunkAlign is memcached's CHUNK_ALIGN_BYTES; memcachedMaxSlabClasses the classes
+// it has room for (MAX_NUMBER_OF_SLAB_CLASSES less the unused class 0).
+const (
+	memcachedChunkAlign     = 8
+	memcachedMaxSlabClasses = 63
+)
+
+// NewMemcachedModel returns the model of a memcached engine with settings s.
+func NewMemcachedModel(s MemcachedSettings) (*EngineModel, error) {
+	switch {
+	case s.ChunkSize < 1:
+		return nil, fmt.Errorf("mrc: memcached chunk_size %d is not positive", s.ChunkSize)
+	case !(s.GrowthFactor > 1):
+		return nil, fmt.Errorf("mrc: memcached growth_factor %v is not above 1", s.GrowthFactor)
+	case s.PageSize < 1 || s.SlabChunkMax < 1 || s.SlabChunkMax > s.PageSize:
+		return nil, fmt.Errorf("mrc: memcached slab_chunk_max %d must be in [1, page size %d]", s.SlabChunkMax, s.PageSize)
+	}
+	slabs := &memcachedSlabs{settings: s}
+	// As memcached's slabs_init: from the header plus chunk_size, times the factor, aligned,
+	// while below slab_chunk_max divided by the factor; the last class is slab_chunk_max.
+	size := float64(memcachedItemHeader + s.ChunkSize)
+	for size < float64(s.SlabChunkMax)/s.GrowthFactor {
+		chunk := (int64(size) + memcachedChunkAlign - 1) / memcachedChunkAlign * memcachedChunkAlign
+		if n := len(slabs.chunks); n > 0 && chunk <= slabs.chunks[n-1] || n+1 >= memcachedMaxSlabClasses {
+			return nil, fmt.Errorf("mrc: memcached growth_factor %v makes more than %d slab classes", s.GrowthFactor, memcachedMaxSlabClasses)
+		}
+		slabs.chunks = append(slabs.chunks, chunk)
+		size = float64(chunk) * s.GrowthFactor
+	}
+	slabs.chunks = append(slabs.chunks, s.SlabChunkMax)
+	if len(slabs.chunks) > 1 && slabs.chunks[len(slabs.chunks)-2] >= s.SlabChunkMax {
+		return nil, errors.New("mrc: memcached slab classes do not increase")
+	}
+	return &EngineModel{slabs: slabs, scale: 1}, nil
+}
+
+// objectBytes is an item's share of slab memory: its class's page divided by the chunks a
+// page holds, since a limit counts whole pages.
+func (s *memcachedSlabs) objectBytes(key, value int64) int64 {
+	total := memcachedItemHeader + key + 1 + value + 2
+	if s.settings.CASEnabled {
+		total += 8
+	}
+	i, _ := slices.BinarySearch(s.chunks, total)
+	if i == len(s.chunks) {
+		// Chained from the largest chunks.
+		largest := s.chunks[len(s.chunks)-1]
+		return (total + largest - 1) / largest * largest
+	}
+	page := s.settings.PageSize
+	return page / (page / s.chunks[i])
+}

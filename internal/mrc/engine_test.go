@@ -1,0 +1,82 @@
+package mrc
+
+import (
+	"math"
+	"testing"
+)
+
+// TestMemcachedModelMatchesSlabs: the slab classes of memcached 1.6's defaults, as a real
+// memcached listed them in `stats slabs` (class 4: 192-byte chunks, 5461 a page; class 17:
+// 3632, 288 a page).
+func TestMemcachedModelMatchesSlabs(t *testing.T) {
+	m, err := NewMemcachedModel(DefaultMemcachedSettings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		key, value int
+		want       int64
+	}{
+		{12, 100, (1 << 20) / 5461},        // 48+8+13+102 = 171 bytes: class 4
+		{12, 3000, (1 << 20) / 288},        // class 17
+		{1, 1, (1 << 20) / (1 << 20 / 96)}, // the smallest class
+	}
+	for _, tt := range tests {
+		if got := m.ObjectBytes(tt.key, tt.value); got != tt.want {
+			t.Errorf("key %d value %d: %d bytes, want %d", tt.key, tt.value, got, tt.want)
+		}
+	}
+	if got := m.slabs.chunks[3]; got != 192 {
+		t.Errorf("class 4 chunk %d, want 192", got)
+	}
+	if got := m.slabs.chunks[16]; got != 3632 {
+		t.Errorf("class 17 chunk %d, want 3632", got)
+	}
+}
+
+func TestNewMemcachedModelErrors(t *testing.T) {
+	for _, s := range []MemcachedSettings{
+		{ChunkSize: 0, GrowthFactor: 1.25, SlabChunkMax: 1 << 19, PageSize: 1 << 20},
+		{ChunkSize: 48, GrowthFactor: 1, SlabChunkMax: 1 << 19, PageSize: 1 << 20},
+		{ChunkSize: 48, GrowthFactor: 1.25, SlabChunkMax: 1 << 21, PageSize: 1 << 20},
+		{ChunkSize: 48, GrowthFactor: 1.0000001, SlabChunkMax: 1 << 19, PageSize: 1 << 20}, // classes would not grow
+		{ChunkSize: 48, GrowthFactor: 1.01, SlabChunkMax: 1 << 19, PageSize: 1 << 20},      // more than 63 classes
+	} {
+		if _, err := NewMemcachedModel(s); err == nil {
+			t.Errorf("%+v: no error", s)
+		}
+	}
+}
+
+// TestRedisModel: a real redis 7 (jemalloc) holding 18651 keys of 12 bytes with 256-byte values
+// used 402.8 bytes per key beyond its startup memory; the static model gives 384 and the
+// calibration scales the capacity by 384/402.8.
+func TestRedisModel(t *testing.T) {
+	m := NewRedisModel()
+	if got := redisStaticBytes(12, 256); got != 384 {
+		t.Errorf("static bytes %d, want 384 (entry 32, key 16, robj 16, value 320)", got)
+	}
+	if got := redisStaticBytes(10, 20); got != 32+16+48 {
+		t.Errorf("embstr static bytes %d, want 96", got)
+	}
+	cal, ok := m.Calibrate(8388608, 876224, 18651, float64(m.ObjectBytes(12, 256)))
+	if !ok {
+		t.Fatal("calibration refused")
+	}
+	if got := cal.Capacity(8388608) / float64(cal.ObjectBytes(12, 256)); math.Abs(got-18651) > 1 {
+		t.Errorf("the calibrated limit holds %.1f objects, want 18651", got)
+	}
+	for _, bad := range [][3]int64{{100, 200, 1000}, {8388608, 876224, 10}} {
+		if _, ok := m.Calibrate(bad[0], bad[1], bad[2], 300); ok {
+			t.Errorf("calibrated from %v", bad)
+		}
+	}
+}
+
+func TestJemallocSize(t *testing.T) {
+	for n, want := range map[int64]int64{1: 8, 9: 16, 24: 32, 128: 128, 129: 160, 260: 320, 513: 640, 4097: 5120} {
+		if got := jemallocSize(n); got != want {
+			t.Errorf("jemallocSize(%d) = %d, want %d", n, got, want)
+		}
+	}
+}
