@@ -24,6 +24,8 @@ const (
 	protectCushion = 0.10
 	// topMargin keeps raised targets this far below the top of the tenant's curve.
 	topMargin = 0.01
+	// tightenStep tightens a latency or degradation target after each settled miss.
+	tightenStep = 0.03
 )
 
 // tenantState is what the loop remembers about a tenant between intervals.
@@ -42,6 +44,9 @@ type tenantState struct {
 	// target is the tenant's own hit-ratio target (0: not a strict hit-ratio objective);
 	// boost is the feedback added to it; raisedTo the target the allocator was fed.
 	target, boost, raisedTo float64
+	// tighten is the feedback for a latency or degradation objective: the share by which
+	// the target the allocator sees is tightened.
+	tighten float64
 	// met and observed are last interval's judgement and hit ratio (observed < 0: none).
 	met      bool
 	observed float64
@@ -84,6 +89,9 @@ func (l *Loop) observe(in Input) {
 		st.met, st.observed = m.Met, -1
 		if m.Met {
 			st.boost /= 2
+			st.tighten /= 2
+		} else if st.warm && t.Class == planning.ClassStrict && t.Objective != nil && st.target == 0 && in.Measured[t.ID] != (Measurement{}) {
+			st.tighten = math.Min(maxBoost, st.tighten+tightenStep)
 		}
 		if t.Observed.HitRatio == nil {
 			continue
@@ -189,6 +197,10 @@ func (l *Loop) shape(in Input) shaped {
 		for i := range sh.raised.Tenants {
 			t := &sh.raised.Tenants[i]
 			st := l.tenants[t.ID]
+			if st.tighten > 0 && tightened(t, st.tighten) {
+				sh.anyRaised = true
+				continue
+			}
 			if st.target == 0 || !st.warm && st.boost == 0 {
 				continue
 			}
@@ -210,6 +222,24 @@ func (l *Loop) shape(in Input) shaped {
 		sh.protections = l.protections(damped, curves)
 	}
 	return sh
+}
+
+// tightened replaces a latency or degradation objective of t by one tighter by share.
+func tightened(t *planning.Tenant, share float64) bool {
+	o := t.Objective
+	switch {
+	case o == nil:
+		return false
+	case o.LatencySeconds != nil:
+		v := *o.LatencySeconds * (1 - share)
+		t.Objective = &planning.Objective{LatencySeconds: &v}
+	case o.MaxDegradation != nil:
+		v := math.Max(1, *o.MaxDegradation*(1-share))
+		t.Objective = &planning.Objective{MaxDegradation: &v}
+	default:
+		return false
+	}
+	return true
 }
 
 // fitted is the tenant's sampled curve (nil without one).
@@ -252,8 +282,14 @@ func (l *Loop) damp(t *planning.Tenant, c *curve.Curve) *curve.Curve {
 		if prev == 0 {
 			prev = 1
 		}
-		st.factor = math.Exp((1-smoothing)*math.Log(prev) + smoothing*math.Log(f))
-		st.factor = math.Min(maxCorrection, math.Max(1.0/maxCorrection, st.factor))
+		next := f
+		if f < prev {
+			// The tenant does worse than the curve says: damped, as noise or a transient
+			// would look the same. Doing better than the curve at a settled size is what the
+			// memory in force really gives: taken as it is.
+			next = math.Exp((1-smoothing)*math.Log(prev) + smoothing*math.Log(f))
+		}
+		st.factor = math.Min(maxCorrection, math.Max(1.0/maxCorrection, next))
 	}
 	if st.factor > 0 {
 		c = c.Rescaled(st.factor)
