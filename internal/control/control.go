@@ -10,7 +10,8 @@
 //     averaged (geometrically) over the intervals in which the tenant's partitions stayed
 //     put; an interval measured right after its memory moved is cold and does not count;
 //   - protection of what works: a strict tenant that met its objective keeps, as its memory
-//     minimum, the memory that met it, unless a higher-priority objective needs it;
+//     minimum, the memory that met it, on the nodes that hold it, unless a higher-priority
+//     objective needs it;
 //   - feedback per strict tenant: the target the allocator sees is raised by the integrated
 //     shortfall of observed against target plus the measurement's uncertainty;
 //   - a movement budget: the allocator's movement cap, and a new plan is taken only when it

@@ -360,11 +360,30 @@ func withProtections(s *planning.Snapshot, prot map[string]protection) *planning
 	}
 	out := cloneTenants(s)
 	for i := range out.Tenants {
-		if p, ok := prot[out.Tenants[i].ID]; ok {
-			out.Tenants[i].Memory.MinBytes = max(out.Tenants[i].Memory.MinBytes, p.bytes)
+		t := &out.Tenants[i]
+		if p, ok := prot[t.ID]; ok {
+			t.Memory.MinBytes = max(t.Memory.MinBytes, p.bytes)
+			t.AllowedNodes = keptNodes(t)
 		}
 	}
 	return out
+}
+
+// keptNodes are the nodes a protected tenant may use: those it holds memory on, when they
+// satisfy its allowed nodes and spread, so that its keys stay where they are warm (moving a
+// partition to another node empties it as surely as shrinking it); else its allowed nodes.
+func keptNodes(t *planning.Tenant) []string {
+	var nodes []string
+	for _, p := range t.Current.Partitions {
+		if p.MemoryBytes > 0 && (len(t.AllowedNodes) == 0 || slices.Contains(t.AllowedNodes, p.Node)) {
+			nodes = append(nodes, p.Node)
+		}
+	}
+	if len(nodes) == 0 || len(nodes) < int(t.Spread.MinNodes) {
+		return t.AllowedNodes
+	}
+	slices.Sort(nodes)
+	return nodes
 }
 
 // cloneTenants copies the snapshot with its own tenant slice (fields the loop replaces are
