@@ -254,3 +254,32 @@ func TestMaterialChange(t *testing.T) {
 		}
 	}
 }
+
+// Feedback tightens a degradation target after each settled miss and relaxes it once met.
+func TestFeedbackTightensDegradation(t *testing.T) {
+	l := New()
+	l.cfg = config(Mechanisms{Feedback: true})
+	steps := []struct {
+		met  bool
+		want float64 // the fed maxDegradation
+	}{
+		{false, 1.5},              // cold: not counted
+		{false, 1.5 * 0.97},       // a settled miss
+		{false, 1.5 * 0.95},       // another, capped at maxTighten
+		{true, 1.5 * (1 - 0.025)}, // met: the tightening halves
+	}
+	for i, s := range steps {
+		tn := tenant("ns/a", 100, 0.5, [][2]float64{{10, 0.2}, {40, 0.6}}, 40*mib, 0.5)
+		d := 1.5
+		tn.Objective = &planning.Objective{MaxDegradation: &d}
+		in := Input{Snapshot: snapshot(tn), Measured: map[string]Measurement{"ns/a": {Met: s.met, Reads: 1000}}}
+		l.observe(in)
+		sh := l.shape(in)
+		if got := *sh.raised.Tenants[0].Objective.MaxDegradation; math.Abs(got-s.want) > 1e-9 {
+			t.Errorf("step %d: fed maxDegradation %v, want %v", i, got, s.want)
+		}
+		if *in.Snapshot.Tenants[0].Objective.MaxDegradation != 1.5 {
+			t.Fatal("shape modified its input snapshot")
+		}
+	}
+}

@@ -24,8 +24,10 @@ const (
 	protectCushion = 0.10
 	// topMargin keeps raised targets this far below the top of the tenant's curve.
 	topMargin = 0.01
-	// tightenStep tightens a latency or degradation target after each settled miss.
+	// tightenStep tightens a latency or degradation target after each settled miss, up to
+	// maxTighten.
 	tightenStep = 0.03
+	maxTighten  = 0.05
 )
 
 // tenantState is what the loop remembers about a tenant between intervals.
@@ -91,7 +93,7 @@ func (l *Loop) observe(in Input) {
 			st.boost /= 2
 			st.tighten /= 2
 		} else if st.warm && t.Class == planning.ClassStrict && t.Objective != nil && st.target == 0 && in.Measured[t.ID] != (Measurement{}) {
-			st.tighten = math.Min(maxBoost, st.tighten+tightenStep)
+			st.tighten = math.Min(maxTighten, st.tighten+tightenStep)
 		}
 		if t.Observed.HitRatio == nil {
 			continue
