@@ -184,6 +184,10 @@ func (l *Loop) solve(ctx context.Context, snap *planning.Snapshot, uncapped bool
 	opts := l.cfg.Allocator
 	if uncapped {
 		opts.MaxChurnBytes = 0
+	} else if opts.MaxChurnBytes > 0 {
+		// The budget limits the keys a plan empties; memory no one holds has none, so
+		// giving it out (the allocator counts that as movement too) is not charged.
+		opts.MaxChurnBytes += unallocated(snap)
 	}
 	plan, err := allocator.Plan(ctx, snap, opts)
 	if err != nil && !errors.Is(err, allocator.ErrInfeasibleSnapshot) && ctx.Err() == nil {
@@ -256,6 +260,18 @@ func (l *Loop) plan(ctx context.Context, sh shaped) (*candidate, error) {
 		return nil, firstErr
 	}
 	return best, nil
+}
+
+// unallocated is the memory of the snapshot's nodes that no tenant holds now.
+func unallocated(s *planning.Snapshot) int64 {
+	var free int64
+	for _, n := range s.Nodes {
+		free += n.MemoryBytes
+	}
+	for i := range s.Tenants {
+		free -= totalOf(s.Tenants[i].Current.Partitions)
+	}
+	return max(0, free)
 }
 
 // maxScore is the score of a plan meeting every strict objective.

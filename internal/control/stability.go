@@ -14,7 +14,7 @@ import (
 // wobble by a few percent between intervals would flip a tenant between two levels every
 // interval, emptying caches for nothing. A new plan therefore replaces the plan in force only
 // when what the plan in force was made for changed (Input.SpecsChanged), or when it is worth
-// it: it meets more objectives, or it expects at least minGain more hits than the plan in
+// it: it meets more objectives, it saturates fewer nodes, or it expects at least minGain more hits than the plan in
 // force does under the same measurements and, with ColdStartCost, its gain over
 // paybackIntervals pays for the hits the keys it moves lose while they warm up again. Where
 // the plan in force cannot be evaluated (policies other than optimal, no OR-Tools), a new plan
@@ -36,7 +36,8 @@ func (l *Loop) keepCurrent(ctx context.Context, in Input, c *candidate) (current
 	proposed := c.plan
 	if current = l.evaluateCurrent(ctx, c.snap); current != nil {
 		cs, ps := current.Summary, proposed.Summary
-		if l.score(c.snap, proposed) > l.score(c.snap, current) || ps.StrictMet > cs.StrictMet || ps.ObjectivesMet > cs.ObjectivesMet {
+		if l.score(c.snap, proposed) > l.score(c.snap, current) || ps.StrictMet > cs.StrictMet || ps.ObjectivesMet > cs.ObjectivesMet ||
+			ps.SaturatedNodes < cs.SaturatedNodes {
 			return nil, ""
 		}
 		gain := ps.ExpectedHitsPerSecond - cs.ExpectedHitsPerSecond

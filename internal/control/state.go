@@ -326,10 +326,13 @@ func (l *Loop) protections(s *planning.Snapshot, curves []*curve.Curve) map[stri
 		t := &s.Tenants[i]
 		st := l.tenants[t.ID]
 		total := totalOf(t.Current.Partitions)
-		amount := total
+		// Changes under MinChangeBytes are noise: leaving them to the allocator keeps a
+		// fully allocated cluster plannable (its sizes are discrete; minimums at exactly
+		// what every tenant holds may not pack).
+		amount := max(0, total-l.cfg.MinChangeBytes)
 		if t.Class == planning.ClassStrict && st.met && st.target > 0 && curves[i] != nil && st.observed >= st.target+protectSlack {
 			if need, ok := curves[i].MinSize(st.target + topMargin); ok {
-				amount = min(total, int64(float64(need)*(1+protectCushion)))
+				amount = min(amount, int64(float64(need)*(1+protectCushion)))
 			}
 		}
 		if t.Memory.MaxBytes > 0 {
