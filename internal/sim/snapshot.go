@@ -76,8 +76,14 @@ func (e *engine) snapshotTenant(ts *tenantState, seconds float64) planning.Tenan
 	if pt.Priority == 0 {
 		pt.Priority = defaultPriority
 	}
+	// As the operator does, every tenant is planned at least a smallest partition: a tenant
+	// without one has no tracker, so it never gets the curve that would earn it memory.
+	pt.Memory.MinBytes = e.minPartition()
 	if t.Class == planning.ClassStrict {
-		pt.Memory.MinBytes = t.MinBytes
+		pt.Memory.MinBytes = max(t.MinBytes, pt.Memory.MinBytes)
+	}
+	if pt.Memory.MaxBytes > 0 {
+		pt.Memory.MinBytes = min(pt.Memory.MinBytes, pt.Memory.MaxBytes)
 	}
 	if ts.plan != nil {
 		pt.Current.Isolated = ts.plan.Isolated
@@ -146,4 +152,10 @@ func (ts *tenantState) recordHistory() {
 	if len(ts.history) > maxHistory {
 		ts.history = ts.history[len(ts.history)-maxHistory:]
 	}
+}
+
+// minPartition is the smallest partition every tenant is planned: the trackers' smallest
+// candidate size.
+func (e *engine) minPartition() int64 {
+	return e.sizes[0]
 }
