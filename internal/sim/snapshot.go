@@ -154,8 +154,12 @@ func (ts *tenantState) recordHistory() {
 	}
 }
 
-// minPartition is the smallest partition every tenant is planned: the trackers' smallest
-// candidate size.
+// minPartition is the smallest partition every tenant is planned: 1/256 of the smallest node
+// (at least 1 KiB), the scaled-down counterpart of the engines' smallest partition.
 func (e *engine) minPartition() int64 {
-	return e.sizes[0]
+	smallest := e.sc.Nodes[0].MemoryBytes
+	for _, n := range e.sc.Nodes {
+		smallest = min(smallest, n.MemoryBytes)
+	}
+	return max(smallest/256, 1024)
 }
