@@ -40,7 +40,8 @@ const (
 	// ops limit on at least one node.
 	ConditionThrottled = "Throttled"
 	// ConditionAllocated (TenantSLO): why the last allocation gave the tenant the memory it
-	// has; the reason is status.allocation.decision, the message gives the numbers.
+	// has; the reason is status.allocation.decision, the message gives the numbers. False
+	// (MinimumsUnpackable) when no plan can hold its memory.min beside other tenants'.
 	ConditionAllocated = "Allocated"
 )
 
@@ -91,6 +92,11 @@ const (
 	// ReasonTargetUnreachable (SLOMet=False): even memory.max (or the whole cluster) cannot meet
 	// the target according to the tenant's miss-ratio curve; the tenant is served best effort.
 	ReasonTargetUnreachable = "TargetUnreachable"
+
+	// ReasonMinimumsUnpackable (Allocated=False): the tenant's memory.min cannot be placed
+	// together with those of the other tenants the message names, within the nodes' memory and
+	// the tenants' placement; no new plan is made and the plan in force is kept.
+	ReasonMinimumsUnpackable = "MinimumsUnpackable"
 
 	// ReasonTargetMet (SLOMet=True).
 	ReasonTargetMet = "TargetMet"

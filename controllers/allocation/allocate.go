@@ -61,6 +61,9 @@ type outcome struct {
 	specHash string
 	// decisions say, by tenant, why its memory is what desired gives it.
 	decisions map[string]control.TenantDecision
+	// unpackable says, by tenant, why no plan can hold its memory minimum beside the others'
+	// (set when the allocator found the minimums unpackable).
+	unpackable map[string]string
 }
 
 // retryAfterError is when a cluster whose allocation could not even read it is tried again.
@@ -244,11 +247,14 @@ func (l *Loop) decide(ctx context.Context, in *inputs, mr metricsResult, st *clu
 	d, err := st.control.Decide(planCtx, cfg, control.Input{Snapshot: snap, Current: in.kept(), SpecsChanged: changed, Measured: measured(in, mr)})
 	if err != nil {
 		msg := truncate("no plan: "+err.Error(), maxPlanMessage)
+		var unpackable *allocator.UnpackableError
+		errors.As(err, &unpackable)
 		return outcome{
-			desired:  in.kept(),
-			summary:  &v1.PlanSummary{Time: metav1.Now(), Policy: policyOf(spec), SolverStatus: v1.SolverStatusInfeasible, Message: msg},
-			problems: append(problems, problem{conditions.ReasonPlanInfeasible, msg}),
-			specHash: hash,
+			desired:    in.kept(),
+			summary:    &v1.PlanSummary{Time: metav1.Now(), Policy: policyOf(spec), SolverStatus: v1.SolverStatusInfeasible, Message: msg},
+			problems:   append(problems, problem{conditions.ReasonPlanInfeasible, msg}),
+			specHash:   hash,
+			unpackable: unpackableMessages(snap, unpackable),
 		}
 	}
 	summary := summarize(d.Proposed, d.Fallback)
@@ -268,6 +274,69 @@ func (l *Loop) decide(ctx context.Context, in *inputs, mr metricsResult, st *clu
 		st.isolated[tp.ID] = tp.Isolated
 	}
 	return outcome{desired: d.Desired, plan: plan, summary: summary, problems: problems, specHash: hash, decisions: d.Tenants}
+}
+
+// unpackableMessages says, to each tenant of an unpackable set, which other tenants' minimums
+// its own cannot be placed beside, with every minimum, placement and the nodes' memory. The
+// operator's nodes all have the same memory. nil when err is nil.
+func unpackableMessages(snap *planning.Snapshot, err *allocator.UnpackableError) map[string]string {
+	if err == nil {
+		return nil
+	}
+	tenants := map[string]*planning.Tenant{}
+	for i := range snap.Tenants {
+		tenants[snap.Tenants[i].ID] = &snap.Tenants[i]
+	}
+	minimum := func(id string) string {
+		t := tenants[id]
+		if t == nil {
+			return id
+		}
+		return fmt.Sprintf("%s (memory.min %s, %s)", id, planning.FormatBytes(t.Memory.MinBytes), placementText(t.Spread, len(snap.Nodes)))
+	}
+	var nodeMemory int64
+	if len(snap.Nodes) > 0 {
+		nodeMemory = snap.Nodes[0].MemoryBytes
+	}
+	verb, how := "cannot", "proven by the solver"
+	if !err.Proven {
+		verb, how = "could not", err.Why
+	}
+	out := make(map[string]string, len(err.Tenants))
+	for _, id := range err.Tenants {
+		var others []string
+		for _, other := range err.Tenants {
+			if other != id {
+				others = append(others, minimum(other))
+			}
+		}
+		beside := "on its own"
+		if n := len(others); n > 0 {
+			beside = "beside those of " + strings.Join(others, ", ")
+			if n > 1 {
+				beside = "beside those of " + strings.Join(others[:n-1], ", ") + " and " + others[n-1]
+			}
+		}
+		out[id] = fmt.Sprintf("no plan: the memory minimum of %s %s be placed %s on %d nodes of %s partitionable memory each (%s); the plan in force is kept until one of these tenants or the cluster changes",
+			minimum(id), verb, beside, len(snap.Nodes), planning.FormatBytes(nodeMemory), how)
+	}
+	return out
+}
+
+// placementText says on how many of the cluster's nodes a tenant may be placed.
+func placementText(s planning.Spread, nodes int) string {
+	lo, hi := max(1, int(s.MinNodes)), nodes
+	if s.MaxNodes > 0 {
+		hi = min(hi, int(s.MaxNodes))
+	}
+	switch {
+	case lo == hi && hi == 1:
+		return "on 1 node"
+	case lo == hi:
+		return fmt.Sprintf("on %d nodes", lo)
+	default:
+		return fmt.Sprintf("on %d to %d nodes", lo, hi)
+	}
 }
 
 // measured is the control loop's view of last interval's judgements: whether each tenant met

@@ -18,6 +18,7 @@ import (
 
 	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
 	"github.com/cacheqos/cacheqos/controllers/internal/objects"
+	"github.com/cacheqos/cacheqos/internal/allocator"
 	"github.com/cacheqos/cacheqos/internal/allocator/planning"
 	"github.com/cacheqos/cacheqos/internal/promquery"
 )
@@ -400,5 +401,46 @@ func TestAllocationRetriesWhenTheClusterCannotBeRead(t *testing.T) {
 	next, err := l.allocate(t.Context(), types.NamespacedName{Namespace: "ns", Name: "c"})
 	if err == nil || next != retryAfterError {
 		t.Errorf("allocate = %s, %v; want a retry after %s and the error", next, err, retryAfterError)
+	}
+}
+
+// TestUnpackableMessages: each tenant of an unpackable set is told the others' minimums and
+// placements and the nodes' memory, and whether the solver proved it or only found no packing.
+func TestUnpackableMessages(t *testing.T) {
+	snap := &planning.Snapshot{
+		Nodes: []planning.Node{{Name: "n1", MemoryBytes: 1 << 30}, {Name: "n2", MemoryBytes: 1 << 30}, {Name: "n3", MemoryBytes: 1 << 30}},
+		Tenants: []planning.Tenant{
+			{ID: "a/one", Memory: planning.Memory{MinBytes: 700 << 20}, Spread: planning.Spread{MaxNodes: 1}},
+			{ID: "b/two", Memory: planning.Memory{MinBytes: 1536 << 20}, Spread: planning.Spread{MinNodes: 2, MaxNodes: 2}},
+			{ID: "c/any", Memory: planning.Memory{MinBytes: 4 << 20}},
+		},
+	}
+	tests := []struct {
+		name string
+		err  *allocator.UnpackableError
+		want map[string][]string
+	}{
+		{"none", nil, nil},
+		{"proven", &allocator.UnpackableError{Tenants: []string{"a/one", "b/two", "c/any"}, Proven: true, Why: "proven by the solver"}, map[string][]string{
+			"a/one": {"minimum of a/one (memory.min 700.0 MiB, on 1 node) cannot be placed beside those of b/two (memory.min 1.5 GiB, on 2 nodes) and c/any (memory.min 4.0 MiB, on 1 to 3 nodes) on 3 nodes of 1.0 GiB", "(proven by the solver)"},
+			"b/two": {"b/two (memory.min 1.5 GiB, on 2 nodes) cannot be placed beside those of a/one", "c/any"},
+			"c/any": {"beside those of a/one (memory.min 700.0 MiB, on 1 node) and b/two"},
+		}},
+		{"not proven", &allocator.UnpackableError{Tenants: []string{"a/one"}, Why: "the greedy packing failed and the solver found none in time (Unknown)"}, map[string][]string{
+			"a/one": {"a/one (memory.min 700.0 MiB, on 1 node) could not be placed on its own on 3 nodes", "(the greedy packing failed and the solver found none in time (Unknown))"},
+		}},
+	}
+	for _, tt := range tests {
+		got := unpackableMessages(snap, tt.err)
+		if len(got) != len(tt.want) {
+			t.Errorf("%s: messages for %d tenants, want %d: %v", tt.name, len(got), len(tt.want), got)
+		}
+		for id, wants := range tt.want {
+			for _, w := range wants {
+				if !strings.Contains(got[id], w) {
+					t.Errorf("%s: %s's message %q lacks %q", tt.name, id, got[id], w)
+				}
+			}
+		}
 	}
 }

@@ -20,7 +20,6 @@ import (
 	"github.com/cacheqos/cacheqos/controllers/internal/opmetrics"
 	"github.com/cacheqos/cacheqos/controllers/internal/ssa"
 	"github.com/cacheqos/cacheqos/internal/allocator/planning"
-	"github.com/cacheqos/cacheqos/internal/control"
 	"github.com/cacheqos/cacheqos/internal/curve"
 	"github.com/cacheqos/cacheqos/internal/promquery"
 )
@@ -85,6 +84,8 @@ func (l *Loop) writeTenantStatuses(ctx context.Context, in *inputs, mr metricsRe
 				st.PredictedHitRatio = p
 			}
 		}
+		allocated, hasAllocated := allocatedCondition(t, out, st.Allocation)
+		l.recordUnpackable(t, allocated)
 		if mr.err == nil {
 			var tm *promquery.TenantMeasurement
 			if mr.m != nil {
@@ -95,8 +96,8 @@ func (l *Loop) writeTenantStatuses(ctx context.Context, in *inputs, mr metricsRe
 			slo := sloCondition(t, j, predictions[id], st.PredictedHitRatio, mr.window)
 			throttled := throttledCondition(tm, st.Allocation)
 			conds := []metav1.Condition{slo, throttled}
-			if c, ok := allocatedCondition(t, out.decisions, st.Allocation); ok {
-				conds = append(conds, c)
+			if hasAllocated {
+				conds = append(conds, allocated)
 			}
 			st.Conditions = ssa.OwnedConditions(t.Status.Conditions, t.Generation, metav1.Now(), conds...)
 			l.recordTransitions(t, slo, throttled)
@@ -109,8 +110,8 @@ func (l *Loop) writeTenantStatuses(ctx context.Context, in *inputs, mr metricsRe
 					st.Conditions = append(st.Conditions, *c)
 				}
 			}
-			if c, ok := allocatedCondition(t, out.decisions, st.Allocation); ok {
-				st.Conditions = append(st.Conditions, ssa.OwnedConditions(t.Status.Conditions, t.Generation, metav1.Now(), c)...)
+			if hasAllocated {
+				st.Conditions = append(st.Conditions, ssa.OwnedConditions(t.Status.Conditions, t.Generation, metav1.Now(), allocated)...)
 			}
 		}
 		if meta.IsStatusConditionTrue(st.Conditions, v1.ConditionSLOMet) {
@@ -133,10 +134,23 @@ func (l *Loop) writeTenantStatuses(ctx context.Context, in *inputs, mr metricsRe
 }
 
 // allocatedCondition says why the allocation gave tenant t its memory, from the control
-// loop's decision, and records the decision in a. Without a decision for t (the plan in
-// force was kept because metrics were missing) the condition the tenant had stays.
-func allocatedCondition(t *v1.TenantSLO, decisions map[string]control.TenantDecision, a *v1.TenantAllocation) (metav1.Condition, bool) {
-	d, ok := decisions[t.TenantID()]
+// loop's decision, and records the decision in a. When t's memory minimum cannot be packed
+// with others' it says so, and a keeps the last decision. Without a decision for t (the plan
+// in force was kept because metrics were missing or no plan could be made) the condition the
+// tenant had stays.
+func allocatedCondition(t *v1.TenantSLO, out outcome, a *v1.TenantAllocation) (metav1.Condition, bool) {
+	if msg, ok := out.unpackable[t.TenantID()]; ok {
+		if t.Status.Allocation != nil {
+			a.Decision = t.Status.Allocation.Decision
+		}
+		return metav1.Condition{
+			Type:    v1.ConditionAllocated,
+			Status:  metav1.ConditionFalse,
+			Reason:  v1.ReasonMinimumsUnpackable,
+			Message: truncate(msg, maxConditionMessage),
+		}, true
+	}
+	d, ok := out.decisions[t.TenantID()]
 	if !ok {
 		c := meta.FindStatusCondition(t.Status.Conditions, v1.ConditionAllocated)
 		if c == nil {
@@ -415,6 +429,18 @@ func throttledCondition(tm *promquery.TenantMeasurement, a *v1.TenantAllocation)
 		c.Message += "; the tenant is isolated by policy lacs: its traffic exceeds a 1/K share, so its limits are 1/K of every node"
 	}
 	return c
+}
+
+// recordUnpackable emits a Warning event when a tenant's minimum becomes unpackable, or
+// unpackable beside other tenants than before.
+func (l *Loop) recordUnpackable(t *v1.TenantSLO, allocated metav1.Condition) {
+	if l.recorder == nil || allocated.Reason != v1.ReasonMinimumsUnpackable {
+		return
+	}
+	old := meta.FindStatusCondition(t.Status.Conditions, v1.ConditionAllocated)
+	if old == nil || old.Reason != allocated.Reason || old.Message != allocated.Message {
+		l.recorder.Event(t, corev1.EventTypeWarning, v1.ReasonMinimumsUnpackable, allocated.Message)
+	}
 }
 
 // recordTransitions emits events when a tenant starts or stops meeting its SLO, or starts or
