@@ -117,7 +117,7 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	plan, err := allocator.Plan(ctx, snapshot, opts)
 	if err != nil {
-		fmt.Fprintf(stderr, "cacheqos plan: %v\n", err)
+		writePlanError(stderr, snapshot, "", err)
 		return exitError
 	}
 	if *output == "table" {
@@ -197,6 +197,52 @@ func writePlanTable(out io.Writer, plan *planning.Plan) {
 	w.Flush()
 }
 
+// writePlanError prints why the allocator made no plan. Unpackable memory minimums also get
+// a table of the tenants of the set and of the nodes they may use, with the numbers.
+func writePlanError(out io.Writer, s *planning.Snapshot, prefix string, err error) {
+	fmt.Fprintf(out, "cacheqos plan: %s%v\n", prefix, err)
+	var unpackable *allocator.UnpackableError
+	if !errors.As(err, &unpackable) {
+		return
+	}
+	tenants := map[string]*planning.Tenant{}
+	for i := range s.Tenants {
+		tenants[s.Tenants[i].ID] = &s.Tenants[i]
+	}
+	usable := map[string]bool{}
+	fmt.Fprintf(out, "\nThe memory minimums of these %d tenants cannot all be placed:\n", len(unpackable.Tenants))
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "TENANT\tMIN MEMORY\tMIN NODES\tMAX NODES\tALLOWED NODES")
+	for _, id := range unpackable.Tenants {
+		t := tenants[id]
+		if t == nil {
+			fmt.Fprintf(w, "%s\t?\t?\t?\t?\n", id)
+			continue
+		}
+		minNodes, maxNodes, allowed := max(1, t.Spread.MinNodes), "any", "any"
+		if t.Spread.MaxNodes > 0 {
+			maxNodes = fmt.Sprint(t.Spread.MaxNodes)
+		}
+		if len(t.AllowedNodes) > 0 {
+			allowed = strings.Join(t.AllowedNodes, ",")
+		}
+		for _, n := range s.Nodes {
+			usable[n.Name] = usable[n.Name] || len(t.AllowedNodes) == 0 || slices.Contains(t.AllowedNodes, n.Name)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\n", id, planning.FormatBytes(t.Memory.MinBytes), minNodes, maxNodes, allowed)
+	}
+	w.Flush()
+	fmt.Fprintln(out, "\nThe nodes they may use:")
+	w = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "NODE\tMEMORY")
+	for _, n := range s.Nodes {
+		if usable[n.Name] {
+			fmt.Fprintf(w, "%s\t%s\n", n.Name, planning.FormatBytes(n.MemoryBytes))
+		}
+	}
+	w.Flush()
+}
+
 // Comparison is the document `plan -compare -o json|yaml` prints: one row per policy.
 type Comparison struct {
 	APIVersion string          `json:"apiVersion"`
@@ -224,7 +270,7 @@ func comparePolicies(ctx context.Context, s *planning.Snapshot, opts allocator.O
 		start := time.Now()
 		plan, err := allocator.Plan(ctx, s, opts)
 		if err != nil {
-			fmt.Fprintf(stderr, "cacheqos plan: %s: %v\n", name, err)
+			writePlanError(stderr, s, name+": ", err)
 			return exitError
 		}
 		status := "heuristic"

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -140,6 +141,59 @@ tenants:
 				t.Errorf("exit %d, stderr %q; want exit %d and %q", code, errOut, c.code, c.want)
 			}
 		})
+	}
+}
+
+// TestPlanNamesUnpackableTenants: unpackable minimums print, after the error, each tenant of
+// the set with its minimum, spread and allowed nodes, and the nodes they may use; a tenant
+// outside the set and a node none of them may use are left out.
+func TestPlanNamesUnpackableTenants(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "unpackable.yaml")
+	// On n1 and n2 (100 B each), no two of the three 60 B minimums fit on one node; n3 is
+	// allowed to none of them.
+	err := os.WriteFile(path, []byte(`apiVersion: cacheqos.io/planning/v1
+kind: PlanningSnapshot
+nodes:
+- {name: n1, memoryBytes: 100, bandwidthBytesPerSecond: 1000, opsPerSecond: 1000}
+- {name: n2, memoryBytes: 100, bandwidthBytesPerSecond: 1000, opsPerSecond: 1000}
+- {name: n3, memoryBytes: 900, bandwidthBytesPerSecond: 1000, opsPerSecond: 1000}
+tenants:
+- {id: a/one, memory: {minBytes: 60}, spread: {maxNodes: 1}, allowedNodes: [n1, n2]}
+- {id: b/two, memory: {minBytes: 60}, spread: {maxNodes: 1}, allowedNodes: [n1, n2]}
+- {id: c/free, allowedNodes: [n1, n2, n3]}
+- {id: e/three, memory: {minBytes: 60}, spread: {minNodes: 1, maxNodes: 1}, allowedNodes: [n2, n1]}
+`), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"plan", "-f", path}, {"plan", "-f", path, "-compare"}} {
+		code, _, errOut := runCLI(append(args, solverFlags...)...)
+		if code != 1 {
+			t.Fatalf("%v: exit %d, want 1:\n%s", args, code, errOut)
+		}
+		_, tables, found := strings.Cut(errOut, "The memory minimums of these 3 tenants cannot all be placed:\n")
+		if !found {
+			t.Fatalf("%v: no table of the tenants:\n%s", args, errOut)
+		}
+		var rows [][]string
+		for _, line := range strings.Split(tables, "\n") {
+			if f := strings.Fields(line); len(f) > 0 {
+				rows = append(rows, f)
+			}
+		}
+		want := [][]string{
+			{"TENANT", "MIN", "MEMORY", "MIN", "NODES", "MAX", "NODES", "ALLOWED", "NODES"},
+			{"a/one", "60", "B", "1", "1", "n1,n2"},
+			{"b/two", "60", "B", "1", "1", "n1,n2"},
+			{"e/three", "60", "B", "1", "1", "n2,n1"},
+			{"The", "nodes", "they", "may", "use:"},
+			{"NODE", "MEMORY"},
+			{"n1", "100", "B"},
+			{"n2", "100", "B"},
+		}
+		if !slices.EqualFunc(rows, want, slices.Equal) {
+			t.Errorf("%v: tables\n%q\nwant\n%q", args, rows, want)
+		}
 	}
 }
 
