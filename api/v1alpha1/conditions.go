@@ -39,6 +39,9 @@ const (
 	// ConditionThrottled (TenantSLO): the tenant's traffic is being held by its bandwidth or
 	// ops limit on at least one node.
 	ConditionThrottled = "Throttled"
+	// ConditionAllocated (TenantSLO): why the last allocation gave the tenant the memory it
+	// has; the reason is status.allocation.decision, the message gives the numbers.
+	ConditionAllocated = "Allocated"
 )
 
 // Condition reasons (CamelCase, as metav1.Condition requires).

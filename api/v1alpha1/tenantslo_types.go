@@ -306,6 +306,16 @@ type TenantAllocation struct {
 	// +optional
 	PlanGeneration int64 `json:"planGeneration,omitempty"`
 
+	// decision says why the tenant's memory is what the last allocation made it: Placed (it
+	// had none), Kept (unchanged), Protected (it met its objective and keeps at least the
+	// memory that met it), RaisedForTarget (more memory to reach its target), Raised (spare
+	// memory), LoweredForPriority (a higher-priority objective needed its memory), Lowered
+	// (the memory meets another objective or earns more hits elsewhere). The Allocated
+	// condition's message gives the numbers.
+	// +optional
+	// +kubebuilder:validation:Enum=Placed;Kept;Protected;RaisedForTarget;Raised;LoweredForPriority;Lowered
+	Decision string `json:"decision,omitempty"`
+
 	// isolated: under policy lacs the tenant is an elephant (its traffic exceeds a 1/K share
 	// of the cluster): its cache is revoked and its bandwidth and ops are throttled to 1/K of
 	// every node, so that it cannot slow the other tenants down.

@@ -24,6 +24,7 @@ import (
 	"github.com/cacheqos/cacheqos/controllers/internal/opmetrics"
 	"github.com/cacheqos/cacheqos/internal/allocator"
 	"github.com/cacheqos/cacheqos/internal/allocator/planning"
+	"github.com/cacheqos/cacheqos/internal/control"
 )
 
 // inputs is what one allocation reads from the API server.
@@ -44,7 +45,7 @@ type inputs struct {
 }
 
 // view is an allocation: each tenant's partitions, sorted by node.
-type view map[string][]planning.Partition
+type view = control.Allocation
 
 // outcome is what an allocation decided.
 type outcome struct {
@@ -58,6 +59,8 @@ type outcome struct {
 	problems []problem
 	// specHash identifies the specs the desired allocation was made for.
 	specHash string
+	// decisions say, by tenant, why its memory is what desired gives it.
+	decisions map[string]control.TenantDecision
 }
 
 // retryAfterError is when a cluster whose allocation could not even read it is tried again.
@@ -206,8 +209,9 @@ func (in *inputs) kept() view {
 
 // decide plans, or keeps the plan in force when metrics are missing and no spec changed
 // (tenants that came or went change the specs). Without metrics (or with a cluster that names
-// no Prometheus) a plan is made from the specs and the current allocation only. A new plan
-// that differs from the plan in force only by noise is not taken (see stability.go).
+// no Prometheus) a plan is made from the specs and the current allocation only. The control
+// loop (internal/control) shapes what the allocator is fed and decides whether the new plan
+// replaces the plan in force.
 func (l *Loop) decide(ctx context.Context, in *inputs, mr metricsResult, st *clusterState) outcome {
 	hash := specHash(in)
 	changed := specsChanged(in, hash)
@@ -223,25 +227,21 @@ func (l *Loop) decide(ctx context.Context, in *inputs, mr metricsResult, st *clu
 	}
 	snap := buildSnapshot(in, mr.m, st)
 	spec := in.cluster.Spec.Allocation
-	opts := allocator.Options{
-		Policy:        string(spec.Policy),
-		TimeLimit:     spec.SolverTimeLimitOrDefault(),
-		Workers:       l.opts.SolverWorkers,
-		MaxChurnBytes: maxChurnBytes(in),
+	minPartition := in.cluster.Spec.Engine.MinPartitionBytes()
+	cfg := control.Config{
+		Allocator: allocator.Options{
+			Policy:        string(spec.Policy),
+			TimeLimit:     spec.SolverTimeLimitOrDefault(),
+			Workers:       l.opts.SolverWorkers,
+			MaxChurnBytes: maxChurnBytes(in),
+		},
+		MinChangeBytes: int64(memoryFloorShare * float64(in.cluster.Spec.Capacity.PartitionableMemory())),
+		Quantize:       func(p *planning.Plan) control.Allocation { return viewOf(p, minPartition) },
+		Mechanisms:     control.DefaultMechanisms(),
 	}
 	planCtx, cancel := context.WithTimeout(ctx, spec.IntervalOrDefault())
 	defer cancel()
-	plan, err := allocator.Plan(planCtx, snap, opts)
-	fallback := ""
-	if err != nil && !errors.Is(err, allocator.ErrInfeasibleSnapshot) && ctx.Err() == nil {
-		// The solver (or the policy) failed: the greedy plan is the fallback.
-		opts.DisableSolver = true
-		var greedyErr error
-		if plan, greedyErr = allocator.Plan(ctx, snap, opts); greedyErr == nil {
-			fallback = "the solver failed: " + err.Error()
-			err = nil
-		}
-	}
+	d, err := st.control.Decide(planCtx, cfg, control.Input{Snapshot: snap, Current: in.kept(), SpecsChanged: changed, Measured: measured(in, mr)})
 	if err != nil {
 		msg := truncate("no plan: "+err.Error(), maxPlanMessage)
 		return outcome{
@@ -251,40 +251,52 @@ func (l *Loop) decide(ctx context.Context, in *inputs, mr metricsResult, st *clu
 			specHash: hash,
 		}
 	}
-	if plan.Solver != nil && plan.Solver.Fallback != "" && fallback == "" {
-		fallback = plan.Solver.Fallback
+	summary := summarize(d.Proposed, d.Fallback)
+	if d.Fallback != "" {
+		problems = append(problems, problem{v1.ReasonSolverFallback, "the plan came from the greedy fallback: " + d.Fallback})
 	}
-	summary := summarize(plan, fallback)
-	if fallback != "" {
-		problems = append(problems, problem{v1.ReasonSolverFallback, "the plan came from the greedy fallback: " + fallback})
-	}
-	desired := viewOf(plan, in.cluster.Spec.Engine.MinPartitionBytes())
-	if !changed {
-		if current, reason := keepCurrent(planCtx, in, snap, opts, plan); reason != "" {
-			desired = in.kept()
-			summary.MovedMemory = resource.Quantity{}
-			if current != nil {
-				plan = current
-				summary.Objective = summarize(current, "").Objective
-			}
-			summary.Message = truncate(reason+"; "+summary.Message, maxPlanMessage)
+	plan := d.Proposed
+	if !d.Taken {
+		summary.MovedMemory = resource.Quantity{}
+		if d.Plan != nil {
+			plan = d.Plan
+			summary.Objective = summarize(d.Plan, "").Objective
 		}
+		summary.Message = truncate(d.Kept+"; "+summary.Message, maxPlanMessage)
 	}
 	for _, tp := range plan.Tenants {
 		st.isolated[tp.ID] = tp.Isolated
 	}
-	return outcome{desired: desired, plan: plan, summary: summary, problems: problems, specHash: hash}
+	return outcome{desired: d.Desired, plan: plan, summary: summary, problems: problems, specHash: hash, decisions: d.Tenants}
+}
+
+// measured is the control loop's view of last interval's judgements: whether each tenant met
+// its objective, and how many reads its hit ratio was measured on.
+func measured(in *inputs, mr metricsResult) map[string]control.Measurement {
+	out := map[string]control.Measurement{}
+	if mr.m == nil {
+		return out
+	}
+	fairShare := in.cluster.Spec.Capacity.PartitionableMemory() * int64(len(in.nodes)) / int64(max(1, len(in.admitted)))
+	for _, t := range in.admitted {
+		tm := mr.m.Tenants[t.TenantID()]
+		if tm == nil {
+			continue
+		}
+		j := judge(t, tm, in.nodes, fairShare)
+		out[t.TenantID()] = control.Measurement{
+			Met:   j.met != nil && *j.met,
+			Reads: int64((tm.HitsPerSecond + tm.MissesPerSecond) * mr.window.Seconds()),
+		}
+	}
+	return out
 }
 
 // maxChurnBytes turns maxChurnPercent (memory moved, counted once: the sum of |new - old|
 // halved) into the allocator's movement cap (the sum of |new - old|).
 func maxChurnBytes(in *inputs) int64 {
-	pct := int64(in.cluster.Spec.Allocation.MaxChurnPercent)
-	if pct <= 0 {
-		pct = v1.DefaultMaxChurnPercent
-	}
 	total := in.cluster.Spec.Capacity.PartitionableMemory() * int64(len(in.nodes))
-	return 2 * (total / 100 * pct)
+	return control.MaxChurnBytes(total, int64(in.cluster.Spec.Allocation.MaxChurnPercent))
 }
 
 func policyOf(a v1.AllocationSettings) v1.AllocationPolicy {
@@ -294,7 +306,6 @@ func policyOf(a v1.AllocationSettings) v1.AllocationPolicy {
 	return a.Policy
 }
 
-// viewOf is the allocation a plan makes.
 // viewOf is the plan's allocation in whole MiB (an engine's limit needs no finer grain, and
 // kubectl then shows 27Mi, not 28142944), every partition at least minPartition bytes: a tenant
 // spread over several nodes may get a sliver on one, which the engine cannot run. Rounding and

@@ -245,6 +245,25 @@ func TestAllocationWithPrometheus(t *testing.T) {
 	})
 	checkEvents(t, teamNS, map[string]string{"web": allocation.EventSLOMet, "batch": allocation.EventThrottled})
 
+	// Every tenant's status says why its memory is what it is. web was placed, then met its
+	// objective: from then on it keeps its memory, protected or with the plan in force.
+	testenv.Eventually(t, timeout, func() error {
+		if err := get(webSLO, teamNS, "web"); err != nil {
+			return err
+		}
+		c, a := condition(webSLO.Status.Conditions, v1.ConditionAllocated), webSLO.Status.Allocation
+		if c.Status != metav1.ConditionTrue || a == nil || c.Reason != a.Decision {
+			return fmt.Errorf("web Allocated %+v, decision %+v", c, a)
+		}
+		if c.Reason != "Protected" && c.Reason != "Kept" {
+			return fmt.Errorf("web's decision is %s (%s), want Protected or Kept once it met its objective", c.Reason, c.Message)
+		}
+		if !strings.Contains(c.Message, "iB") || c.Reason == "Protected" && !strings.Contains(c.Message, "observed hit ratio 0.9") {
+			return fmt.Errorf("web's decision %s says %q, want the numbers", c.Reason, c.Message)
+		}
+		return nil
+	})
+
 	// CacheCluster status: the last plan, metrics available, tenant counts, node loads.
 	testenv.Eventually(t, timeout, func() error {
 		if err := get(cluster, cacheNS, "shared"); err != nil {

@@ -27,6 +27,7 @@ import (
 	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
 	"github.com/cacheqos/cacheqos/controllers/internal/opmetrics"
 	"github.com/cacheqos/cacheqos/internal/allocator/planning"
+	"github.com/cacheqos/cacheqos/internal/control"
 )
 
 // Defaults of Options.
@@ -155,6 +156,8 @@ type clusterState struct {
 	// demand holds each tenant's rates per node as last measured while its limits held none
 	// of its requests back: a throttled tenant's served rate is its limit, not its demand.
 	demand map[string][]planning.NodeRate
+	// control is the control loop's per-tenant state (damped corrections, feedback).
+	control *control.Loop
 }
 
 // restore takes, once after the operator starts, the isolated tenants and their demand from
@@ -188,7 +191,7 @@ func (l *Loop) stateOf(cluster types.NamespacedName) *clusterState {
 	defer l.mu.Unlock()
 	s := l.state[cluster]
 	if s == nil {
-		s = &clusterState{history: map[string][]planning.HitRatioPoint{}, isolated: map[string]bool{}, demand: map[string][]planning.NodeRate{}}
+		s = &clusterState{history: map[string][]planning.HitRatioPoint{}, isolated: map[string]bool{}, demand: map[string][]planning.NodeRate{}, control: control.New()}
 		l.state[cluster] = s
 	}
 	return s

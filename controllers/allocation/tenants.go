@@ -20,6 +20,7 @@ import (
 	"github.com/cacheqos/cacheqos/controllers/internal/opmetrics"
 	"github.com/cacheqos/cacheqos/controllers/internal/ssa"
 	"github.com/cacheqos/cacheqos/internal/allocator/planning"
+	"github.com/cacheqos/cacheqos/internal/control"
 	"github.com/cacheqos/cacheqos/internal/curve"
 	"github.com/cacheqos/cacheqos/internal/promquery"
 )
@@ -53,11 +54,12 @@ type tenantCounts struct {
 func hasLoopStatus(t *v1.TenantSLO) bool {
 	return t.Status.Allocation != nil || t.Status.Observed != nil || t.Status.PredictedHitRatio != "" ||
 		meta.FindStatusCondition(t.Status.Conditions, v1.ConditionSLOMet) != nil ||
-		meta.FindStatusCondition(t.Status.Conditions, v1.ConditionThrottled) != nil
+		meta.FindStatusCondition(t.Status.Conditions, v1.ConditionThrottled) != nil ||
+		meta.FindStatusCondition(t.Status.Conditions, v1.ConditionAllocated) != nil
 }
 
-// writeTenantStatuses writes every tenant's allocation, observations and SLOMet/Throttled
-// conditions, and emits events when those conditions change. Tenants no longer admitted lose
+// writeTenantStatuses writes every tenant's allocation, observations and SLOMet, Throttled
+// and Allocated conditions, and emits events when SLOMet or Throttled change. Tenants no longer admitted lose
 // what the loop wrote. Without measurements, observations and conditions stay as they were.
 func (l *Loop) writeTenantStatuses(ctx context.Context, in *inputs, mr metricsResult, out outcome, generations map[string]int64, cs *clusterState) (tenantCounts, error) {
 	predictions := map[string]*planning.TenantPlan{}
@@ -92,7 +94,11 @@ func (l *Loop) writeTenantStatuses(ctx context.Context, in *inputs, mr metricsRe
 			st.Observed = observation(tm, j)
 			slo := sloCondition(t, j, predictions[id], st.PredictedHitRatio, mr.window)
 			throttled := throttledCondition(tm, st.Allocation)
-			st.Conditions = ssa.OwnedConditions(t.Status.Conditions, t.Generation, metav1.Now(), slo, throttled)
+			conds := []metav1.Condition{slo, throttled}
+			if c, ok := allocatedCondition(t, out.decisions, st.Allocation); ok {
+				conds = append(conds, c)
+			}
+			st.Conditions = ssa.OwnedConditions(t.Status.Conditions, t.Generation, metav1.Now(), conds...)
 			l.recordTransitions(t, slo, throttled)
 			setSLOMetric(cluster, id, slo)
 			opmetrics.SetTenantObserved(cluster, id, &t.Spec.Objective, j.measured, j.met != nil)
@@ -102,6 +108,9 @@ func (l *Loop) writeTenantStatuses(ctx context.Context, in *inputs, mr metricsRe
 				if c := meta.FindStatusCondition(t.Status.Conditions, typ); c != nil {
 					st.Conditions = append(st.Conditions, *c)
 				}
+			}
+			if c, ok := allocatedCondition(t, out.decisions, st.Allocation); ok {
+				st.Conditions = append(st.Conditions, ssa.OwnedConditions(t.Status.Conditions, t.Generation, metav1.Now(), c)...)
 			}
 		}
 		if meta.IsStatusConditionTrue(st.Conditions, v1.ConditionSLOMet) {
@@ -122,6 +131,33 @@ func (l *Loop) writeTenantStatuses(ctx context.Context, in *inputs, mr metricsRe
 	opmetrics.TenantsMeetingSLO.WithLabelValues(cluster).Set(float64(counts.meetingSLO))
 	return counts, errors.Join(errs...)
 }
+
+// allocatedCondition says why the allocation gave tenant t its memory, from the control
+// loop's decision, and records the decision in a. Without a decision for t (the plan in
+// force was kept because metrics were missing) the condition the tenant had stays.
+func allocatedCondition(t *v1.TenantSLO, decisions map[string]control.TenantDecision, a *v1.TenantAllocation) (metav1.Condition, bool) {
+	d, ok := decisions[t.TenantID()]
+	if !ok {
+		c := meta.FindStatusCondition(t.Status.Conditions, v1.ConditionAllocated)
+		if c == nil {
+			return metav1.Condition{}, false
+		}
+		if t.Status.Allocation != nil {
+			a.Decision = t.Status.Allocation.Decision
+		}
+		return *c, true
+	}
+	a.Decision = string(d.Reason)
+	return metav1.Condition{
+		Type:    v1.ConditionAllocated,
+		Status:  metav1.ConditionTrue,
+		Reason:  string(d.Reason),
+		Message: truncate(d.Message, maxConditionMessage),
+	}, true
+}
+
+// maxConditionMessage is metav1.Condition's bound on a message.
+const maxConditionMessage = 32768
 
 func isAdmitted(in *inputs, t *v1.TenantSLO) bool {
 	for _, a := range in.admitted {

@@ -226,21 +226,8 @@ func (c *Curve) Corrected(observed Point) *Curve {
 	if math.Abs(predicted-obs) < 1e-9 || obs == 0 && predicted <= SamplingTolerance {
 		return c
 	}
-	if maxHit, _ := c.Max(); obs <= maxHit {
-		reach, _ := c.MinSize(obs)
-		if obs == 0 {
-			reach = 0
-		}
-		f := math.Min(4, math.Max(0.25, float64(reach)/float64(observed.SizeBytes)))
-		out := make([]Point, 0, len(c.pts))
-		for _, p := range c.pts {
-			size := int64(min(float64(MaxSizeBytes), math.Round(float64(p.SizeBytes)/f)))
-			if p.SizeBytes > 0 {
-				size = max(size, 1) // only the anchor stays at size 0
-			}
-			out = append(out, Point{SizeBytes: size, HitRatio: p.HitRatio})
-		}
-		return &Curve{pts: dedupeSizes(out)}
+	if f, ok := c.CorrectionFactor(observed); ok {
+		return c.Rescaled(math.Min(MaxCorrection, math.Max(1/MaxCorrection, f)))
 	}
 	lift := obs - predicted
 	sizes := []int64{observed.SizeBytes}
@@ -255,6 +242,60 @@ func (c *Curve) Corrected(observed Point) *Curve {
 		out = append(out, Point{SizeBytes: s, HitRatio: math.Min(1, c.At(s)+lift*ramp)})
 	}
 	return &Curve{pts: simplify(out)}
+}
+
+// MaxCorrection bounds the size rescaling Corrected applies in one step.
+const MaxCorrection = 4
+
+// CorrectionFactor is the factor f by which the size axis must be divided (h'(s) = h(s * f))
+// for the curve to predict observed.HitRatio at observed.SizeBytes: the size where the curve
+// reaches the observation over the observed size, not clamped. ok is false when no rescaling
+// explains the observation (it is above anything the curve reaches, or an observed 0 where
+// the curve predicts at most SamplingTolerance, see Corrected) or nothing needs explaining.
+func (c *Curve) CorrectionFactor(observed Point) (f float64, ok bool) {
+	if observed.SizeBytes <= 0 || observed.SizeBytes > MaxSizeBytes || math.IsNaN(observed.HitRatio) {
+		return 0, false
+	}
+	obs := math.Min(1, math.Max(0, observed.HitRatio))
+	predicted := c.At(observed.SizeBytes)
+	if math.Abs(predicted-obs) < 1e-9 || obs == 0 && predicted <= SamplingTolerance {
+		return 0, false
+	}
+	maxHit, _ := c.Max()
+	if obs > maxHit {
+		return 0, false
+	}
+	level := obs
+	if obs < SamplingTolerance {
+		// A sampled curve credits a few hits below a cliff, which are noise: an observation
+		// under SamplingTolerance says the curve has not yet risen above them at this size,
+		// so the smallest rescaling that explains it moves the size to where the curve first
+		// reaches SamplingTolerance. Taking it for the size where the curve reaches the
+		// observation instead would read an observed 0 as "needs infinitely more memory".
+		level = math.Min(SamplingTolerance, predicted)
+	}
+	reach, ok := c.MinSize(level)
+	if !ok {
+		reach, _ = c.MinSize(obs)
+	}
+	return math.Max(float64(reach), 1) / float64(observed.SizeBytes), true
+}
+
+// Rescaled returns the curve with its size axis divided by f > 0: h'(s) = h(s * f). A curve
+// rescaled by 2 needs half the memory for every hit ratio.
+func (c *Curve) Rescaled(f float64) *Curve {
+	if !(f > 0) || f == 1 || math.IsInf(f, 0) {
+		return c
+	}
+	out := make([]Point, 0, len(c.pts))
+	for _, p := range c.pts {
+		size := int64(min(float64(MaxSizeBytes), math.Round(float64(p.SizeBytes)/f)))
+		if p.SizeBytes > 0 {
+			size = max(size, 1) // only the anchor stays at size 0
+		}
+		out = append(out, Point{SizeBytes: size, HitRatio: p.HitRatio})
+	}
+	return &Curve{pts: dedupeSizes(out)}
 }
 
 // dedupeSizes merges points that rounding put at the same size, keeping the highest ratio,

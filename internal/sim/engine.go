@@ -10,6 +10,7 @@ import (
 
 	"github.com/cacheqos/cacheqos/internal/allocator"
 	"github.com/cacheqos/cacheqos/internal/allocator/planning"
+	"github.com/cacheqos/cacheqos/internal/control"
 	"github.com/cacheqos/cacheqos/internal/curve"
 	"github.com/cacheqos/cacheqos/internal/keyhash"
 	"github.com/cacheqos/cacheqos/internal/mrc"
@@ -106,6 +107,11 @@ type engine struct {
 	pending   []pendingRequest
 	queueRNG  *rand.Rand
 	result    *RunResult
+	// loop is the operator's control loop, with its state for this run, and its settings.
+	loop    *control.Loop
+	loopCfg control.Config
+	// planned lists the tenants the plan in force was made for.
+	planned []string
 }
 
 type tenantState struct {
@@ -187,6 +193,9 @@ func newEngine(sc *Scenario, policy string, seed uint64) (*engine, error) {
 			Counted: make([]bool, sc.Intervals), Isolated: make([]bool, sc.Intervals), latency: newLatencyHist(),
 		}
 		e.tenants = append(e.tenants, ts)
+	}
+	if policy != PolicyShared {
+		e.loop, e.loopCfg = control.New(), loopConfig(sc, policy)
 	}
 	if policy == PolicyShared {
 		nodes := make([]rendezvous.Node, len(sc.Nodes))
@@ -372,20 +381,120 @@ func (e *engine) plan(ctx context.Context, next int) error {
 	}
 	ir := &e.result.Intervals[next]
 	if len(snap.Tenants) == 0 {
+		e.planned = nil
 		return e.apply(&planning.Plan{})
 	}
-	opts := allocator.Options{Policy: e.policy, Workers: 1, Seed: 1, TimeLimit: e.sc.optimalTimeLimit(), WorkLimit: e.sc.optimalWorkLimit()}
+	in := control.Input{Snapshot: snap, Current: control.Allocation{}, Measured: map[string]control.Measurement{}}
+	ids := make([]string, 0, len(snap.Tenants))
+	for _, t := range snap.Tenants {
+		ids = append(ids, t.ID)
+	}
+	in.SpecsChanged = !slices.Equal(ids, e.planned)
+	for k := range snap.Tenants {
+		ts := e.tenantByID(snap.Tenants[k].ID)
+		if ts.plan != nil {
+			in.Current[ts.spec.ID] = slices.Clone(ts.plan.Partitions)
+		}
+		if ts.measured {
+			in.Measured[ts.spec.ID] = e.judge(ts, &snap.Tenants[k], next-1)
+		}
+	}
 	start := time.Now()
-	plan, err := allocator.Plan(ctx, snap, opts)
+	d, err := e.loop.Decide(ctx, e.loopCfg, in)
 	ir.PlanSeconds = time.Since(start).Seconds()
 	if err != nil {
 		return fmt.Errorf("scenario %s, policy %s, interval %d: %w", e.sc.Name, e.policy, next, err)
 	}
-	ir.MovedBytes = plan.Summary.MovementBytes
-	if plan.Solver != nil {
-		ir.SolverStatus = plan.Solver.Status
+	e.planned = ids
+	if d.Plan != nil && d.Plan.Solver != nil {
+		ir.SolverStatus = d.Plan.Solver.Status
 	}
-	return e.apply(plan)
+	if !d.Taken {
+		e.keep(d)
+		return nil
+	}
+	ir.MovedBytes = d.Plan.Summary.MovementBytes
+	return e.apply(d.Plan)
+}
+
+// loopConfig is how the operator would run the control loop for the scenario under policy:
+// its movement budget is the operator's default share of the fleet's memory, and memory
+// changes under 1% of the smallest node are noise.
+func loopConfig(sc *Scenario, policy string) control.Config {
+	var fleet, smallest int64 = 0, math.MaxInt64
+	for _, n := range sc.Nodes {
+		fleet += n.MemoryBytes
+		smallest = min(smallest, n.MemoryBytes)
+	}
+	return control.Config{
+		Allocator: allocator.Options{
+			Policy: policy, Workers: 1, Seed: 1, TimeLimit: sc.optimalTimeLimit(), WorkLimit: sc.optimalWorkLimit(),
+			MaxChurnBytes: control.MaxChurnBytes(fleet, control.DefaultMaxChurnPercent),
+		},
+		MinChangeBytes: smallest / 100,
+		Mechanisms:     control.DefaultMechanisms(),
+	}
+}
+
+func (e *engine) tenantByID(id string) *tenantState {
+	for _, ts := range e.tenants {
+		if ts.spec.ID == id {
+			return ts
+		}
+	}
+	return nil
+}
+
+// judge is what the operator's judgement of tenant ts's objective over interval i would be:
+// a hit ratio or mean latency against its target; a degradation against the service latency
+// the tenant's sampled curve gives at a fair share of the fleet's memory.
+func (e *engine) judge(ts *tenantState, t *planning.Tenant, i int) control.Measurement {
+	r := ts.result
+	m := control.Measurement{Reads: r.Requests[i] - r.Refused[i]}
+	o := ts.spec.Objective
+	switch {
+	case o.HitRatio > 0:
+		m.Met = r.Requests[i] > 0 && float64(r.Hits[i])/float64(r.Requests[i]) >= o.HitRatio
+	case o.Latency > 0:
+		m.Met = r.MeanLatency[i] <= o.Latency.Seconds()
+	case o.MaxDegradation > 0 && len(t.MissRatioCurve) > 0 && r.Requests[i] > 0:
+		var fleet int64
+		for _, n := range e.sc.Nodes {
+			fleet += n.MemoryBytes
+		}
+		fair := fleet / int64(max(1, len(e.planned)))
+		h := 0.0
+		for _, p := range t.MissRatioCurve {
+			if p.SizeBytes <= fair {
+				h = max(h, 1-p.MissRatio)
+			}
+		}
+		service := func(hit float64) float64 { return curve.MeanLatency(hit, e.sc.hitLatency(), e.sc.missLatency()) }
+		m.Met = service(float64(r.Hits[i])/float64(r.Requests[i])) <= o.MaxDegradation*service(h)
+	}
+	return m
+}
+
+// keep leaves the plan in force as it is, with the predictions of the plan the decision
+// evaluated it by: the plan in force as the allocator evaluates it, else the new plan, which
+// differs from it only by noise.
+func (e *engine) keep(d *control.Decision) {
+	evaluated := d.Plan
+	if evaluated == nil {
+		evaluated = d.Proposed
+	}
+	for _, ts := range e.tenants {
+		if ts.plan == nil {
+			continue
+		}
+		i := slices.IndexFunc(evaluated.Tenants, func(tp planning.TenantPlan) bool { return tp.ID == ts.spec.ID })
+		if i < 0 {
+			continue
+		}
+		kept := *ts.plan
+		kept.Predicted, kept.Verdict = evaluated.Tenants[i].Predicted, evaluated.Tenants[i].Verdict
+		ts.plan = &kept
+	}
 }
 
 // apply puts a plan in force: partitions resized, created or dropped (a dropped partition's

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -21,6 +22,7 @@ func Scenarios() []*Scenario {
 	return []*Scenario{
 		softQoS(), softQoSInfeasible(), maxperf4(), maxperf5(), lacsSweep(), lacsMacro(),
 		soundararajanStrictBE(), soundararajanOverload(), cliffs(), dynamics(), large(),
+		mixedFleet(), tightFlood(), cliffNearCapacity(), workingSetDoubles(), diurnal(),
 	}
 }
 
@@ -372,5 +374,139 @@ func large() *Scenario {
 			Statement: "Solve time under 2 s for 30 users × 5,000 files (CVXPY).",
 			Measure:   measureLarge,
 		},
+	}
+}
+
+// The scenarios below describe fleets the way a platform team would, rather than a paper's
+// experiment: the control loop has to keep objectives that a plain split keeps too.
+
+func mixedFleet() *Scenario {
+	visitor := bestEffort("team/visitor", "zipf:keys=30000,skew=0.9,value=100-1000", 2000, Objective{})
+	visitor.Arrive, visitor.Leave = 6, 13
+	return &Scenario{
+		Name:  "mixed-fleet",
+		Title: "Mixed fleet: strict targets that fit comfortably next to best-effort tenants",
+		Description: "Four nodes of 12 MiB. Four strict tenants: two Zipf tenants with hit-ratio targets (0.72 and 0.65, " +
+			"about 2.6 MiB each), a loop over 7,000 keys with a hit-ratio target of 0.9 (a cliff at about 3.8 MiB) and a " +
+			"Zipf tenant with a 4 ms mean-latency target. Four best-effort tenants: a scan, a large Zipf, a uniform one and a " +
+			"visitor that arrives at interval 6 and leaves at interval 13. An equal share (6 MiB, 4.8 MiB while the visitor " +
+			"is there) is past every target, so a plain split meets them all: the loop has to keep that.",
+		Nodes: nodes(4, 12*mib, 100000, plenty),
+		Tenants: []Tenant{
+			strict("shop/web", "zipf:keys=50000,skew=1,value=100-1000", 3000, Objective{HitRatio: 0.72}),
+			strict("shop/catalog", "zipf:keys=30000,skew=0.9,value=100-1000", 2000, Objective{HitRatio: 0.65}),
+			strict("etl/loop", "loop:keys=7000,value=100-1000", 1500, Objective{HitRatio: 0.9}),
+			strict("api/session", "zipf:keys=20000,skew=0.8,value=100-1000", 2000, Objective{Latency: 4 * time.Millisecond}),
+			bestEffort("batch/scan", "scan:keys=100000,value=100-1000", 2000, Objective{}),
+			bestEffort("bi/large", "zipf:keys=200000,skew=0.8,value=100-1000", 2000, Objective{}),
+			bestEffort("misc/uniform", "uniform:keys=20000,value=100-1000", 1000, Objective{}),
+			visitor,
+		},
+		Intervals: 16, Warmup: 3,
+	}
+}
+
+// floodFrom is the interval from which tightFlood's best-effort tenant floods.
+const floodFrom = 6
+
+func tightFlood() *Scenario {
+	flood := bestEffort("bulk/flood", "zipf:keys=100000,skew=0.8,value=100-1000", 2000, Objective{})
+	flood.RateFrom = []RateChange{{From: floodFrom, Rate: 12000}}
+	return &Scenario{
+		Name:  "tight-flood",
+		Title: "Tight nodes with a best-effort flood",
+		Description: "Two nodes of 8 MiB serving 40,000 requests/s each. Three strict tenants: a Zipf tenant with a 0.68 " +
+			"hit-ratio target (about 1.9 MiB), a loop over 6,400 keys with a 0.9 target whose cliff (about 3.5 MiB) is just " +
+			"under an equal share (4 MiB), and a Zipf tenant whose latency may be at most 1.1× its fair-share latency. A " +
+			"best-effort tenant sends as much as each of them until interval 6, then six times as much: its curve keeps " +
+			"rising, so a plan that follows expected hits is tempted to take memory from the strict tenants.",
+		Nodes: nodes(2, 8*mib, 40000, plenty),
+		Tenants: []Tenant{
+			strict("shop/web", "zipf:keys=50000,skew=1,value=100-1000", 2000, Objective{HitRatio: 0.68}),
+			strict("batch/loop", "loop:keys=6400,value=100-1000", 1500, Objective{HitRatio: 0.9}),
+			strict("api/fair", "zipf:keys=30000,skew=0.9,value=100-1000", 2000, Objective{MaxDegradation: 1.1}),
+			flood,
+		},
+		Intervals: 16, Warmup: 3,
+	}
+}
+
+func cliffNearCapacity() *Scenario {
+	return &Scenario{
+		Name:  "cliff-capacity",
+		Title: "A cliff tenant near capacity",
+		Description: "Two nodes of 4 MiB. A strict loop over 12,000 keys (a cliff at about 6.5 MiB, 81% of the cluster, so " +
+			"it must span both nodes) with a 0.9 hit-ratio target, a strict Zipf tenant with a 0.45 target (about 0.8 MiB) " +
+			"and a best-effort Zipf tenant. The strict targets fit with about 0.7 MiB to spare; a plan that leaves the loop a " +
+			"few keys short of its cliff on either node loses most of its hits.",
+		Nodes: nodes(2, 4*mib, 100000, plenty),
+		Tenants: []Tenant{
+			strict("etl/loop", "loop:keys=12000,value=100-1000", 1500, Objective{HitRatio: 0.9}),
+			strict("shop/web", "zipf:keys=30000,skew=0.9,value=100-1000", 2000, Objective{HitRatio: 0.45}),
+			bestEffort("bi/reports", "zipf:keys=100000,skew=0.8,value=100-1000", 2000, Objective{}),
+		},
+		Intervals: 14, Warmup: 3,
+	}
+}
+
+// doublingAfter is how many requests workingSetDoubles' growing tenant sends before its
+// working set doubles: eight intervals of its traffic.
+const doublingAfter = 8 * 2000 * DefaultIntervalSeconds
+
+func workingSetDoubles() *Scenario {
+	// The second phase keeps the first phase's keys (same names) and adds as many again; it
+	// lasts past the end of the run.
+	grow := fmt.Sprintf("phase:%d@uniform:keys=4000,value=100-1000;1000000000@uniform:keys=8000,value=100-1000", doublingAfter)
+	return &Scenario{
+		Name:  "working-set-doubles",
+		Title: "A strict tenant whose working set doubles mid-run",
+		Description: "Two nodes of 5 MiB. A strict tenant reads 4,000 keys uniformly with a 0.8 hit-ratio target (about " +
+			"1.8 MiB) and from about interval 8 reads 8,000 (about 3.6 MiB); a strict Zipf tenant with a 0.65 target (about " +
+			"1.4 MiB) and a best-effort Zipf tenant share the rest. An equal split (3.3 MiB) is enough before the change " +
+			"and not after it.",
+		Nodes: nodes(2, 5*mib, 100000, plenty),
+		Tenants: []Tenant{
+			strict("app/growing", grow, 2000, Objective{HitRatio: 0.8}),
+			strict("shop/web", "zipf:keys=50000,skew=1,value=100-1000", 2000, Objective{HitRatio: 0.65}),
+			bestEffort("bi/reports", "zipf:keys=100000,skew=0.8,value=100-1000", 2000, Objective{}),
+		},
+		Intervals: 16, Warmup: 3,
+	}
+}
+
+// diurnalDay is the number of intervals in diurnal's simulated day.
+const diurnalDay = 12
+
+// diurnalRates makes t's rate follow a day: base × (1 + swing × sin(2π(i + shift)/day)),
+// changed at every interval.
+func diurnalRates(t Tenant, intervals int, swing float64, shift int) Tenant {
+	base := t.Rate
+	rateAt := func(i int) float64 {
+		return math.Round(base * (1 + swing*math.Sin(2*math.Pi*float64(i+shift)/diurnalDay)))
+	}
+	t.Rate = rateAt(0)
+	for i := 1; i < intervals; i++ {
+		t.RateFrom = append(t.RateFrom, RateChange{From: i, Rate: rateAt(i)})
+	}
+	return t
+}
+
+func diurnal() *Scenario {
+	const intervals = 2 * diurnalDay
+	return &Scenario{
+		Name:  "diurnal",
+		Title: "A diurnal load curve",
+		Description: "Two nodes of 6 MiB serving 8,000 requests/s each, over two simulated days of twelve 5 s intervals. " +
+			"Every tenant's rate follows a sine around its mean: the strict tenants (a Zipf tenant with a 0.65 hit-ratio " +
+			"target and one with a 4 ms mean-latency target) peak in the day, the best-effort ones (an analytics Zipf and a " +
+			"uniform batch) at night, so the nodes are busiest (about 55% utilization) and the mix shifts every interval.",
+		Nodes: nodes(2, 6*mib, 8000, plenty),
+		Tenants: []Tenant{
+			diurnalRates(strict("shop/web", "zipf:keys=50000,skew=1,value=100-1000", 2500, Objective{HitRatio: 0.65}), intervals, 0.6, 0),
+			diurnalRates(strict("api/session", "zipf:keys=20000,skew=0.8,value=100-1000", 2000, Objective{Latency: 4 * time.Millisecond}), intervals, 0.6, 1),
+			diurnalRates(bestEffort("bi/reports", "zipf:keys=100000,skew=0.8,value=100-1000", 2000, Objective{}), intervals, 0.6, diurnalDay/2),
+			diurnalRates(bestEffort("batch/uniform", "uniform:keys=10000,value=100-1000", 1500, Objective{}), intervals, 0.6, diurnalDay/2+1),
+		},
+		Intervals: intervals, IntervalSeconds: 5, Warmup: 2,
 	}
 }

@@ -1,0 +1,285 @@
+package control
+
+import (
+	"context"
+	"math"
+	"os"
+	"testing"
+
+	"github.com/cacheqos/cacheqos/internal/allocator"
+	"github.com/cacheqos/cacheqos/internal/allocator/planning"
+	"github.com/cacheqos/cacheqos/internal/cpsat"
+	"github.com/cacheqos/cacheqos/internal/curve"
+)
+
+const mib = int64(1) << 20
+
+// needSolver fails a test that needs OR-Tools when the library cannot be loaded: the loop's
+// tests run the real allocator with the real solver, never silently without it.
+func needSolver(t testing.TB) {
+	t.Helper()
+	if err := cpsat.Available(); err != nil {
+		if os.Getenv(cpsat.LibraryEnv) != "" {
+			t.Fatalf("OR-Tools is configured but unavailable: %v", err)
+		}
+		t.Fatalf("OR-Tools not found (set %s): %v", cpsat.LibraryEnv, err)
+	}
+}
+
+// tenant is a strict tenant on node n1 with a hit-ratio target, a sampled curve given as
+// (MiB, hit ratio) pairs, its current memory and the hit ratio observed there.
+func tenant(id string, priority int32, target float64, curvePts [][2]float64, current int64, observed float64) planning.Tenant {
+	t := planning.Tenant{
+		ID: id, Class: planning.ClassStrict, Priority: priority,
+		Objective: &planning.Objective{HitRatio: &target},
+		Rates:     []planning.NodeRate{{Node: "n1", RequestsPerSecond: 1000}},
+		Current:   planning.Current{Partitions: []planning.CurrentPartition{{Node: "n1", MemoryBytes: current}}},
+	}
+	for _, p := range curvePts {
+		t.MissRatioCurve = append(t.MissRatioCurve, planning.MissRatioPoint{SizeBytes: int64(p[0] * float64(mib)), MissRatio: 1 - p[1]})
+	}
+	t.Observed.HitRatio = &observed
+	return t
+}
+
+func snapshot(tenants ...planning.Tenant) *planning.Snapshot {
+	return &planning.Snapshot{
+		APIVersion: planning.APIVersion, Kind: planning.KindSnapshot,
+		Nodes:   []planning.Node{{Name: "n1", MemoryBytes: 100 * mib, BandwidthBytesPerSecond: 1 << 40, OpsPerSecond: 1 << 40}},
+		Tenants: tenants,
+	}
+}
+
+func currentOf(s *planning.Snapshot) Allocation {
+	out := Allocation{}
+	for _, t := range s.Tenants {
+		for _, p := range t.Current.Partitions {
+			out[t.ID] = append(out[t.ID], planning.Partition{Node: p.Node, MemoryBytes: p.MemoryBytes, RoutingWeight: 1_000_000})
+		}
+	}
+	return out
+}
+
+func config(m Mechanisms) Config {
+	return Config{
+		Allocator:      allocator.Options{Policy: allocator.PolicyOptimal, Workers: 1, Seed: 1},
+		MinChangeBytes: mib,
+		Mechanisms:     m,
+	}
+}
+
+// A strict tenant that meets its objective keeps the memory that met it, unless a
+// higher-priority objective needs it: then it is lowered and says for whom.
+func TestProtection(t *testing.T) {
+	needSolver(t)
+	// lo meets 0.5 just so with 90 MiB, though its curve says 60 MiB would do. hi (steep)
+	// would earn more hits with lo's memory.
+	loCurve := [][2]float64{{30, 0.25}, {60, 0.5}, {100, 0.6}}
+	cases := []struct {
+		name       string
+		hiPriority int32
+		hiTarget   float64
+		mech       Mechanisms
+		wantLo     Reason
+		// wantLoAtLeast is the memory lo must keep (0: it must lose memory).
+		wantLoAtLeast int64
+	}{
+		{"protected against efficiency", 100, 0.1, Mechanisms{Protect: true}, ReasonProtected, 90 * mib},
+		{"lowered for a higher priority", 500, 0.8, Mechanisms{Protect: true}, ReasonLoweredForPriority, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			hiCurve := [][2]float64{{30, 0.6}, {60, 0.8}, {100, 0.9}}
+			snap := snapshot(
+				tenant("ns/hi", tc.hiPriority, tc.hiTarget, hiCurve, 10*mib, 0.2),
+				tenant("ns/lo", 100, 0.5, loCurve, 90*mib, 0.52),
+			)
+			snap.Tenants[0].Rates[0].RequestsPerSecond = 5000
+			in := Input{Snapshot: snap, Current: currentOf(snap), Measured: map[string]Measurement{"ns/lo": {Met: true, Reads: 10000}, "ns/hi": {Reads: 10000}}}
+			d, err := New().Decide(context.Background(), config(tc.mech), in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lo := d.Tenants["ns/lo"]
+			if lo.Reason != tc.wantLo {
+				t.Errorf("lo: %s (%s), want %s", lo.Reason, lo.Message, tc.wantLo)
+			}
+			got := allocated(d.Desired["ns/lo"])
+			if tc.wantLoAtLeast > 0 && got < tc.wantLoAtLeast {
+				t.Errorf("lo has %d MiB, want at least %d", got/mib, tc.wantLoAtLeast/mib)
+			}
+			if tc.wantLoAtLeast > 0 && d.Fed.Tenants[1].Memory.MinBytes != 90*mib {
+				t.Errorf("lo was fed a minimum of %d bytes, want its 90 MiB", d.Fed.Tenants[1].Memory.MinBytes)
+			}
+			if tc.wantLoAtLeast == 0 && got >= 90*mib {
+				t.Errorf("lo kept %d MiB; hi's objective needed it", got/mib)
+			}
+		})
+	}
+}
+
+// An observation made right after the tenant's memory moved is cold and corrects nothing;
+// settled observations move the correction factor halfway (geometrically) each interval.
+func TestDamping(t *testing.T) {
+	pts := [][2]float64{{10, 0.2}, {40, 0.6}, {80, 0.8}}
+	fit := fitted(&planning.Tenant{MissRatioCurve: tenant("ns/a", 0, 0.5, pts, 0, 0).MissRatioCurve})
+	// Observed 0.4 at 40 MiB: the curve reaches 0.4 at 25 MiB, a factor of 25/40.
+	f, ok := fit.CorrectionFactor(curve.Point{SizeBytes: 40 * mib, HitRatio: 0.4})
+	if !ok || math.Abs(f-25.0/40) > 1e-3 {
+		t.Fatalf("CorrectionFactor = %v, %v; want 0.625", f, ok)
+	}
+	l := New()
+	l.cfg = config(Mechanisms{Damping: true})
+	want := []float64{0, math.Sqrt(f), f * math.Sqrt(1/f) * math.Pow(f, 0.25)}
+	for i, w := range want {
+		snap := snapshot(tenant("ns/a", 100, 0.5, pts, 40*mib, 0.4))
+		in := Input{Snapshot: snap}
+		l.observe(in)
+		sh := l.shape(in)
+		st := l.tenants["ns/a"]
+		if math.Abs(st.factor-w) > 1e-9 {
+			t.Errorf("interval %d: factor %v, want %v", i, st.factor, w)
+		}
+		fed := &sh.damped.Tenants[0]
+		c := fitted(fed)
+		if got := c.At(40 * mib); math.Abs(got-*fed.Observed.HitRatio) > 1e-9 {
+			t.Errorf("interval %d: the fed observation %v is not what the fed curve predicts (%v): the allocator would correct again", i, *fed.Observed.HitRatio, got)
+		}
+		if i == 0 && math.Abs(c.At(40*mib)-0.6) > 1e-9 {
+			t.Errorf("a cold observation corrected the curve: %v at 40 MiB, want 0.6", c.At(40*mib))
+		}
+		if *snap.Tenants[0].Observed.HitRatio != 0.4 {
+			t.Fatal("shape modified its input snapshot")
+		}
+	}
+}
+
+// Feedback raises a strict target by the shortfall observed at a settled size, never beyond
+// what the curve reaches, and halves the raise once the objective is met.
+func TestFeedback(t *testing.T) {
+	pts := [][2]float64{{10, 0.2}, {40, 0.6}, {80, 0.8}}
+	l := New()
+	l.cfg = config(Mechanisms{Feedback: true})
+	steps := []struct {
+		observed  float64
+		met       bool
+		wantBoost float64
+	}{
+		{0.45, false, 0},    // cold: not counted
+		{0.45, false, 0.05}, // short by 0.05
+		{0.48, false, 0.05}, // short again, capped at maxBoost
+		{0.56, true, 0.025}, // met: halved
+	}
+	for i, s := range steps {
+		snap := snapshot(tenant("ns/a", 100, 0.5, pts, 40*mib, s.observed))
+		in := Input{Snapshot: snap, Measured: map[string]Measurement{"ns/a": {Met: s.met, Reads: 1 << 30}}}
+		l.observe(in)
+		sh := l.shape(in)
+		st := l.tenants["ns/a"]
+		if math.Abs(st.boost-s.wantBoost) > 1e-9 {
+			t.Errorf("step %d: boost %v, want %v", i, st.boost, s.wantBoost)
+		}
+		fedTarget := *sh.raised.Tenants[0].Objective.HitRatio
+		if want := 0.5 + st.boost + st.uncertainty(1<<30); math.Abs(fedTarget-math.Min(want, 0.79)) > 1e-9 {
+			t.Errorf("step %d: fed target %v, want %v", i, fedTarget, want)
+		}
+	}
+}
+
+// A plan that differs from the plan in force by noise is not taken: the allocation in force
+// stays and nothing moves.
+func TestKeepsPlanInForce(t *testing.T) {
+	needSolver(t)
+	a := tenant("ns/a", 100, 0.5, [][2]float64{{30, 0.5}, {60, 0.7}, {100, 0.75}}, 0, 0)
+	b := tenant("ns/b", 100, 0.3, [][2]float64{{20, 0.3}, {50, 0.6}, {100, 0.7}}, 0, 0)
+	a.Observed.HitRatio, b.Observed.HitRatio = nil, nil
+	l := New()
+	cfg := config(DefaultMechanisms())
+	first, err := l.Decide(context.Background(), cfg, Input{Snapshot: snapshot(a, b), Current: Allocation{}, SpecsChanged: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, rate := range []float64{1030, 970, 1010} {
+		next := snapshot(a, b)
+		for k := range next.Tenants {
+			t := &next.Tenants[k]
+			t.Rates[0].RequestsPerSecond = rate
+			t.Current.Partitions = []planning.CurrentPartition{{Node: "n1", MemoryBytes: allocated(first.Desired[t.ID])}}
+		}
+		d, err := l.Decide(context.Background(), cfg, Input{Snapshot: next, Current: first.Desired})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for id, parts := range d.Desired {
+			if got, want := allocated(parts), allocated(first.Desired[id]); got != want {
+				t.Errorf("interval %d: %s moved from %d to %d bytes on noise (taken %v, kept %q)", i, id, want, got, d.Taken, d.Kept)
+			}
+		}
+	}
+}
+
+func TestColdStartCost(t *testing.T) {
+	current := &planning.Plan{Tenants: []planning.TenantPlan{
+		{ID: "a", MemoryBytes: 100, Partitions: []planning.Partition{{Node: "n1", MemoryBytes: 50}, {Node: "n2", MemoryBytes: 50}}, Predicted: planning.Prediction{HitsPerSecond: 1000}},
+		{ID: "b", MemoryBytes: 100, Partitions: []planning.Partition{{Node: "n1", MemoryBytes: 100}}, Predicted: planning.Prediction{HitsPerSecond: 500}},
+	}}
+	proposed := &planning.Plan{Tenants: []planning.TenantPlan{
+		// a moves 25 bytes from n1 to n2: a quarter of its keys start cold.
+		{ID: "a", MemoryBytes: 100, Partitions: []planning.Partition{{Node: "n1", MemoryBytes: 25}, {Node: "n2", MemoryBytes: 75}}},
+		// b grows: nothing it has is lost.
+		{ID: "b", MemoryBytes: 150, Partitions: []planning.Partition{{Node: "n1", MemoryBytes: 150}}},
+	}}
+	if got := coldStartCost(current, proposed); math.Abs(got-250) > 1e-9 {
+		t.Errorf("coldStartCost = %v, want 250", got)
+	}
+}
+
+func TestMaterialChange(t *testing.T) {
+	base := Allocation{"a": {{Node: "n1", MemoryBytes: 100 * mib}}}
+	cases := []struct {
+		name     string
+		proposed Allocation
+		want     bool
+	}{
+		{"same", Allocation{"a": {{Node: "n1", MemoryBytes: 100 * mib}}}, false},
+		{"within 10%", Allocation{"a": {{Node: "n1", MemoryBytes: 109 * mib}}}, false},
+		{"beyond 10%", Allocation{"a": {{Node: "n1", MemoryBytes: 111 * mib}}}, true},
+		{"other node", Allocation{"a": {{Node: "n2", MemoryBytes: 100 * mib}}}, true},
+		{"limit added", Allocation{"a": {{Node: "n1", MemoryBytes: 100 * mib, OpsLimitPerSecond: 10}}}, true},
+		{"new tenant", Allocation{"a": {{Node: "n1", MemoryBytes: 100 * mib}}, "b": {{Node: "n1", MemoryBytes: mib}}}, true},
+	}
+	for _, tc := range cases {
+		if got := materialChange(base, tc.proposed, mib) != ""; got != tc.want {
+			t.Errorf("%s: material %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// Feedback tightens a degradation target after each settled miss and relaxes it once met.
+func TestFeedbackTightensDegradation(t *testing.T) {
+	l := New()
+	l.cfg = config(Mechanisms{Feedback: true})
+	steps := []struct {
+		met  bool
+		want float64 // the fed maxDegradation
+	}{
+		{false, 1.5},              // cold: not counted
+		{false, 1.5 * 0.97},       // a settled miss
+		{false, 1.5 * 0.95},       // another, capped at maxTighten
+		{true, 1.5 * (1 - 0.025)}, // met: the tightening halves
+	}
+	for i, s := range steps {
+		tn := tenant("ns/a", 100, 0.5, [][2]float64{{10, 0.2}, {40, 0.6}}, 40*mib, 0.5)
+		d := 1.5
+		tn.Objective = &planning.Objective{MaxDegradation: &d}
+		in := Input{Snapshot: snapshot(tn), Measured: map[string]Measurement{"ns/a": {Met: s.met, Reads: 1000}}}
+		l.observe(in)
+		sh := l.shape(in)
+		if got := *sh.raised.Tenants[0].Objective.MaxDegradation; math.Abs(got-s.want) > 1e-9 {
+			t.Errorf("step %d: fed maxDegradation %v, want %v", i, got, s.want)
+		}
+		if *in.Snapshot.Tenants[0].Objective.MaxDegradation != 1.5 {
+			t.Fatal("shape modified its input snapshot")
+		}
+	}
+}

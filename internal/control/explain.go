@@ -1,0 +1,106 @@
+package control
+
+import (
+	"fmt"
+
+	"github.com/cacheqos/cacheqos/internal/allocator/planning"
+)
+
+// Reason says why a tenant's memory is what the decision makes it.
+type Reason string
+
+// The reasons, one per tenant and decision.
+const (
+	// ReasonPlaced: the tenant had no memory; the plan places it.
+	ReasonPlaced Reason = "Placed"
+	// ReasonKept: the tenant's memory did not change (the plan in force was kept, or the new
+	// plan leaves it as it was).
+	ReasonKept Reason = "Kept"
+	// ReasonProtected: the tenant met its objective and keeps at least the memory that met it.
+	ReasonProtected Reason = "Protected"
+	// ReasonRaisedForTarget: a strict tenant's memory grows to reach its target.
+	ReasonRaisedForTarget Reason = "RaisedForTarget"
+	// ReasonRaised: the tenant gets spare memory where it earns the most hits.
+	ReasonRaised Reason = "Raised"
+	// ReasonLoweredForPriority: the tenant lost its protection to a higher-priority objective
+	// that needed the memory.
+	ReasonLoweredForPriority Reason = "LoweredForPriority"
+	// ReasonLowered: the memory earns more hits elsewhere or meets another objective.
+	ReasonLowered Reason = "Lowered"
+)
+
+// TenantDecision is why one tenant's memory is what it is, with the numbers.
+type TenantDecision struct {
+	Reason Reason
+	// Message says it in a sentence.
+	Message string
+	// FromBytes and ToBytes are the tenant's total memory before and after the decision.
+	FromBytes, ToBytes int64
+}
+
+// explain says, for every tenant in the snapshot, why its memory is what the decision makes it.
+func (l *Loop) explain(in Input, c *candidate, d *Decision) map[string]TenantDecision {
+	out := make(map[string]TenantDecision, len(in.Snapshot.Tenants))
+	for i := range in.Snapshot.Tenants {
+		t := &in.Snapshot.Tenants[i]
+		st := l.tenants[t.ID]
+		from, to := totalOf(t.Current.Partitions), allocated(d.Desired[t.ID])
+		td := TenantDecision{FromBytes: from, ToBytes: to}
+		_, protected := c.protected[t.ID]
+		blocker, wasDropped := c.dropped[t.ID]
+		changed := abs(to-from) > l.cfg.MinChangeBytes
+		switch {
+		case !d.Taken:
+			td.Reason = ReasonKept
+			td.Message = fmt.Sprintf("keeps %s: %s", planning.FormatBytes(to), d.Kept)
+		case from == 0 && to > 0:
+			td.Reason = ReasonPlaced
+			td.Message = fmt.Sprintf("placed with %s", planning.FormatBytes(to))
+		case protected && to >= from-l.cfg.MinChangeBytes:
+			td.Reason = ReasonProtected
+			td.Message = fmt.Sprintf("met its objective%s with %s: keeps at least %s", observedText(st), planning.FormatBytes(from), planning.FormatBytes(c.protected[t.ID].bytes))
+		case !changed:
+			td.Reason = ReasonKept
+			td.Message = fmt.Sprintf("keeps %s: the new plan leaves it as it was", planning.FormatBytes(to))
+		case to > from && t.Class == planning.ClassStrict && t.Objective != nil && !st.met:
+			td.Reason = ReasonRaisedForTarget
+			td.Message = fmt.Sprintf("raised from %s to %s to reach its target%s%s", planning.FormatBytes(from), planning.FormatBytes(to), observedText(st), raisedText(st))
+		case to > from:
+			td.Reason = ReasonRaised
+			td.Message = fmt.Sprintf("raised from %s to %s: spare memory earns the most expected hits here", planning.FormatBytes(from), planning.FormatBytes(to))
+		case wasDropped && blocker != "":
+			td.Reason = ReasonLoweredForPriority
+			td.Message = fmt.Sprintf("lowered from %s to %s: the objective of %s, of higher or equal priority, needed the memory that met this tenant's", planning.FormatBytes(from), planning.FormatBytes(to), blocker)
+		default:
+			td.Reason = ReasonLowered
+			td.Message = fmt.Sprintf("lowered from %s to %s: the memory meets another objective or earns more expected hits elsewhere", planning.FormatBytes(from), planning.FormatBytes(to))
+		}
+		out[t.ID] = td
+	}
+	return out
+}
+
+func allocated(parts []planning.Partition) int64 {
+	var total int64
+	for _, p := range parts {
+		total += p.MemoryBytes
+	}
+	return total
+}
+
+// observedText is " (observed 0.930, target 0.900)" when the tenant has a hit-ratio target
+// and an observation.
+func observedText(st *tenantState) string {
+	if st.target == 0 || st.observed < 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (observed hit ratio %.3f, target %.3f)", st.observed, st.target)
+}
+
+// raisedText is "; planned for 0.930 by feedback" when feedback raised the target.
+func raisedText(st *tenantState) string {
+	if st.raisedTo == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; planned for %.3f (feedback and measurement uncertainty)", st.raisedTo)
+}

@@ -1,0 +1,397 @@
+package control
+
+import (
+	"math"
+	"slices"
+
+	"github.com/cacheqos/cacheqos/internal/allocator/planning"
+	"github.com/cacheqos/cacheqos/internal/curve"
+)
+
+// Tuning of the mechanisms.
+const (
+	// smoothing is the weight of the newest settled observation in the averages (EWMA).
+	smoothing = 0.5
+	// maxCorrection bounds the damped correction factor: an averaged factor beyond it says
+	// the curve is not a rescaling of the engine's behaviour at all.
+	maxCorrection = 16
+	// maxBoost bounds how far feedback raises a target.
+	maxBoost = 0.05
+	// protectSlack: a tenant whose observed hit ratio is this far above its target is
+	// protected only at the memory its curve needs for the target (plus protectCushion),
+	// not all it has: it met its objective with memory to spare.
+	protectSlack   = 0.05
+	protectCushion = 0.10
+	// topMargin keeps raised targets this far below the top of the tenant's curve.
+	topMargin = 0.01
+	// tightenStep tightens a latency or degradation target after each settled miss, up to
+	// maxTighten.
+	tightenStep = 0.03
+	maxTighten  = 0.05
+)
+
+// tenantState is what the loop remembers about a tenant between intervals.
+type tenantState struct {
+	// placed is the tenant's allocation in force during the interval measured last; warm
+	// reports that it was already in force the interval before, so the measurement is not
+	// of caches that had just been emptied or moved.
+	placed []planning.CurrentPartition
+	seen   bool
+	warm   bool
+	// factor is the damped correction factor of the tenant's curve (0: none yet).
+	factor float64
+	// mean and variance of the observed hit ratio over settled intervals (EWMA).
+	mean, variance float64
+	samples        int
+	// target is the tenant's own hit-ratio target (0: not a strict hit-ratio objective);
+	// boost is the feedback added to it; raisedTo the target the allocator was fed.
+	target, boost, raisedTo float64
+	// tighten is the feedback for a latency or degradation objective: the share by which
+	// the target the allocator sees is tightened.
+	tighten float64
+	// met and observed are last interval's judgement and hit ratio (observed < 0: none).
+	met      bool
+	observed float64
+}
+
+// protection is a memory minimum the loop added to a strict tenant that met its objective.
+type protection struct {
+	bytes    int64
+	priority int32
+}
+
+// shaped is the snapshot as the mechanisms feed it to the allocator, in layers the planner
+// can relax: damped (curves corrected by the damped factor), raised (damped, with the
+// feedback targets), and the protections to add on top.
+type shaped struct {
+	damped, raised *planning.Snapshot
+	anyRaised      bool
+	protections    map[string]protection
+}
+
+// observe updates every tenant's state from the interval just measured and forgets tenants
+// that left.
+func (l *Loop) observe(in Input) {
+	present := map[string]bool{}
+	for i := range in.Snapshot.Tenants {
+		t := &in.Snapshot.Tenants[i]
+		present[t.ID] = true
+		st := l.tenants[t.ID]
+		if st == nil {
+			st = &tenantState{}
+			l.tenants[t.ID] = st
+		}
+		st.warm = st.seen && totalOf(t.Current.Partitions) > 0 && samePlacement(st.placed, t.Current.Partitions, l.cfg.MinChangeBytes)
+		st.placed, st.seen = slices.Clone(t.Current.Partitions), true
+		st.target, st.raisedTo = 0, 0
+		if t.Class == planning.ClassStrict && t.Objective != nil && t.Objective.HitRatio != nil {
+			st.target = *t.Objective.HitRatio
+		}
+		m := in.Measured[t.ID]
+		st.met, st.observed = m.Met, -1
+		if m.Met {
+			st.boost /= 2
+			st.tighten /= 2
+		} else if st.warm && t.Class == planning.ClassStrict && t.Objective != nil && st.target == 0 && in.Measured[t.ID] != (Measurement{}) {
+			st.tighten = math.Min(maxTighten, st.tighten+tightenStep)
+		}
+		if t.Observed.HitRatio == nil {
+			continue
+		}
+		obs := *t.Observed.HitRatio
+		st.observed = obs
+		if !st.warm {
+			continue
+		}
+		if st.samples == 0 {
+			st.mean, st.variance = obs, 0
+		} else {
+			d := obs - st.mean
+			st.mean += smoothing * d
+			st.variance = (1 - smoothing) * (st.variance + smoothing*d*d)
+		}
+		st.samples++
+		if st.target > 0 && obs < st.target {
+			st.boost = math.Min(maxBoost, st.boost+st.target-obs)
+		}
+	}
+	for id := range l.tenants {
+		if !present[id] {
+			delete(l.tenants, id)
+		}
+	}
+}
+
+// uncertainty is one standard deviation of the observed hit ratio: the binomial error of
+// reads samples and the interval-to-interval variance (0 before two settled intervals).
+func (st *tenantState) uncertainty(reads int64) float64 {
+	if st.samples < 2 {
+		return 0
+	}
+	v := st.variance
+	if reads > 0 {
+		h := st.mean
+		v += h * (1 - h) / float64(reads)
+	}
+	return math.Sqrt(v)
+}
+
+// samePlacement reports whether two allocations hold the same memory on the same nodes, up
+// to floor bytes per node.
+func samePlacement(a, b []planning.CurrentPartition, floor int64) bool {
+	mem := func(parts []planning.CurrentPartition) map[string]int64 {
+		out := map[string]int64{}
+		for _, p := range parts {
+			if p.MemoryBytes > 0 {
+				out[p.Node] += p.MemoryBytes
+			}
+		}
+		return out
+	}
+	ma, mb := mem(a), mem(b)
+	if len(ma) != len(mb) {
+		return false
+	}
+	for node, x := range ma {
+		y, ok := mb[node]
+		if !ok || abs(x-y) > floor {
+			return false
+		}
+	}
+	return true
+}
+
+func abs(x int64) int64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+func totalOf(parts []planning.CurrentPartition) int64 {
+	var total int64
+	for _, p := range parts {
+		total += p.MemoryBytes
+	}
+	return total
+}
+
+// shape builds what the allocator is fed. Without shaping (policies other than optimal) every
+// layer is the snapshot as measured.
+func (l *Loop) shape(in Input) shaped {
+	if !l.shaping() {
+		return shaped{damped: in.Snapshot, raised: in.Snapshot}
+	}
+	mech := l.cfg.Mechanisms
+	damped := cloneTenants(in.Snapshot)
+	curves := make([]*curve.Curve, len(damped.Tenants))
+	for i := range damped.Tenants {
+		t := &damped.Tenants[i]
+		c := fitted(t)
+		if mech.Damping && c != nil {
+			c = l.damp(t, c)
+		}
+		curves[i] = c
+	}
+	sh := shaped{damped: damped, raised: damped, protections: map[string]protection{}}
+	if mech.Feedback {
+		sh.raised = cloneTenants(damped)
+		for i := range sh.raised.Tenants {
+			t := &sh.raised.Tenants[i]
+			st := l.tenants[t.ID]
+			if st.tighten > 0 && tightened(t, st.tighten) {
+				sh.anyRaised = true
+				continue
+			}
+			if st.target == 0 || !st.warm && st.boost == 0 {
+				continue
+			}
+			raised := math.Min(1, st.target+st.boost+st.uncertainty(in.Measured[t.ID].Reads))
+			if c := curves[i]; c != nil {
+				// Past a cliff more memory buys nothing: never raise beyond what the curve
+				// reaches short of its top.
+				top, _ := c.Max()
+				raised = math.Min(raised, math.Max(st.target, top-topMargin))
+			}
+			if raised > st.target+1e-6 {
+				t.Objective = &planning.Objective{HitRatio: &raised}
+				st.raisedTo = raised
+				sh.anyRaised = true
+			}
+		}
+	}
+	if mech.Protect {
+		sh.protections = l.protections(damped, curves)
+	}
+	return sh
+}
+
+// tightened replaces a latency or degradation objective of t by one tighter by share.
+func tightened(t *planning.Tenant, share float64) bool {
+	o := t.Objective
+	switch {
+	case o == nil:
+		return false
+	case o.LatencySeconds != nil:
+		v := *o.LatencySeconds * (1 - share)
+		t.Objective = &planning.Objective{LatencySeconds: &v}
+	case o.MaxDegradation != nil:
+		v := math.Max(1, *o.MaxDegradation*(1-share))
+		t.Objective = &planning.Objective{MaxDegradation: &v}
+	default:
+		return false
+	}
+	return true
+}
+
+// fitted is the tenant's sampled curve (nil without one).
+func fitted(t *planning.Tenant) *curve.Curve {
+	if len(t.MissRatioCurve) == 0 {
+		return nil
+	}
+	pts := make([]curve.Point, len(t.MissRatioCurve))
+	for i, m := range t.MissRatioCurve {
+		pts[i] = curve.Point{SizeBytes: m.SizeBytes, HitRatio: 1 - m.MissRatio}
+	}
+	c, err := curve.Fit(pts)
+	if err != nil {
+		return nil
+	}
+	return c
+}
+
+// damp replaces the allocator's one-interval correction of tenant t's curve: the factor is
+// averaged geometrically over settled intervals, and the snapshot carries the rescaled curve
+// with an observation it already predicts, so the allocator corrects nothing more. An
+// observation above anything the curve reaches is left to the allocator, which lifts the
+// curve (no rescaling explains it).
+func (l *Loop) damp(t *planning.Tenant, c *curve.Curve) *curve.Curve {
+	st := l.tenants[t.ID]
+	total := totalOf(t.Current.Partitions)
+	if t.Observed.HitRatio == nil || total <= 0 {
+		return c
+	}
+	at := curve.Point{SizeBytes: total, HitRatio: *t.Observed.HitRatio}
+	f, ok := c.CorrectionFactor(at)
+	if !ok {
+		if math.Abs(c.At(total)-at.HitRatio) > 1e-9 && at.HitRatio > 0 {
+			return c // above the curve: the allocator lifts it
+		}
+		f = 1
+	}
+	if st.warm {
+		prev := st.factor
+		if prev == 0 {
+			prev = 1
+		}
+		next := f
+		if f < prev {
+			// The tenant does worse than the curve says: damped, as noise or a transient
+			// would look the same. Doing better than the curve at a settled size is what the
+			// memory in force really gives: taken as it is.
+			next = math.Exp((1-smoothing)*math.Log(prev) + smoothing*math.Log(f))
+		}
+		st.factor = math.Min(maxCorrection, math.Max(1.0/maxCorrection, next))
+	}
+	if st.factor > 0 {
+		c = c.Rescaled(st.factor)
+	}
+	pts := c.Points()[1:]
+	t.MissRatioCurve = make([]planning.MissRatioPoint, len(pts))
+	for i, p := range pts {
+		t.MissRatioCurve[i] = planning.MissRatioPoint{SizeBytes: p.SizeBytes, MissRatio: 1 - p.HitRatio}
+	}
+	predicted := c.At(total)
+	t.Observed.HitRatio = &predicted
+	return c
+}
+
+// protections are the memory minimums that keep strict tenants that met their objective
+// where they are: the memory in force, or for a tenant well above its hit-ratio target the
+// memory its curve needs for the target plus a cushion. When the minimums together exceed the
+// cluster's memory, the lowest priorities lose their protection first.
+func (l *Loop) protections(s *planning.Snapshot, curves []*curve.Curve) map[string]protection {
+	out := map[string]protection{}
+	var capacity, mins int64
+	for _, n := range s.Nodes {
+		capacity += n.MemoryBytes
+	}
+	type cand struct {
+		id    string
+		extra int64
+		prio  int32
+	}
+	var cands []cand
+	for i := range s.Tenants {
+		t := &s.Tenants[i]
+		st := l.tenants[t.ID]
+		total := totalOf(t.Current.Partitions)
+		amount := total
+		if t.Class == planning.ClassStrict && st.met && st.target > 0 && curves[i] != nil && st.observed >= st.target+protectSlack {
+			if need, ok := curves[i].MinSize(st.target + topMargin); ok {
+				amount = min(total, int64(float64(need)*(1+protectCushion)))
+			}
+		}
+		if t.Memory.MaxBytes > 0 {
+			amount = min(amount, t.Memory.MaxBytes)
+		}
+		if t.Class != planning.ClassStrict || t.Objective == nil || !st.met || amount <= t.Memory.MinBytes {
+			mins += t.Memory.MinBytes
+			continue
+		}
+		mins += t.Memory.MinBytes
+		cands = append(cands, cand{t.ID, amount - t.Memory.MinBytes, t.Priority})
+	}
+	// Highest priority first; the ones that do not fit lose their protection.
+	slices.SortStableFunc(cands, func(a, b cand) int { return int(b.prio) - int(a.prio) })
+	for _, c := range cands {
+		if mins+c.extra > capacity {
+			continue
+		}
+		mins += c.extra
+		i := slices.IndexFunc(s.Tenants, func(t planning.Tenant) bool { return t.ID == c.id })
+		out[c.id] = protection{bytes: s.Tenants[i].Memory.MinBytes + c.extra, priority: c.prio}
+	}
+	return out
+}
+
+// withProtections is s with the protections as memory minimums.
+func withProtections(s *planning.Snapshot, prot map[string]protection) *planning.Snapshot {
+	if len(prot) == 0 {
+		return s
+	}
+	out := cloneTenants(s)
+	for i := range out.Tenants {
+		t := &out.Tenants[i]
+		if p, ok := prot[t.ID]; ok {
+			t.Memory.MinBytes = max(t.Memory.MinBytes, p.bytes)
+			t.AllowedNodes = keptNodes(t)
+		}
+	}
+	return out
+}
+
+// keptNodes are the nodes a protected tenant may use: those it holds memory on, when they
+// satisfy its allowed nodes and spread, so that its keys stay where they are warm (moving a
+// partition to another node empties it as surely as shrinking it); else its allowed nodes.
+func keptNodes(t *planning.Tenant) []string {
+	var nodes []string
+	for _, p := range t.Current.Partitions {
+		if p.MemoryBytes > 0 && (len(t.AllowedNodes) == 0 || slices.Contains(t.AllowedNodes, p.Node)) {
+			nodes = append(nodes, p.Node)
+		}
+	}
+	if len(nodes) == 0 || len(nodes) < int(t.Spread.MinNodes) {
+		return t.AllowedNodes
+	}
+	slices.Sort(nodes)
+	return nodes
+}
+
+// cloneTenants copies the snapshot with its own tenant slice (fields the loop replaces are
+// replaced, never modified in place).
+func cloneTenants(s *planning.Snapshot) *planning.Snapshot {
+	out := *s
+	out.Tenants = slices.Clone(s.Tenants)
+	return &out
+}
