@@ -45,9 +45,16 @@ type resizeTenant struct {
 // resize re-sizes candidate c in fine quanta; it returns the better of c and the result, and
 // a note. It first lets every tenant's memory move freely between its candidate nodes (within
 // its spread; loads are then checked on the result, as the objective counts overload), then,
-// if that does not improve c, keeps every tenant's nodes and routing fractions.
+// if that does not improve c, keeps every tenant's nodes and routing fractions. With a plan in
+// force that keeps every constraint, only the latter: the free split re-routes keys between
+// nodes for gains on the curves, the re-routed keys start cold, and the objective does not
+// charge that (movement is its last tier), so in a loop the cold keys lower the observed
+// ratios, the corrected curves ask for another plan, and it moves again.
 func (o *optInstance) resize(ctx context.Context, deadline time.Time, c optCandidate) (optCandidate, string) {
 	work := o.p.opts.WorkLimit * resizeTimeShare
+	if _, inForce := o.currentCandidate(); inForce {
+		return o.resizeWith(ctx, deadline, work, c, false)
+	}
 	free, freeNote := o.resizeWith(ctx, time.Now().Add(time.Until(deadline)*2/3), work*2/3, c, true)
 	if free.obj > c.obj {
 		return free, freeNote

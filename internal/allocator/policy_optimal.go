@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -114,6 +115,16 @@ func runOptimal(ctx context.Context, p *problem) (*allocation, error) {
 			best, bestIsGreedy = res.candidate, false
 		}
 	}
+	if current, ok := o.withinChurnCap(best); ok {
+		a.planNotes = append(a.planNotes, "optimal: the best plan found moves more than the churn cap; the plan in force meets as many strict objectives and is the start instead")
+		if report.Fallback != "" && !p.opts.DisableSolver && cpsat.Available() == nil {
+			// The answer is the plan in force, not the greedy one; the solve's failure to
+			// express a plan within the cap stays in the notes.
+			a.planNotes = append(a.planNotes, "optimal: "+report.Fallback)
+			report.Fallback, report.Status = "", cpsat.Feasible.String()
+		}
+		best, bestIsGreedy = current, false
+	}
 	if !p.opts.levelsOnly && !certified && (report.Fallback == "" || strings.Contains(report.Fallback, "scored higher")) {
 		best = o.refine(best)
 		resized, note := o.resize(ctx, deadline, best)
@@ -201,46 +212,74 @@ func (o *optInstance) jointSize() int {
 	return n
 }
 
-// keepCurrent is the optimal policy's hysteresis: when every tenant has memory now, at sizes
-// that are among its levels, and the plan in force satisfies every constraint, it is kept
-// unless the best plan found beats it by at least the solver's own tolerance on expected hits
-// (or on a strict objective). The solver stops within that tolerance of the bound, so a plan a
-// little better than the one in force may only reflect where a search stopped: moving for it
-// would make small input changes reshuffle the fleet.
+// keepCurrent is the optimal policy's hysteresis: when every tenant has memory now and the plan
+// in force satisfies every constraint, it is kept unless the best plan found beats it by at
+// least the solver's own tolerance on expected hits (or on a strict objective). The solver
+// stops within that tolerance of the bound, so a plan a little better than the one in force may
+// only reflect where a search stopped: moving for it would make small input changes reshuffle
+// the fleet.
 func (o *optInstance) keepCurrent(best optCandidate) (optCandidate, bool) {
-	levels := make([]int, len(o.p.tenants))
-	parts := make([][]part, len(o.p.tenants))
-	for k, t := range o.p.tenants {
-		if t.currentTotal == 0 {
-			return best, false
-		}
-		i := slices.Index(o.levels[k].bytes, t.currentTotal)
-		if i < 0 {
-			return best, false
-		}
-		levels[k] = i
-		for _, c := range t.current {
-			if _, allowed := slices.BinarySearch(t.allowed, c.node); !allowed || !slices.Contains(o.cands[k], c.node) {
-				return best, false
-			}
-			if c.bytes > 0 {
-				parts[k] = append(parts[k], part{node: c.node, bytes: c.bytes})
-			}
-		}
-		if n := len(parts[k]); n < o.spreadMin[k] || n > o.spreadMax[k] {
-			return best, false
-		}
-	}
-	if !o.fitsInBytes(parts) {
+	current, ok := o.currentCandidate()
+	if !ok {
 		return best, false
 	}
-	current := optCandidate{levels: levels, parts: parts, obj: o.objective(levels, parts)}
 	_, hits, _ := o.tiers(best.levels, best.parts)
 	tolerance := float64(o.sc.w2) * math.Max(1, targetHitsGap*float64(hits))
 	if float64(best.obj-current.obj) < tolerance {
 		return current, true
 	}
 	return best, false
+}
+
+// currentCandidate is the plan in force as a candidate, when every tenant has memory now, on
+// candidate nodes, and the plan keeps every constraint. Its sizes need not be levels: the
+// stages over real sizes size in quanta, and the score counts bytes, not levels (the level
+// recorded is the largest at most the size, for the notes only).
+func (o *optInstance) currentCandidate() (optCandidate, bool) {
+	levels := make([]int, len(o.p.tenants))
+	parts := make([][]part, len(o.p.tenants))
+	for k, t := range o.p.tenants {
+		if t.currentTotal == 0 {
+			return optCandidate{}, false
+		}
+		levels[k] = max(0, sort.Search(o.levels[k].len(), func(i int) bool { return o.levels[k].bytes[i] > t.currentTotal })-1)
+		for _, c := range t.current {
+			if !slices.Contains(o.cands[k], c.node) {
+				return optCandidate{}, false
+			}
+			if c.bytes > 0 {
+				parts[k] = append(parts[k], part{node: c.node, bytes: c.bytes})
+			}
+		}
+		if n := len(parts[k]); n < o.spreadMin[k] || n > o.spreadMax[k] {
+			return optCandidate{}, false
+		}
+	}
+	if len(o.p.hardViolations(parts)) > 0 || !o.fitsInBytes(parts) {
+		return optCandidate{}, false
+	}
+	return optCandidate{levels: levels, parts: parts, obj: o.objective(levels, parts)}, true
+}
+
+// withinChurnCap returns c, or the plan in force when c moves more than the churn cap and the
+// plan in force (which moves nothing) meets as many strict objectives. The models can only
+// express the sizes of their levels and split units, so under a small cap they may find no
+// plan near one the stages over real sizes put in force; the plan in force is then the
+// answer the cap asks for, and the stages may still improve it within the cap.
+func (o *optInstance) withinChurnCap(c optCandidate) (optCandidate, bool) {
+	if o.withinChurn(c.parts) {
+		return c, false
+	}
+	current, ok := o.currentCandidate()
+	if !ok {
+		return c, false
+	}
+	currentSLO, _, _ := o.tiers(current.levels, current.parts)
+	slo, _, _ := o.tiers(c.levels, c.parts)
+	if currentSLO < slo {
+		return c, false
+	}
+	return current, true
 }
 
 // fitsInBytes reports whether parts stay within every node's memory and keep the bandwidth
