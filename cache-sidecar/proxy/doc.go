@@ -40,6 +40,11 @@
 // input gets a protocol error reply and the connection closes (memcached errors that leave
 // the stream in step only get the reply, as memcached does).
 //
+// A listener whose accept fails for a reason that passes (out of file descriptors or buffer
+// memory, a client that gave up) is retried with backoff from 5ms up to 1s, so it serves again
+// once the cause is gone; one that fails otherwise while the proxy serves makes /healthz fail,
+// so the liveness probe restarts the pod.
+//
 // Shutdown closes the listeners, lets every connection finish the requests it has already
 // received (their replies are written) and closes it; Close drops everything at once.
 //

@@ -370,13 +370,15 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 	stopping.Store(true)
 	log.Info("shutting down", "delay", o.shutdownDelay, "drainTimeout", o.drainTimeout, "stopEngines", o.stopEnginesOnExit)
 	time.Sleep(o.shutdownDelay)
-	clientLn.Close()
-	peerLn.Close()
+	// Shutdown closes the listeners it serves; a listener closed before it would count as
+	// failed and fail /healthz.
 	drainCtx, cancelDrain := context.WithTimeout(context.Background(), o.drainTimeout)
 	if err := px.Shutdown(drainCtx); err != nil {
 		log.Warn("closed connections whose replies were still due after the drain timeout", "timeout", o.drainTimeout)
 	}
 	cancelDrain()
+	clientLn.Close()
+	peerLn.Close()
 	if o.stopEnginesOnExit {
 		stopCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
