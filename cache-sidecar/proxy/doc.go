@@ -78,7 +78,11 @@
 //     MSETNX, RENAME, SMOVE, SINTER/SUNION/SDIFF(STORE), ZUNIONSTORE and the other commands the
 //     codec table routes with several keys;
 //   - refused outright (the codec's table gives the reason): transactions (MULTI, EXEC,
-//     WATCH), scripts, blocking commands, pub/sub, KEYS, administration.
+//     WATCH), scripts, blocking commands, pub/sub, KEYS, administration. After a refused
+//     MULTI every command is refused too until EXEC (answered "-EXECABORT ...", as redis
+//     answers a transaction with a command refused while queueing) or DISCARD, so nothing a
+//     client meant to run inside a transaction runs alone; QUIT and RESET act at once, and
+//     RESET ends the transaction.
 //
 // DBSIZE is summed over the nodes. SCAN iterates the tenant's nodes one after the other, in
 // node ID order: the proxy's cursor keeps the node's index in its low 10 bits and that node's
