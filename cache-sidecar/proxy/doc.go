@@ -63,6 +63,20 @@
 // unknown tenants. After Options.MaxAuthFailures failures the connection closes. A tenant's
 // requests only ever reach links bound to that tenant.
 //
+// Before a client authenticates it costs little: a request is at most
+// Options.PreAuthMaxRequestBytes (16 KiB by default, with at most 10 redis arguments, as
+// redis-server allows before AUTH; a longer declared length is refused from its header, so
+// nothing of it is buffered, and the connection closes; memcached data blocks over it are read
+// and dropped); a connection that has not authenticated Options.LoginTimeout (10s) after it
+// connected, or after RESET, is closed, whatever it sends meanwhile. An authenticated client
+// that sends no request for Options.IdleTimeout is closed (default: never, as the engines do).
+// At most Options.MaxClientConnections (10000) client connections are open at once; one more
+// is answered "-ERR max number of clients reached" ("SERVER_ERROR too many open connections")
+// and closed. After Options.AuthBackoffFailures (10) failed logins in a row from one address
+// (TCP clients by IP, unix socket clients together), that address's logins are refused
+// without checking the password for Options.AuthBackoff (1s), doubling with every further
+// failure up to Options.AuthBackoffMax (1 minute); a success forgets its failures.
+//
 // # Routing
 //
 // A tenant's keys are spread over the nodes holding its partitions by weighted rendezvous

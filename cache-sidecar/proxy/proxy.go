@@ -29,10 +29,12 @@ type Proxy struct {
 	conf    atomic.Pointer[nodeConfig]
 	loaded  atomic.Bool
 
-	links   *linkSet
-	connIDs atomic.Int64
-	stats   proxyStats
-	version atomic.Pointer[string]
+	links       *linkSet
+	connIDs     atomic.Int64
+	clientConns atomic.Int64 // open client connections, for Options.MaxClientConnections
+	authLimit   *authLimiter
+	stats       proxyStats
+	version     atomic.Pointer[string]
 
 	updateMu sync.Mutex // one Update at a time
 
@@ -85,6 +87,7 @@ func New(opts Options) (*Proxy, error) {
 		opts:      opts,
 		log:       opts.Logger,
 		links:     newLinkSet(),
+		authLimit: newAuthLimiter(&opts),
 		listeners: make(map[net.Listener]bool),
 		conns:     make(map[*conn]struct{}),
 		ctx:       ctx,
@@ -243,9 +246,13 @@ func (p *Proxy) serve(l net.Listener, peer bool) error {
 			defer p.wg.Done()
 			if peer {
 				p.servePeerConn(nc)
-			} else {
-				p.runConn(p.newConn(nc, nil, nil))
+				return
 			}
+			if !p.admitClient(nc) {
+				return
+			}
+			defer p.clientConns.Add(-1)
+			p.runConn(p.newConn(nc, nil, nil))
 		}()
 	}
 }

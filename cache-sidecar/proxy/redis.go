@@ -67,14 +67,34 @@ type redisHandler struct {
 }
 
 func newRedisHandler(c *conn) *redisHandler {
-	lim := resp.Limits{MaxBulkLen: c.p.opts.MaxRequestBytes, MaxCommandLen: c.p.opts.MaxRequestBytes}
-	return &redisHandler{c: c, cr: resp.NewCommandReader(c.br, lim)}
+	return &redisHandler{c: c, cr: resp.NewCommandReader(c.br, resp.Limits{})}
+}
+
+// preAuthMaxArgs is the most arguments a command may have before the client authenticates
+// (redis-server's own limit; HELLO 3 AUTH user pass SETNAME name has 7).
+const preAuthMaxArgs = 10
+
+func (h *redisHandler) setAuthenticated(authenticated bool) {
+	o := &h.c.p.opts
+	lim := resp.Limits{MaxBulkLen: o.MaxRequestBytes, MaxCommandLen: o.MaxRequestBytes}
+	if !authenticated {
+		lim = resp.Limits{
+			MaxArgs:       preAuthMaxArgs,
+			MaxBulkLen:    o.PreAuthMaxRequestBytes,
+			MaxCommandLen: o.PreAuthMaxRequestBytes,
+			MaxLineLen:    min(o.PreAuthMaxRequestBytes, resp.DefaultMaxLineLen),
+		}
+	}
+	h.cr.SetLimits(lim)
 }
 
 func (h *redisHandler) readLoop() error {
 	c := h.c
 	for !c.closing {
 		wasBuffered := h.cr.Buffered() > 0
+		if !wasBuffered {
+			c.armReadDeadline()
+		}
 		cmd, err := h.cr.ReadCommand()
 		if err != nil {
 			var pe *resp.ProtocolError
