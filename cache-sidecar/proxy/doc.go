@@ -33,9 +33,14 @@
 // on a link that fails or times out, and later requests get a new link.
 //
 // At most Options.MaxPipeline requests are in flight per connection and a request is at most
-// Options.MaxRequestBytes, which bounds a connection's memory; a client must therefore read
-// replies while it sends (as clients do): one that sends a deep pipeline and never reads
-// stalls once the socket buffers fill and is disconnected after Options.ClientWriteTimeout.
+// Options.MaxRequestBytes, which bounds the requests a connection holds; a client must
+// therefore read replies while it sends (as clients do): one that sends a deep pipeline and
+// never reads stalls once the socket buffers fill and is disconnected after
+// Options.ClientWriteTimeout. Replies are not bounded that way: each engine reply is held whole
+// (a 61 MiB memcached "get big big ..." reply peaked at about 190-240 MiB of heap in
+// TestLargeReplyMemoryIsReleased). Once read, no reader, link or pipeline slot keeps a large
+// reply: a link about to wait drops its reader's grown buffers, so the heap returns to its
+// earlier size.
 // A link holds at most 1 MiB of requests not yet written; senders wait beyond that. Malformed
 // input gets a protocol error reply and the connection closes (memcached errors that leave
 // the stream in step only get the reply, as memcached does).

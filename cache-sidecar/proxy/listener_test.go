@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"log/slog"
@@ -9,10 +8,11 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cacheqos/cacheqos/internal/protocol/enginetest"
 )
 
 // TestListenerSurvivesFDExhaustion runs the process out of file descriptors (a lowered
@@ -21,7 +21,7 @@ import (
 // serves the client.
 func TestListenerSurvivesFDExhaustion(t *testing.T) {
 	acct := newAccount(t, "team-a/app")
-	var log lockedBuffer
+	var log enginetest.LockedBuffer
 	n, _ := singleNode(t, Redis, acct, Options{Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	// A first client opens the tenant's engine link, so serving the next one needs no new
 	// descriptor but the accepted connection's.
@@ -110,24 +110,6 @@ func eventually(timeout time.Duration, cond func() bool) bool {
 		}
 	}
 	return cond()
-}
-
-// lockedBuffer is a log destination safe for concurrent writers.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // TestDeadListenerFailsHealthz closes a client or peer listener under the proxy: serving ends
