@@ -3,15 +3,22 @@ package proxy
 import (
 	"bufio"
 	"bytes"
+	"cmp"
+	"flag"
 	"fmt"
 	"io"
 	"math"
 	"net"
+	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/cacheqos/cacheqos/internal/plot"
 	"github.com/cacheqos/cacheqos/internal/protocol"
 	"github.com/cacheqos/cacheqos/internal/protocol/resp"
 	"github.com/cacheqos/cacheqos/internal/workload"
@@ -60,24 +67,80 @@ func TestCurvePredictsEngine(t *testing.T) {
 	if testing.Short() {
 		t.Skip("replays traces on real engines")
 	}
-	for _, protocol := range []Protocol{Redis, Memcached} {
-		for _, tr := range accuracyTraces {
-			for _, mib := range tr.sizes[protocol] {
-				t.Run(fmt.Sprintf("%s/%s/%dMiB", protocol, tr.name, mib), func(t *testing.T) {
-					t.Parallel()
-					predicted, achieved := replayAside(t, protocol, tr, mib<<20)
-					t.Logf("ACCURACY engine=%s trace=%s size=%dMiB predicted=%.4f achieved=%.4f error=%+.4f",
-						protocol, tr.name, mib, predicted, achieved, predicted-achieved)
-					switch {
-					case tr.tolerance == 0 && (predicted > 0.5) != (achieved > 0.5):
-						t.Errorf("predicted %.4f and achieved %.4f on different sides of the cliff", predicted, achieved)
-					case tr.tolerance > 0 && math.Abs(predicted-achieved) > tr.tolerance:
-						t.Errorf("predicted %.4f, achieved %.4f: off by more than %.2f", predicted, achieved, tr.tolerance)
-					}
-				})
+	var mu sync.Mutex
+	var results []accuracyResult
+	t.Run("cases", func(t *testing.T) {
+		for _, protocol := range []Protocol{Redis, Memcached} {
+			for _, tr := range accuracyTraces {
+				for _, mib := range tr.sizes[protocol] {
+					t.Run(fmt.Sprintf("%s/%s/%dMiB", protocol, tr.name, mib), func(t *testing.T) {
+						t.Parallel()
+						predicted, achieved := replayAside(t, protocol, tr, mib<<20)
+						t.Logf("ACCURACY engine=%s trace=%s size=%dMiB predicted=%.4f achieved=%.4f error=%+.4f",
+							protocol, tr.name, mib, predicted, achieved, predicted-achieved)
+						switch {
+						case tr.tolerance == 0 && (predicted > 0.5) != (achieved > 0.5):
+							t.Errorf("predicted %.4f and achieved %.4f on different sides of the cliff", predicted, achieved)
+						case tr.tolerance > 0 && math.Abs(predicted-achieved) > tr.tolerance:
+							t.Errorf("predicted %.4f, achieved %.4f: off by more than %.2f", predicted, achieved, tr.tolerance)
+						}
+						mu.Lock()
+						results = append(results, accuracyResult{protocol, tr.name, mib, predicted, achieved})
+						mu.Unlock()
+					})
+				}
 			}
 		}
+	})
+	if *accuracyPlot != "" {
+		if err := plotAccuracy(*accuracyPlot, results); err != nil {
+			t.Error(err)
+		}
 	}
+}
+
+// accuracyPlot is where TestCurvePredictsEngine draws its results, when set.
+var accuracyPlot = flag.String("accuracy-plot", "", "directory for TestCurvePredictsEngine's charts of predicted and achieved hit ratios")
+
+// accuracyResult is one case of TestCurvePredictsEngine.
+type accuracyResult struct {
+	protocol            Protocol
+	trace               string
+	mib                 int64
+	predicted, achieved float64
+}
+
+// plotAccuracy draws, per engine, each trace's predicted and achieved hit ratio against the
+// partition size, into dir/mrc-accuracy-<engine>.png.
+func plotAccuracy(dir string, results []accuracyResult) error {
+	slices.SortFunc(results, func(a, b accuracyResult) int { return cmp.Compare(a.mib, b.mib) })
+	for _, protocol := range []Protocol{Redis, Memcached} {
+		chart := plot.Lines{Title: string(protocol) + ": the curve at each partition limit, and the hit ratio achieved there",
+			XLabel: "partition limit (MiB)", YLabel: "hit ratio"}
+		for _, tr := range accuracyTraces {
+			predicted := plot.Series{Name: tr.name + " curve"}
+			achieved := plot.Series{Name: tr.name + " achieved"}
+			for _, r := range results {
+				if r.protocol == protocol && r.trace == tr.name {
+					predicted.X, predicted.Y = append(predicted.X, float64(r.mib)), append(predicted.Y, r.predicted)
+					achieved.X, achieved.Y = append(achieved.X, float64(r.mib)), append(achieved.Y, r.achieved)
+				}
+			}
+			chart.Series = append(chart.Series, predicted, achieved)
+		}
+		f, err := os.Create(filepath.Join(dir, "mrc-accuracy-"+string(protocol)+".png"))
+		if err != nil {
+			return err
+		}
+		if err := chart.WritePNG(f, 900, 500); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // replayAside runs tr on a fresh engine of limit bytes behind a proxy and returns the curve's

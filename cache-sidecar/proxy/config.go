@@ -155,6 +155,28 @@ type Options struct {
 	// MaxAuthFailures closes a connection after this many failed authentications (default 3).
 	MaxAuthFailures int
 
+	// PreAuthMaxRequestBytes bounds a request before the client authenticates: redis'
+	// arguments and whole commands (and at most preAuthMaxArgs arguments, as redis-server
+	// allows), memcached's data blocks (default 16 KiB, redis' own pre-authentication bulk limit).
+	PreAuthMaxRequestBytes int
+	// LoginTimeout closes a client connection that has not authenticated this long after it
+	// was accepted, or after RESET logged it out (default 10s).
+	LoginTimeout time.Duration
+	// IdleTimeout closes an authenticated client connection that sends no request for this long
+	// (default 0: never, as redis' and memcached's own default).
+	IdleTimeout time.Duration
+	// MaxClientConnections caps the client connections open at once on this sidecar, across
+	// its client listeners and tenants; one more is answered an error and closed (default
+	// 10000, redis' maxclients).
+	MaxClientConnections int
+	// AuthBackoffFailures is how many failed authentications in a row from one source address
+	// (successes reset it) make the next ones wait: for AuthBackoff, doubling with every
+	// further failure up to AuthBackoffMax, that source's logins are refused without checking
+	// the password (defaults 10, 1s, 1 minute).
+	AuthBackoffFailures int
+	AuthBackoff         time.Duration
+	AuthBackoffMax      time.Duration
+
 	// ThrottleMaxWait is the longest a request waits for its tenant's tokens before it is
 	// refused as throttled (default 1s).
 	ThrottleMaxWait time.Duration
@@ -211,6 +233,12 @@ const (
 	DefaultMaxRequestBytesMemcached = 1 << 20
 	DefaultMaxPipeline              = 1024
 	DefaultMaxAuthFailures          = 3
+	DefaultPreAuthMaxRequestBytes   = 16 << 10
+	DefaultLoginTimeout             = 10 * time.Second
+	DefaultMaxClientConnections     = 10000
+	DefaultAuthBackoffFailures      = 10
+	DefaultAuthBackoff              = time.Second
+	DefaultAuthBackoffMax           = time.Minute
 	DefaultThrottleMaxWait          = time.Second
 	DefaultBurstWindow              = 100 * time.Millisecond
 	DefaultMaxValueBytes            = 1 << 20
@@ -244,6 +272,21 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	o.MaxPipeline = orDefault(o.MaxPipeline, DefaultMaxPipeline)
 	o.MaxAuthFailures = orDefault(o.MaxAuthFailures, DefaultMaxAuthFailures)
+	o.PreAuthMaxRequestBytes = orDefault(o.PreAuthMaxRequestBytes, DefaultPreAuthMaxRequestBytes)
+	o.LoginTimeout = orDefault(o.LoginTimeout, DefaultLoginTimeout)
+	o.MaxClientConnections = orDefault(o.MaxClientConnections, DefaultMaxClientConnections)
+	o.AuthBackoffFailures = orDefault(o.AuthBackoffFailures, DefaultAuthBackoffFailures)
+	o.AuthBackoff = orDefault(o.AuthBackoff, DefaultAuthBackoff)
+	o.AuthBackoffMax = orDefault(o.AuthBackoffMax, DefaultAuthBackoffMax)
+	if o.IdleTimeout < 0 {
+		return o, fmt.Errorf("proxy: idle timeout %v is negative", o.IdleTimeout)
+	}
+	if o.PreAuthMaxRequestBytes > o.MaxRequestBytes {
+		return o, fmt.Errorf("proxy: pre-authentication request limit %d exceeds the request limit %d", o.PreAuthMaxRequestBytes, o.MaxRequestBytes)
+	}
+	if o.AuthBackoffMax < o.AuthBackoff {
+		return o, fmt.Errorf("proxy: auth backoff maximum %v is below its start %v", o.AuthBackoffMax, o.AuthBackoff)
+	}
 	o.ThrottleMaxWait = orDefault(o.ThrottleMaxWait, DefaultThrottleMaxWait)
 	o.BurstWindow = orDefault(o.BurstWindow, DefaultBurstWindow)
 	o.MaxValueBytes = orDefault(o.MaxValueBytes, DefaultMaxValueBytes)

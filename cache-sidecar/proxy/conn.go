@@ -170,6 +170,9 @@ type protocolHandler interface {
 	deliver(p *pending)
 	// buffered is how many bytes of the client's next requests the reader already holds.
 	buffered() int
+	// setAuthenticated applies the request limits for an authenticated client, or the lower
+	// ones before authentication.
+	setAuthenticated(bool)
 }
 
 // conn is one client (or peer sidecar) connection. The reader goroutine (readLoop) parses
@@ -208,6 +211,9 @@ type conn struct {
 	authFailures int
 	closing      bool
 	readStart    int64 // when the buffered requests were read
+	// loginDeadline is when an unauthenticated client connection closes; readDeadline is the
+	// deadline last set on reads (see armReadDeadline).
+	loginDeadline, readDeadline time.Time
 
 	// Held by whoever writes replies; it guards the fields below.
 	outMu         sync.Mutex
@@ -258,6 +264,10 @@ func (p *Proxy) newConn(nc net.Conn, br *bufio.Reader, peerTenant *tenant) *conn
 		c.handler = newRedisHandler(c)
 	} else {
 		c.handler = newMemcacheHandler(c)
+	}
+	c.handler.setAuthenticated(peerTenant != nil)
+	if peerTenant == nil {
+		c.loginDeadline = time.Now().Add(p.opts.LoginTimeout)
 	}
 	return c
 }
@@ -337,6 +347,12 @@ func (c *conn) setTenant(t *tenant) bool {
 		}
 	}
 	c.tenant = t
+	if (old == nil) != (t == nil) {
+		c.handler.setAuthenticated(t != nil)
+		if t == nil {
+			c.loginDeadline = time.Now().Add(c.p.opts.LoginTimeout)
+		}
+	}
 	return true
 }
 
@@ -769,12 +785,23 @@ func (c *conn) authFailed(claimed *tenant) bool {
 // authenticate checks a tenant's credentials in constant time (a dummy check for unknown
 // tenants, so timing does not tell which tenants exist). It returns the claimed tenant (nil
 // when unknown) and whether the password matched.
+// A source backing off after repeated failures is refused without a check.
 func (c *conn) authenticate(user, password []byte) (*tenant, bool) {
 	t := c.p.lookupTenant(user)
+	src, now := sourceOf(c.nc), time.Now()
+	if c.p.authLimit.blocked(src, now) {
+		c.p.stats.authBackoffRefusals.Add(1)
+		return t, false
+	}
 	hash := dummyCredentialHash
 	if t != nil {
 		hash = t.cfg.Load().credentialHash
 	}
-	ok := verifyPassword(hash, password)
-	return t, ok && t != nil
+	ok := verifyPassword(hash, password) && t != nil
+	if ok {
+		c.p.authLimit.succeeded(src)
+	} else {
+		c.p.authLimit.failed(src, now)
+	}
+	return t, ok
 }

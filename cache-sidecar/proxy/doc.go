@@ -33,12 +33,22 @@
 // on a link that fails or times out, and later requests get a new link.
 //
 // At most Options.MaxPipeline requests are in flight per connection and a request is at most
-// Options.MaxRequestBytes, which bounds a connection's memory; a client must therefore read
-// replies while it sends (as clients do): one that sends a deep pipeline and never reads
-// stalls once the socket buffers fill and is disconnected after Options.ClientWriteTimeout.
+// Options.MaxRequestBytes, which bounds the requests a connection holds; a client must
+// therefore read replies while it sends (as clients do): one that sends a deep pipeline and
+// never reads stalls once the socket buffers fill and is disconnected after
+// Options.ClientWriteTimeout. Replies are not bounded that way: each engine reply is held whole
+// (a 61 MiB memcached "get big big ..." reply peaked at about 190-240 MiB of heap in
+// TestLargeReplyMemoryIsReleased). Once read, no reader, link or pipeline slot keeps a large
+// reply: a link about to wait drops its reader's grown buffers, so the heap returns to its
+// earlier size.
 // A link holds at most 1 MiB of requests not yet written; senders wait beyond that. Malformed
 // input gets a protocol error reply and the connection closes (memcached errors that leave
 // the stream in step only get the reply, as memcached does).
+//
+// A listener whose accept fails for a reason that passes (out of file descriptors or buffer
+// memory, a client that gave up) is retried with backoff from 5ms up to 1s, so it serves again
+// once the cause is gone; one that fails otherwise while the proxy serves makes /healthz fail,
+// so the liveness probe restarts the pod.
 //
 // Shutdown closes the listeners, lets every connection finish the requests it has already
 // received (their replies are written) and closes it; Close drops everything at once.
@@ -58,6 +68,20 @@
 // unknown tenants. After Options.MaxAuthFailures failures the connection closes. A tenant's
 // requests only ever reach links bound to that tenant.
 //
+// Before a client authenticates it costs little: a request is at most
+// Options.PreAuthMaxRequestBytes (16 KiB by default, with at most 10 redis arguments, as
+// redis-server allows before AUTH; a longer declared length is refused from its header, so
+// nothing of it is buffered, and the connection closes; memcached data blocks over it are read
+// and dropped); a connection that has not authenticated Options.LoginTimeout (10s) after it
+// connected, or after RESET, is closed, whatever it sends meanwhile. An authenticated client
+// that sends no request for Options.IdleTimeout is closed (default: never, as the engines do).
+// At most Options.MaxClientConnections (10000) client connections are open at once; one more
+// is answered "-ERR max number of clients reached" ("SERVER_ERROR too many open connections")
+// and closed. After Options.AuthBackoffFailures (10) failed logins in a row from one address
+// (TCP clients by IP, unix socket clients together), that address's logins are refused
+// without checking the password for Options.AuthBackoff (1s), doubling with every further
+// failure up to Options.AuthBackoffMax (1 minute); a success forgets its failures.
+//
 // # Routing
 //
 // A tenant's keys are spread over the nodes holding its partitions by weighted rendezvous
@@ -73,7 +97,11 @@
 //     MSETNX, RENAME, SMOVE, SINTER/SUNION/SDIFF(STORE), ZUNIONSTORE and the other commands the
 //     codec table routes with several keys;
 //   - refused outright (the codec's table gives the reason): transactions (MULTI, EXEC,
-//     WATCH), scripts, blocking commands, pub/sub, KEYS, administration.
+//     WATCH), scripts, blocking commands, pub/sub, KEYS, administration. After a refused
+//     MULTI every command is refused too until EXEC (answered "-EXECABORT ...", as redis
+//     answers a transaction with a command refused while queueing) or DISCARD, so nothing a
+//     client meant to run inside a transaction runs alone; QUIT and RESET act at once, and
+//     RESET ends the transaction.
 //
 // DBSIZE is summed over the nodes. SCAN iterates the tenant's nodes one after the other, in
 // node ID order: the proxy's cursor keeps the node's index in its low 10 bits and that node's

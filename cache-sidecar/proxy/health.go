@@ -20,12 +20,16 @@ import (
 // probeTimeout bounds one engine probe (readiness, version).
 const probeTimeout = time.Second
 
-// Handler serves /metrics (the registry given in Options), /healthz (the process is alive) and
-// /readyz (Ready).
+// Handler serves /metrics (the registry given in Options), /healthz (Healthy: the process can
+// go on serving; failing, it asks for a restart) and /readyz (Ready).
 func (p *Proxy) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(p.opts.Registry, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := p.Healthy(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {

@@ -148,6 +148,10 @@ func dialRESP(t testing.TB, network, addr string) *respClient {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { nc.Close() })
+	return newRESPClient(t, nc)
+}
+
+func newRESPClient(t testing.TB, nc net.Conn) *respClient {
 	br := bufio.NewReader(nc)
 	return &respClient{t: t, nc: nc, br: br, rr: resp.NewReplyReader(br, resp.ReplyLimits{})}
 }

@@ -249,6 +249,7 @@ func (l *link) readLoop() {
 	for {
 		if l.br.Buffered() == 0 {
 			l.wakeTouched()
+			l.releaseReplyBuffers()
 			if err := l.awaitReply(); err != nil {
 				l.fail(l.failure(err))
 				return
@@ -281,6 +282,16 @@ func (l *link) readLoop() {
 		if l.drained() {
 			return
 		}
+	}
+}
+
+// releaseReplyBuffers drops what a large reply left in the link's reader before it waits for
+// the next, so an idle link pins no large reply.
+func (l *link) releaseReplyBuffers() {
+	if l.replies != nil {
+		l.replies.Release()
+	} else {
+		l.responses.Release()
 	}
 }
 

@@ -21,14 +21,28 @@ type memcacheHandler struct {
 const maxRetainedForwardBuffer = 64 << 10
 
 func newMemcacheHandler(c *conn) *memcacheHandler {
-	lim := memcache.RequestLimits{MaxValueLen: c.p.opts.MaxRequestBytes}
-	return &memcacheHandler{c: c, rr: memcache.NewRequestReader(c.br, lim)}
+	return &memcacheHandler{c: c, rr: memcache.NewRequestReader(c.br, memcache.RequestLimits{})}
+}
+
+func (h *memcacheHandler) setAuthenticated(authenticated bool) {
+	o := &h.c.p.opts
+	lim := memcache.RequestLimits{MaxValueLen: o.MaxRequestBytes}
+	if !authenticated {
+		lim = memcache.RequestLimits{
+			MaxValueLen: o.PreAuthMaxRequestBytes,
+			MaxLineLen:  min(o.PreAuthMaxRequestBytes, memcache.DefaultMaxLineLen),
+		}
+	}
+	h.rr.SetLimits(lim)
 }
 
 func (h *memcacheHandler) readLoop() error {
 	c := h.c
 	for !c.closing {
 		wasBuffered := h.rr.Buffered() > 0
+		if !wasBuffered {
+			c.armReadDeadline()
+		}
 		req, err := h.rr.ReadRequest()
 		if err != nil {
 			var pe *memcache.ProtocolError

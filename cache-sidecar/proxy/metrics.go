@@ -88,6 +88,8 @@ type proxyStats struct {
 	unauthenticated     atomic.Int64
 	protocolErrors      atomic.Uint64
 	authFailuresUnknown atomic.Uint64
+	authBackoffRefusals atomic.Uint64
+	connectionsRejected atomic.Uint64
 }
 
 // unknownTenant labels authentication failures for a user name that is no tenant: the claimed
@@ -161,6 +163,10 @@ var (
 		"Client connections that have not authenticated.")
 	descProtocolErrors = desc("protocol_errors_total",
 		"Requests refused as malformed.")
+	descAuthBackoffRefusals = desc("auth_backoff_refusals_total",
+		"Logins refused unchecked because their source address failed too many in a row and is backing off.")
+	descConnectionsRejected = desc("connections_rejected_total",
+		"Client connections closed at once because the sidecar had its maximum of client connections open.")
 )
 
 // collector exports the proxy's counters at scrape time, so a removed tenant's series vanish
@@ -173,6 +179,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 		descThrottled, descRefused, descThrottleSeconds, descConnections, descForwarded, descAuthFailures,
 		descGhostHits, descMRC, descPredicted, descAchieved, descSamplingRate, descTrackedKeys,
 		descSampledAccesses, descFootprint, descBytesPerObject, descEvictions, descUnauthenticated, descProtocolErrors,
+		descAuthBackoffRefusals, descConnectionsRejected,
 	} {
 		ch <- d
 	}
@@ -252,4 +259,6 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descAuthFailures, p.stats.authFailuresUnknown.Load(), unknownTenant)
 	ch <- prometheus.MustNewConstMetric(descUnauthenticated, prometheus.GaugeValue, float64(p.stats.unauthenticated.Load()))
 	counter(descProtocolErrors, p.stats.protocolErrors.Load())
+	counter(descAuthBackoffRefusals, p.stats.authBackoffRefusals.Load())
+	counter(descConnectionsRejected, p.stats.connectionsRejected.Load())
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,15 +29,18 @@ type Proxy struct {
 	conf    atomic.Pointer[nodeConfig]
 	loaded  atomic.Bool
 
-	links   *linkSet
-	connIDs atomic.Int64
-	stats   proxyStats
-	version atomic.Pointer[string]
+	links       *linkSet
+	connIDs     atomic.Int64
+	clientConns atomic.Int64 // open client connections, for Options.MaxClientConnections
+	authLimit   *authLimiter
+	stats       proxyStats
+	version     atomic.Pointer[string]
 
 	updateMu sync.Mutex // one Update at a time
 
 	mu              sync.Mutex
 	listeners       map[net.Listener]bool // value: peer listener
+	deadListeners   []error               // listeners that stopped on an error while serving
 	conns           map[*conn]struct{}
 	closed          bool
 	draining        atomic.Bool // Shutdown began: no new connections, open ones finish
@@ -83,6 +87,7 @@ func New(opts Options) (*Proxy, error) {
 		opts:      opts,
 		log:       opts.Logger,
 		links:     newLinkSet(),
+		authLimit: newAuthLimiter(&opts),
 		listeners: make(map[net.Listener]bool),
 		conns:     make(map[*conn]struct{}),
 		ctx:       ctx,
@@ -174,11 +179,13 @@ func (p *Proxy) peerToken() string { return p.conf.Load().peerToken }
 // lookupTenant finds a tenant by ID without allocating.
 func (p *Proxy) lookupTenant(id []byte) *tenant { return (*p.tenants.Load())[string(id)] }
 
-// Serve accepts client connections on l until l fails or the proxy closes.
+// Serve accepts client connections on l until the proxy closes or l fails for good. Accept
+// errors that pass, such as running out of file descriptors, are retried with backoff; a
+// listener that fails for good makes Healthy fail.
 func (p *Proxy) Serve(l net.Listener) error { return p.serve(l, false) }
 
 // ServePeer accepts peer sidecars' connections on l (see the peer protocol in the package
-// documentation) until l fails or the proxy closes.
+// documentation) as Serve does.
 func (p *Proxy) ServePeer(l net.Listener) error { return p.serve(l, true) }
 
 // ErrClosed is returned by Serve and ServePeer after Shutdown or Close.
@@ -210,13 +217,20 @@ func (p *Proxy) serve(l net.Listener, peer bool) error {
 			if p.isClosed() || p.draining.Load() {
 				return ErrClosed
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				// Out of file descriptors and the like: wait a little and go on serving.
-				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				time.Sleep(backoff)
+			if acceptRetryable(err) {
+				// Out of file descriptors and the like: wait a little and go on serving; the
+				// pending connections stay in the listen queue meanwhile.
+				if backoff == 0 {
+					p.log.Warn("accepting connections failed; retrying with backoff", "listener", l.Addr().String(), "err", err)
+				}
+				backoff = min(max(2*backoff, minAcceptBackoff), maxAcceptBackoff)
+				select {
+				case <-time.After(backoff):
+				case <-p.ctx.Done():
+				}
 				continue
 			}
+			p.listenerDied(l, peer, err)
 			return err
 		}
 		backoff = 0
@@ -232,11 +246,63 @@ func (p *Proxy) serve(l net.Listener, peer bool) error {
 			defer p.wg.Done()
 			if peer {
 				p.servePeerConn(nc)
-			} else {
-				p.runConn(p.newConn(nc, nil, nil))
+				return
 			}
+			if !p.admitClient(nc) {
+				return
+			}
+			defer p.clientConns.Add(-1)
+			p.runConn(p.newConn(nc, nil, nil))
 		}()
 	}
+}
+
+// Backoff between accept attempts that failed for a reason that passes.
+const (
+	minAcceptBackoff = 5 * time.Millisecond
+	maxAcceptBackoff = time.Second
+)
+
+// retryableAcceptErrors are the accept errors that pass: the process or the system is out of
+// file descriptors or buffer memory for a moment, a client gave up before it was accepted, or
+// a firewall refused one connection.
+var retryableAcceptErrors = []syscall.Errno{
+	syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM,
+	syscall.ECONNABORTED, syscall.EPROTO, syscall.EPERM, syscall.EINTR,
+}
+
+func acceptRetryable(err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	for _, errno := range retryableAcceptErrors {
+		if errors.Is(err, errno) {
+			return true
+		}
+	}
+	return false
+}
+
+// listenerDied records a listener that stopped for good while the proxy was serving, so
+// Healthy fails and the pod is restarted.
+func (p *Proxy) listenerDied(l net.Listener, peer bool, err error) {
+	kind := "client"
+	if peer {
+		kind = "peer"
+	}
+	p.log.Error("a listener stopped", "listener", l.Addr().String(), "kind", kind, "err", err)
+	p.mu.Lock()
+	p.deadListeners = append(p.deadListeners, fmt.Errorf("%s listener %s stopped: %w", kind, l.Addr(), err))
+	p.mu.Unlock()
+}
+
+// Healthy reports nil while the process can go on serving: no listener has stopped on an error
+// it cannot recover from. Listeners stopped by Shutdown or Close do not count.
+func (p *Proxy) Healthy() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return errors.Join(p.deadListeners...)
 }
 
 func (p *Proxy) isClosed() bool {

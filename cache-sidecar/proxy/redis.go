@@ -23,6 +23,19 @@ var (
 	specHello = resp.Lookup([]byte("hello"))
 	specQuit  = resp.Lookup([]byte("quit"))
 	specMGet  = resp.Lookup([]byte("mget"))
+	specMulti = resp.Lookup([]byte("multi"))
+	specExec  = resp.Lookup([]byte("exec"))
+	specDisc  = resp.Lookup([]byte("discard"))
+	specReset = resp.Lookup([]byte("reset"))
+)
+
+// Replies inside a transaction the proxy refused: every command until EXEC or DISCARD is
+// refused too, so nothing a client meant to run atomically runs alone; EXEC answers as redis
+// does for a transaction with a command refused at queueing time.
+const (
+	replyInRefusedTx = "ERR cacheqos: refused: this command follows a MULTI the proxy refused; nothing runs until EXEC or DISCARD"
+	replyExecAbort   = "EXECABORT Transaction discarded because of previous errors."
+	replyDiscardTx   = "ERR cacheqos: DISCARD ends a transaction whose MULTI was refused; nothing in it ran"
 )
 
 // writeValueArg is, for the writes that store a whole string value, the index of that value
@@ -49,17 +62,39 @@ type redisHandler struct {
 	cr     *resp.CommandReader
 	name   []byte
 	keyIdx []int
+	// inRefusedTx: the client sent MULTI (refused) and no EXEC, DISCARD or RESET since.
+	inRefusedTx bool
 }
 
 func newRedisHandler(c *conn) *redisHandler {
-	lim := resp.Limits{MaxBulkLen: c.p.opts.MaxRequestBytes, MaxCommandLen: c.p.opts.MaxRequestBytes}
-	return &redisHandler{c: c, cr: resp.NewCommandReader(c.br, lim)}
+	return &redisHandler{c: c, cr: resp.NewCommandReader(c.br, resp.Limits{})}
+}
+
+// preAuthMaxArgs is the most arguments a command may have before the client authenticates
+// (redis-server's own limit; HELLO 3 AUTH user pass SETNAME name has 7).
+const preAuthMaxArgs = 10
+
+func (h *redisHandler) setAuthenticated(authenticated bool) {
+	o := &h.c.p.opts
+	lim := resp.Limits{MaxBulkLen: o.MaxRequestBytes, MaxCommandLen: o.MaxRequestBytes}
+	if !authenticated {
+		lim = resp.Limits{
+			MaxArgs:       preAuthMaxArgs,
+			MaxBulkLen:    o.PreAuthMaxRequestBytes,
+			MaxCommandLen: o.PreAuthMaxRequestBytes,
+			MaxLineLen:    min(o.PreAuthMaxRequestBytes, resp.DefaultMaxLineLen),
+		}
+	}
+	h.cr.SetLimits(lim)
 }
 
 func (h *redisHandler) readLoop() error {
 	c := h.c
 	for !c.closing {
 		wasBuffered := h.cr.Buffered() > 0
+		if !wasBuffered {
+			c.armReadDeadline()
+		}
 		cmd, err := h.cr.ReadCommand()
 		if err != nil {
 			var pe *resp.ProtocolError
@@ -90,6 +125,9 @@ func (h *redisHandler) handle(cmd *resp.Command, start int64) {
 		}
 		c.tenant.stats.requests[class].Add(1)
 	}
+	if h.refusedInTx(spec, start) {
+		return
+	}
 	if err != nil {
 		h.replyError(err.Error(), start)
 		return
@@ -110,6 +148,34 @@ func (h *redisHandler) handle(cmd *resp.Command, start int64) {
 			h.fanOut(spec, cmd, start)
 		}
 	}
+}
+
+// refusedInTx answers the commands of a transaction whose MULTI was refused, and MULTI itself
+// (refused) opening one, reporting whether it answered. RESET and QUIT act at once, as in
+// redis; RESET ends the transaction.
+func (h *redisHandler) refusedInTx(spec *resp.CommandSpec, start int64) bool {
+	if !h.inRefusedTx {
+		if spec == specMulti {
+			h.inRefusedTx = true
+		}
+		return false
+	}
+	switch spec {
+	case specQuit:
+		return false
+	case specReset:
+		h.inRefusedTx = false
+		return false
+	case specExec:
+		h.inRefusedTx = false
+		h.replyError(replyExecAbort, start)
+	case specDisc:
+		h.inRefusedTx = false
+		h.replyError(replyDiscardTx, start)
+	default:
+		h.replyError(replyInRefusedTx, start)
+	}
+	return true
 }
 
 func (h *redisHandler) replyError(msg string, start int64) {

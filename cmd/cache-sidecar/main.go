@@ -103,6 +103,14 @@ type options struct {
 	mrcSamplingRate   float64
 	mrcMaxTrackedKeys int
 	mrcCurvePoints    int
+
+	preAuthMaxRequestBytes int
+	loginTimeout           time.Duration
+	idleTimeout            time.Duration
+	maxClientConnections   int
+	authBackoffFailures    int
+	authBackoff            time.Duration
+	authBackoffMax         time.Duration
 }
 
 // Default listen addresses: the engine's usual client port, so clients need no change.
@@ -147,6 +155,13 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	fs.Float64Var(&o.mrcSamplingRate, "mrc-sampling-rate", proxy.DefaultMRCSampleRate, "initial fraction of each partition's keys its miss-ratio curve samples, in (0, 1] (lowered when --mrc-max-tracked-keys is reached)")
 	fs.IntVar(&o.mrcMaxTrackedKeys, "mrc-max-tracked-keys", proxy.DefaultMRCMaxTrackedKeys, "keys each partition's miss-ratio curve remembers at most (64 or more)")
 	fs.IntVar(&o.mrcCurvePoints, "mrc-curve-points", proxy.DefaultMRCCurvePoints, "sizes each partition's miss-ratio curve is exported at (3 to 64)")
+	fs.IntVar(&o.preAuthMaxRequestBytes, "pre-auth-max-request-bytes", proxy.DefaultPreAuthMaxRequestBytes, "largest request (redis argument or command, memcached data block) a client may send before it authenticates")
+	fs.DurationVar(&o.loginTimeout, "login-timeout", proxy.DefaultLoginTimeout, "close a client connection that has not authenticated this long after connecting")
+	fs.DurationVar(&o.idleTimeout, "idle-timeout", 0, "close an authenticated client connection that sends no request for this long (0: never)")
+	fs.IntVar(&o.maxClientConnections, "max-client-connections", proxy.DefaultMaxClientConnections, "client connections open at once on this sidecar; more are answered an error and closed")
+	fs.IntVar(&o.authBackoffFailures, "auth-backoff-failures", proxy.DefaultAuthBackoffFailures, "failed logins in a row from one address after which its logins are refused for --auth-backoff, doubling up to --auth-backoff-max")
+	fs.DurationVar(&o.authBackoff, "auth-backoff", proxy.DefaultAuthBackoff, "first wait of an address that failed --auth-backoff-failures logins in a row")
+	fs.DurationVar(&o.authBackoffMax, "auth-backoff-max", proxy.DefaultAuthBackoffMax, "longest wait of an address that keeps failing logins")
 	fs.BoolVar(&o.pprof, "pprof", false, "also serve /debug/pprof on the metrics address")
 	fs.DurationVar(&o.refreshInterval, "refresh-interval", agent.DefaultRefreshInterval, "how often status is refreshed without any change")
 	fs.DurationVar(&o.shutdownDelay, "shutdown-delay", 5*time.Second, "how long the sidecar keeps serving, not ready, after it was told to stop")
@@ -218,6 +233,27 @@ func (o *options) validate() error {
 	}
 	if o.mrcCurvePoints < 3 || o.mrcCurvePoints > mrc.MaxCurveSizes {
 		errs = append(errs, fmt.Errorf("--mrc-curve-points %d is outside 3..%d", o.mrcCurvePoints, mrc.MaxCurveSizes))
+	}
+	for name, v := range map[string]int{
+		"--pre-auth-max-request-bytes": o.preAuthMaxRequestBytes, "--max-client-connections": o.maxClientConnections,
+		"--auth-backoff-failures": o.authBackoffFailures,
+	} {
+		if v <= 0 {
+			errs = append(errs, fmt.Errorf("%s %d must be positive", name, v))
+		}
+	}
+	for name, v := range map[string]time.Duration{
+		"--login-timeout": o.loginTimeout, "--auth-backoff": o.authBackoff, "--auth-backoff-max": o.authBackoffMax,
+	} {
+		if v <= 0 {
+			errs = append(errs, fmt.Errorf("%s %v must be positive", name, v))
+		}
+	}
+	if o.idleTimeout < 0 {
+		errs = append(errs, fmt.Errorf("--idle-timeout %v is negative", o.idleTimeout))
+	}
+	if o.authBackoffMax < o.authBackoff {
+		errs = append(errs, fmt.Errorf("--auth-backoff-max %v is below --auth-backoff %v", o.authBackoffMax, o.authBackoff))
 	}
 	if _, err := parseLevel(o.logLevel); err != nil {
 		errs = append(errs, err)
@@ -303,6 +339,14 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 		MRCSampleRate:     o.mrcSamplingRate,
 		MRCMaxTrackedKeys: o.mrcMaxTrackedKeys,
 		MRCCurvePoints:    o.mrcCurvePoints,
+
+		PreAuthMaxRequestBytes: o.preAuthMaxRequestBytes,
+		LoginTimeout:           o.loginTimeout,
+		IdleTimeout:            o.idleTimeout,
+		MaxClientConnections:   o.maxClientConnections,
+		AuthBackoffFailures:    o.authBackoffFailures,
+		AuthBackoff:            o.authBackoff,
+		AuthBackoffMax:         o.authBackoffMax,
 	})
 	if err != nil {
 		return err
@@ -370,13 +414,15 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 	stopping.Store(true)
 	log.Info("shutting down", "delay", o.shutdownDelay, "drainTimeout", o.drainTimeout, "stopEngines", o.stopEnginesOnExit)
 	time.Sleep(o.shutdownDelay)
-	clientLn.Close()
-	peerLn.Close()
+	// Shutdown closes the listeners it serves; a listener closed before it would count as
+	// failed and fail /healthz.
 	drainCtx, cancelDrain := context.WithTimeout(context.Background(), o.drainTimeout)
 	if err := px.Shutdown(drainCtx); err != nil {
 		log.Warn("closed connections whose replies were still due after the drain timeout", "timeout", o.drainTimeout)
 	}
 	cancelDrain()
+	clientLn.Close()
+	peerLn.Close()
 	if o.stopEnginesOnExit {
 		stopCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()

@@ -96,6 +96,27 @@ func TestParseFlags(t *testing.T) {
 			wantErr: []string{"--mrc-sampling-rate 0 is outside (0, 1]", "--mrc-max-tracked-keys 10 is below 64", "--mrc-curve-points 65 is outside 3..64"},
 		},
 		{
+			name: "client admission settings",
+			args: []string{"--pre-auth-max-request-bytes", "4096", "--login-timeout", "3s", "--idle-timeout", "5m",
+				"--max-client-connections", "50", "--auth-backoff-failures", "4", "--auth-backoff", "2s", "--auth-backoff-max", "30s"},
+			env: clusterEnv,
+			check: func(t *testing.T, o *options) {
+				if o.preAuthMaxRequestBytes != 4096 || o.loginTimeout != 3*time.Second || o.idleTimeout != 5*time.Minute ||
+					o.maxClientConnections != 50 || o.authBackoffFailures != 4 || o.authBackoff != 2*time.Second || o.authBackoffMax != 30*time.Second {
+					t.Errorf("options %+v", o)
+				}
+			},
+		},
+		{
+			name: "bad client admission settings",
+			args: []string{"--pre-auth-max-request-bytes", "0", "--login-timeout", "0s", "--idle-timeout", "-1s",
+				"--max-client-connections", "-3", "--auth-backoff-failures", "0", "--auth-backoff", "10s", "--auth-backoff-max", "1s"},
+			env: clusterEnv,
+			wantErr: []string{"--pre-auth-max-request-bytes 0 must be positive", "--login-timeout 0s must be positive",
+				"--idle-timeout -1s is negative", "--max-client-connections -3 must be positive", "--auth-backoff-failures 0 must be positive",
+				"--auth-backoff-max 1s is below --auth-backoff 10s"},
+		},
+		{
 			name:    "stray argument",
 			args:    []string{"extra"},
 			env:     clusterEnv,

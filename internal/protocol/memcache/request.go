@@ -134,6 +134,10 @@ func NewRequestReader(br *bufio.Reader, lim RequestLimits) *RequestReader {
 	return &RequestReader{br: br, lim: lim.withDefaults()}
 }
 
+// SetLimits replaces the limits for the requests read from now on (a server lowers them before
+// its client authenticates).
+func (r *RequestReader) SetLimits(lim RequestLimits) { r.lim = lim.withDefaults() }
+
 // Reset makes the reader read from br, keeping its buffers.
 func (r *RequestReader) Reset(br *bufio.Reader) {
 	r.br = br

@@ -175,14 +175,14 @@ func NewResponseReader(br *bufio.Reader, lim ResponseLimits) *ResponseReader {
 // Reset makes the reader read from br, keeping its buffers.
 func (r *ResponseReader) Reset(br *bufio.Reader) {
 	r.br = br
-	r.release()
+	r.Release()
 }
 
 // ReadResponse reads exactly one response framed as exp says. It returns io.EOF when the stream
 // ends before the response, io.ErrUnexpectedEOF inside it, and a fatal *ProtocolError when the
 // bytes are not a valid response to that request (the engine connection is then out of step).
 func (r *ResponseReader) ReadResponse(exp Expect) (*Response, error) {
-	r.release()
+	r.Release()
 	r.raw, r.values, r.flags, r.stats = r.raw[:0], r.values[:0], r.flags[:0], r.stats[:0]
 	r.text, r.data = span{}, span{}
 	r.resp = Response{}
@@ -537,7 +537,13 @@ func (r *ResponseReader) finish() {
 	r.resp.raw = r.raw
 }
 
-func (r *ResponseReader) release() {
+// Release drops the buffers one large response grew beyond RetainBytes, and the slices that
+// point into them, so a reader about to wait for the next response pins nothing large
+// meanwhile. The last response read is invalid after it. ReadResponse releases too.
+func (r *ResponseReader) Release() {
+	clear(r.valueOut)
+	clear(r.flagOut)
+	clear(r.statOut)
 	if cap(r.raw) > r.lim.RetainBytes {
 		r.raw = nil
 	}

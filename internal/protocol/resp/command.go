@@ -47,6 +47,10 @@ func NewCommandReader(br *bufio.Reader, lim Limits) *CommandReader {
 	return &CommandReader{br: br, lim: lim.withDefaults()}
 }
 
+// SetLimits replaces the limits for the commands read from now on (a server lowers them before
+// its client authenticates, as redis does).
+func (r *CommandReader) SetLimits(lim Limits) { r.lim = lim.withDefaults() }
+
 // Reset makes the reader read from br, keeping its buffers, so readers can be pooled.
 func (r *CommandReader) Reset(br *bufio.Reader) {
 	r.br = br

@@ -105,7 +105,7 @@ func NewReplyReader(br *bufio.Reader, lim ReplyLimits) *ReplyReader {
 // Reset makes the reader read from br, keeping its buffers.
 func (r *ReplyReader) Reset(br *bufio.Reader) {
 	r.br = br
-	r.release()
+	r.Release()
 }
 
 // ReadReply reads exactly one complete reply: a whole value, aggregates with all their elements,
@@ -114,7 +114,7 @@ func (r *ReplyReader) Reset(br *bufio.Reader) {
 // io.ErrUnexpectedEOF inside one, and a *ProtocolError for malformed bytes. RESP3 streamed
 // strings and aggregates ("$?", "*?") are rejected: redis never sends them.
 func (r *ReplyReader) ReadReply() (Reply, error) {
-	r.release()
+	r.Release()
 	raw := r.raw[:0]
 	pending := append(r.pending[:0], 1)
 	var typ Type
@@ -284,7 +284,10 @@ func isDoubleByte(c byte) bool {
 	return '0' <= c && c <= '9'
 }
 
-func (r *ReplyReader) release() {
+// Release drops the buffers one large reply grew beyond RetainBytes, so a reader about to wait
+// for the next reply pins nothing large meanwhile. The last reply read is invalid after it.
+// ReadReply releases too.
+func (r *ReplyReader) Release() {
 	if cap(r.raw) > r.lim.RetainBytes {
 		r.raw = nil
 	}
