@@ -104,7 +104,8 @@ func TestMeasureAgainstPrometheus(t *testing.T) {
 	prom.Stop()
 	_, err = promquery.Measure(ctx, client, promquery.Scope{Nodes: []string{"node-a"}, Window: 4 * time.Second})
 	// A kept-alive connection that the stopped server closed reads EOF; a new one is refused.
-	if err == nil || !(strings.Contains(err.Error(), "connect") || errors.Is(err, io.EOF)) {
+	connectionLost := err != nil && (strings.Contains(err.Error(), "connect") || errors.Is(err, io.EOF))
+	if !connectionLost {
 		t.Fatalf("error with Prometheus stopped = %v, want a connection error", err)
 	}
 }
