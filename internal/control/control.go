@@ -150,7 +150,22 @@ func (l *Loop) Decide(ctx context.Context, cfg Config, in Input) (*Decision, err
 		}
 	}
 	d.Tenants = l.explain(in, chosen, d)
+	l.remember(in.Snapshot, d.Plan)
 	return d, nil
+}
+
+// remember records, for each strict hit-ratio tenant, whether the plan put in force (or kept)
+// predicts its own target; a kept plan that could not be evaluated leaves the record as is.
+func (l *Loop) remember(s *planning.Snapshot, inForce *planning.Plan) {
+	if inForce == nil {
+		return
+	}
+	for i := range s.Tenants {
+		t := &s.Tenants[i]
+		if st := l.tenants[t.ID]; st != nil && st.target > 0 {
+			st.promised = l.meetsOwnTarget(t, inForce)
+		}
+	}
 }
 
 func (l *Loop) quantize(p *planning.Plan) Allocation {
@@ -208,28 +223,39 @@ func (l *Loop) solve(ctx context.Context, snap *planning.Snapshot, uncapped bool
 }
 
 // plan solves the shaped snapshot and, while the plan leaves a strict objective unmet,
-// relaxes: first the protections of tenants of that objective's priority or lower, then every
-// protection and raised target. The plan meeting the most priority-weighted strict objectives
-// (judged against the tenants' own targets) wins; ties go to the least relaxed.
+// relaxes in layers: first the protections of tenants of that objective's priority or lower,
+// then every protection, then the raised targets. Each layer is planned within the movement
+// budget and, when that leaves a strict objective unmet, without it: the budget holds back
+// efficiency, never a strict objective. The plan meeting the most priority-weighted strict
+// objectives (judged against the tenants' own targets) wins; ties go to the least relaxed.
 func (l *Loop) plan(ctx context.Context, sh shaped) (*candidate, error) {
 	var best *candidate
 	var firstErr error
-	try := func(snap *planning.Snapshot, protected map[string]protection, dropped map[string]string, uncapped bool) {
-		p, fallback, err := l.solve(ctx, snap, uncapped)
-		if err != nil {
-			if firstErr == nil {
-				firstErr = err
+	full := maxScore(sh.damped)
+	budgeted := l.cfg.Allocator.MaxChurnBytes > 0 && l.shaping()
+	try := func(snap *planning.Snapshot, protected map[string]protection, dropped map[string]string) {
+		for _, uncapped := range []bool{false, true} {
+			if best != nil && best.score >= full || uncapped && !budgeted {
+				return
 			}
-			return
-		}
-		c := &candidate{snap: snap, plan: p, fallback: fallback, protected: protected, dropped: dropped, score: l.score(snap, p), uncapped: uncapped}
-		if best == nil || c.score > best.score {
-			best = c
+			p, fallback, err := l.solve(ctx, snap, uncapped)
+			if err != nil {
+				if firstErr == nil {
+					firstErr = err
+				}
+				return
+			}
+			c := &candidate{snap: snap, plan: p, fallback: fallback, protected: protected, dropped: dropped, score: l.score(snap, p), uncapped: uncapped}
+			if best == nil || c.score > best.score {
+				best = c
+			}
 		}
 	}
-	try(withProtections(sh.raised, sh.protections), sh.protections, nil, false)
-	shaped := len(sh.protections) > 0 || sh.anyRaised
-	if shaped && best != nil {
+	try(withProtections(sh.raised, sh.protections), sh.protections, nil)
+	if len(sh.protections) == 0 && !sh.anyRaised {
+		return best, bestErr(best, firstErr)
+	}
+	if best != nil && best.score < full {
 		if unmet, prio := l.highestUnmet(best.snap, best.plan); unmet != "" {
 			kept, dropped := map[string]protection{}, map[string]string{}
 			for id, p := range sh.protections {
@@ -240,26 +266,29 @@ func (l *Loop) plan(ctx context.Context, sh shaped) (*candidate, error) {
 				}
 			}
 			if len(dropped) > 0 {
-				try(withProtections(sh.raised, kept), kept, dropped, false)
+				try(withProtections(sh.raised, kept), kept, dropped)
 			}
 		}
 	}
-	if shaped && (best == nil || best.score < maxScore(sh.damped)) {
-		dropped := map[string]string{}
-		for id := range sh.protections {
-			dropped[id] = ""
-		}
-		try(sh.damped, nil, dropped, false)
+	dropped := map[string]string{}
+	for id := range sh.protections {
+		dropped[id] = ""
 	}
-	// The movement budget holds back efficiency, never a strict objective: a plan that meets
-	// more of them only by moving more than the budget is taken.
-	if best != nil && best.score < maxScore(best.snap) && l.cfg.Allocator.MaxChurnBytes > 0 && l.shaping() {
-		try(best.snap, best.protected, best.dropped, true)
+	if len(sh.protections) > 0 {
+		try(sh.raised, nil, dropped)
 	}
+	if sh.anyRaised {
+		try(sh.damped, nil, dropped)
+	}
+	return best, bestErr(best, firstErr)
+}
+
+// bestErr is the error plan returns: the first solve's error when no candidate was planned.
+func bestErr(best *candidate, firstErr error) error {
 	if best == nil {
-		return nil, firstErr
+		return firstErr
 	}
-	return best, nil
+	return nil
 }
 
 // unallocated is the memory of the snapshot's nodes that no tenant holds now.

@@ -156,8 +156,10 @@ func TestDamping(t *testing.T) {
 	}
 }
 
-// Feedback raises a strict target by the shortfall observed at a settled size, never beyond
-// what the curve reaches, and halves the raise once the objective is met.
+// Feedback raises a strict target by the shortfall observed at a settled size that the plan in
+// force predicted to meet it, never beyond what the curve reaches, and halves the raise once
+// the objective is met. A shortfall at a size the plan did not promise the target is not the
+// curve's error and raises nothing.
 func TestFeedback(t *testing.T) {
 	pts := [][2]float64{{10, 0.2}, {40, 0.6}, {80, 0.8}}
 	l := New()
@@ -165,14 +167,19 @@ func TestFeedback(t *testing.T) {
 	steps := []struct {
 		observed  float64
 		met       bool
+		promised  bool
 		wantBoost float64
 	}{
-		{0.45, false, 0},    // cold: not counted
-		{0.45, false, 0.05}, // short by 0.05
-		{0.48, false, 0.05}, // short again, capped at maxBoost
-		{0.56, true, 0.025}, // met: halved
+		{0.45, false, true, 0},      // cold: not counted
+		{0.45, false, true, 0.05},   // short by 0.05
+		{0.48, false, true, 0.05},   // short again, capped at maxBoost
+		{0.56, true, true, 0.025},   // met: halved
+		{0.30, false, false, 0.025}, // short, but the plan in force did not promise the target
 	}
 	for i, s := range steps {
+		if st := l.tenants["ns/a"]; st != nil {
+			st.promised = s.promised
+		}
 		snap := snapshot(tenant("ns/a", 100, 0.5, pts, 40*mib, s.observed))
 		in := Input{Snapshot: snap, Measured: map[string]Measurement{"ns/a": {Met: s.met, Reads: 1 << 30}}}
 		l.observe(in)

@@ -52,6 +52,10 @@ type tenantState struct {
 	// met and observed are last interval's judgement and hit ratio (observed < 0: none).
 	met      bool
 	observed float64
+	// promised reports that the plan in force was predicted to meet the tenant's own
+	// hit-ratio target: only then is a shortfall the curve's error, for feedback to
+	// integrate, and not just memory the plan did not give.
+	promised bool
 }
 
 // protection is a memory minimum the loop added to a strict tenant that met its objective.
@@ -111,7 +115,7 @@ func (l *Loop) observe(in Input) {
 			st.variance = (1 - smoothing) * (st.variance + smoothing*d*d)
 		}
 		st.samples++
-		if st.target > 0 && obs < st.target {
+		if st.target > 0 && obs < st.target && st.promised {
 			st.boost = math.Min(maxBoost, st.boost+st.target-obs)
 		}
 	}
