@@ -26,6 +26,7 @@
 package allocator
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -222,5 +223,35 @@ func Plan(ctx context.Context, s *planning.Snapshot, opts Options) (*planning.Pl
 	if plan.Solver != nil {
 		plan.Solver.WallTimeSeconds = time.Since(start).Seconds()
 	}
+	return plan, nil
+}
+
+// Evaluate assesses the allocation in force, the snapshot's current partitions, as Plan
+// assesses a policy's answer (predictions, limits, verdicts and the summary), so that a plan in
+// force can be compared with a new one under the same measurements. Nothing moves, so the
+// summary's movement is 0. The allocation is assessed as it is, even where it breaks a
+// constraint the snapshot now states.
+func Evaluate(s *planning.Snapshot, opts Options) (*planning.Plan, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	p, err := newProblem(s, opts)
+	if err != nil {
+		return nil, err
+	}
+	alloc := newAllocation(len(p.tenants))
+	for k := range p.tenants {
+		alloc.parts[k] = slices.Clone(p.tenants[k].current)
+		for i := range alloc.parts[k] {
+			alloc.parts[k][i].weight = max(1, alloc.parts[k][i].bytes)
+		}
+		alloc.isolated[k] = s.Tenants[k].Current.Isolated
+	}
+	plan := p.evaluate(alloc)
+	plan.Cluster = s.Cluster
+	plan.Policy = cmp.Or(opts.Policy, PolicyOptimal)
 	return plan, nil
 }

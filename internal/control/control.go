@@ -93,8 +93,8 @@ type Input struct {
 // Decision is what Decide decided.
 type Decision struct {
 	// Plan is the new plan when it was taken; when the plan in force was kept, the plan in
-	// force as the allocator evaluates it (see evaluateCurrent: its partitions may differ
-	// slightly from Desired), or nil when it could not be evaluated.
+	// force as the allocator assesses it, or nil when it was not assessed (policies other
+	// than optimal).
 	Plan *planning.Plan
 	// Proposed is the new plan, taken or not.
 	Proposed *planning.Plan

@@ -17,16 +17,13 @@ import (
 // it: it meets more objectives, it saturates fewer nodes, or it expects at least minGain more hits than the plan in
 // force does under the same measurements and, with ColdStartCost, its gain over
 // paybackIntervals pays for the hits the keys it moves lose while they warm up again. Where
-// the plan in force cannot be evaluated (policies other than optimal, no OR-Tools), a new plan
+// the plan in force is not evaluated (policies other than optimal), a new plan
 // is taken when it differs materially: another set of tenants or nodes, a limit added or
 // removed, or a partition's memory off by more than changeThreshold and MinChangeBytes.
 const (
 	minGain          = 0.02
 	changeThreshold  = 0.10
 	paybackIntervals = 3
-	// evalTolerance is the share of the cluster's memory (moved, counted once) within which
-	// the allocator's plan stands for the plan in force when evaluating it.
-	evalTolerance = 0.01
 )
 
 // keepCurrent decides whether the plan in force stays instead of the candidate's plan, and
@@ -34,7 +31,8 @@ const (
 // under the same fed snapshot, when that was possible.
 func (l *Loop) keepCurrent(ctx context.Context, in Input, c *candidate) (current *planning.Plan, reason string) {
 	proposed := c.plan
-	if current = l.evaluateCurrent(ctx, c.snap); current != nil {
+	current = l.evaluateCurrent(c.snap)
+	if current != nil {
 		cs, ps := current.Summary, proposed.Summary
 		if l.score(c.snap, proposed) > l.score(c.snap, current) || ps.StrictMet > cs.StrictMet || ps.ObjectivesMet > cs.ObjectivesMet ||
 			ps.SaturatedNodes < cs.SaturatedNodes {
@@ -59,26 +57,15 @@ func (l *Loop) keepCurrent(ctx context.Context, in Input, c *candidate) (current
 	return nil, fmt.Sprintf("kept the plan in force: the new plan changed no partition by more than %.0f%%", changeThreshold*100)
 }
 
-// evaluateCurrent is the plan in force as the optimal policy sees it under snap, or near it:
-// planned with a movement cap of evalTolerance of the cluster's memory, the plans left are the
-// current one and its small variations (the policy always offers a tenant's current size, but
-// its per-node split is in discrete units, so the exact split in force is not always one the
-// policy can express). The evaluation is then slightly optimistic about the plan in force,
-// which errs on the side of keeping it. Nil when that is not what came back: another policy,
-// no OR-Tools (the greedy fallback ignores the cap), or a plan in force that no longer
-// satisfies the constraints.
-func (l *Loop) evaluateCurrent(ctx context.Context, snap *planning.Snapshot) *planning.Plan {
-	opts := l.cfg.Allocator
-	if !l.shaping() || opts.DisableSolver {
+// evaluateCurrent is the plan in force as the optimal policy assesses it under snap, or nil
+// under another policy (those reproduce papers and are judged by materialChange alone) or
+// when snap cannot be assessed.
+func (l *Loop) evaluateCurrent(snap *planning.Snapshot) *planning.Plan {
+	if !l.shaping() {
 		return nil
 	}
-	var capacity int64
-	for _, n := range snap.Nodes {
-		capacity += n.MemoryBytes
-	}
-	opts.MaxChurnBytes = max(1, int64(2*evalTolerance*float64(capacity)))
-	p, err := allocator.Plan(ctx, snap, opts)
-	if err != nil || p.Summary.MovementBytes > opts.MaxChurnBytes || (p.Solver != nil && p.Solver.Fallback != "") {
+	p, err := allocator.Evaluate(snap, l.cfg.Allocator)
+	if err != nil {
 		return nil
 	}
 	return p

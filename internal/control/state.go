@@ -52,6 +52,13 @@ type tenantState struct {
 	// met and observed are last interval's judgement and hit ratio (observed < 0: none).
 	met      bool
 	observed float64
+	// curve is the sampled curve measured when the tenant last kept its nodes, and moved
+	// reports that it holds memory on a node now where it held none the interval before:
+	// that partition's tracker started empty, so until it has seen the tenant's longer reuse
+	// distances its curve says those are misses, and the tenant's merged curve is fed the
+	// held one.
+	curve []planning.MissRatioPoint
+	moved bool
 	// promised reports that the plan in force was predicted to meet the tenant's own
 	// hit-ratio target: only then is a shortfall the curve's error, for feedback to
 	// integrate, and not just memory the plan did not give.
@@ -86,6 +93,10 @@ func (l *Loop) observe(in Input) {
 			l.tenants[t.ID] = st
 		}
 		st.warm = st.seen && totalOf(t.Current.Partitions) > 0 && samePlacement(st.placed, t.Current.Partitions, l.cfg.MinChangeBytes)
+		st.moved = st.seen && !sameNodes(st.placed, t.Current.Partitions)
+		if !st.moved && len(t.MissRatioCurve) > 0 {
+			st.curve = slices.Clone(t.MissRatioCurve)
+		}
 		st.placed, st.seen = slices.Clone(t.Current.Partitions), true
 		st.target, st.raisedTo = 0, 0
 		if t.Class == planning.ClassStrict && t.Objective != nil && t.Objective.HitRatio != nil {
@@ -165,6 +176,16 @@ func samePlacement(a, b []planning.CurrentPartition, floor int64) bool {
 	return true
 }
 
+// sameNodes reports whether every node b holds memory on already held memory in a.
+func sameNodes(a, b []planning.CurrentPartition) bool {
+	for _, p := range b {
+		if p.MemoryBytes > 0 && !slices.ContainsFunc(a, func(q planning.CurrentPartition) bool { return q.Node == p.Node && q.MemoryBytes > 0 }) {
+			return false
+		}
+	}
+	return true
+}
+
 func abs(x int64) int64 {
 	if x < 0 {
 		return -x
@@ -191,6 +212,9 @@ func (l *Loop) shape(in Input) shaped {
 	curves := make([]*curve.Curve, len(damped.Tenants))
 	for i := range damped.Tenants {
 		t := &damped.Tenants[i]
+		if st := l.tenants[t.ID]; st.moved && st.curve != nil {
+			t.MissRatioCurve = st.curve
+		}
 		c := fitted(t)
 		if mech.Damping && c != nil {
 			c = l.damp(t, c)
