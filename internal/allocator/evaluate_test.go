@@ -79,3 +79,64 @@ func TestExplanationsSayWhereTheCurveCameFrom(t *testing.T) {
 		}
 	}
 }
+
+// Evaluate assesses the allocation in force: a plan put in force is assessed as it was when
+// planned, with nothing moved, and an allocation of the operator's own choosing is predicted
+// from the tenants' curves at the sizes it holds.
+func TestEvaluateAssessesTheAllocationInForce(t *testing.T) {
+	needSolver(t)
+	const fmib = float64(mib)
+	nodes := []planning.Node{memNode("n1", 8*mib), memNode("n2", 8*mib)}
+	tenants := []planning.Tenant{
+		{ID: "a/web", Class: planning.ClassStrict, Objective: hitObjective(0.7), Rates: rates("n1", 1000), MissRatioCurve: mrc(fmib, 0.5, 2*fmib, 0.7, 4*fmib, 0.8, 8*fmib, 0.85)},
+		{ID: "b/api", Class: planning.ClassStrict, Objective: hitObjective(0.6), Rates: rates("n2", 2000), MissRatioCurve: mrc(fmib, 0.3, 4*fmib, 0.6, 8*fmib, 0.7)},
+		{ID: "c/batch", Rates: rates("n1", 500), MissRatioCurve: mrc(2*fmib, 0.2, 16*fmib, 0.6)},
+	}
+	s := snapshotOf(nodes, tenants...)
+	planned := mustPlan(t, s, Options{Policy: PolicyOptimal, Workers: 1, Seed: 1})
+
+	inForce := snapshotOf(nodes, tenants...)
+	for i := range inForce.Tenants {
+		var parts []planning.CurrentPartition
+		for _, p := range tenantOf(t, planned, inForce.Tenants[i].ID).Partitions {
+			parts = append(parts, planning.CurrentPartition{Node: p.Node, MemoryBytes: p.MemoryBytes})
+		}
+		inForce.Tenants[i].Current = planning.Current{Partitions: parts}
+	}
+	assessed, err := Evaluate(inForce, Options{Policy: PolicyOptimal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if assessed.Summary.MovementBytes != 0 {
+		t.Errorf("the allocation in force moves %d bytes, want 0", assessed.Summary.MovementBytes)
+	}
+	if assessed.Summary.ObjectivesMet != planned.Summary.ObjectivesMet || math.Abs(assessed.Summary.ExpectedHitsPerSecond-planned.Summary.ExpectedHitsPerSecond) > 1e-6 {
+		t.Errorf("assessed %+v, planned %+v", assessed.Summary, planned.Summary)
+	}
+	for _, want := range planned.Tenants {
+		got := tenantOf(t, assessed, want.ID)
+		if got.MemoryBytes != want.MemoryBytes || got.Verdict != want.Verdict || math.Abs(got.Predicted.HitRatio-want.Predicted.HitRatio) > 1e-9 {
+			t.Errorf("%s: assessed %d bytes, hit ratio %.4f, %s; planned %d bytes, %.4f, %s", want.ID,
+				got.MemoryBytes, got.Predicted.HitRatio, got.Verdict, want.MemoryBytes, want.Predicted.HitRatio, want.Verdict)
+		}
+	}
+
+	// Sizes of our own: a/web at a point of its curve meets its target, b/api below it does not.
+	mine := snapshotOf(nodes, tenants...)
+	mine.Tenants[0].Current = on("n1", 2*mib)
+	mine.Tenants[1].Current = on("n2", mib)
+	assessed, err = Evaluate(mine, Options{Policy: PolicyOptimal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		id      string
+		hit     float64
+		verdict planning.Verdict
+	}{{"a/web", 0.7, planning.VerdictMeetsSLO}, {"b/api", 0.3, planning.VerdictInfeasible}} {
+		got := tenantOf(t, assessed, c.id)
+		if math.Abs(got.Predicted.HitRatio-c.hit) > 1e-9 || got.Verdict != c.verdict {
+			t.Errorf("%s: hit ratio %.4f, %s; want %.4f, %s", c.id, got.Predicted.HitRatio, got.Verdict, c.hit, c.verdict)
+		}
+	}
+}

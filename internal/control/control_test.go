@@ -320,3 +320,67 @@ func TestBudgetLeavesFreeMemoryOut(t *testing.T) {
 		}
 	}
 }
+
+// A tenant whose memory moved to a node it did not hold memory on is fed the curve measured
+// before the move: the new partition's sampler started empty and reports the tenant's long
+// reuse distances as misses until it has seen them. Once the placement holds, the measured
+// curve is fed again.
+func TestMovedTenantKeepsItsCurve(t *testing.T) {
+	l := New()
+	l.cfg = config(Mechanisms{})
+	settled := [][2]float64{{2, 0}, {4, 0.95}, {8, 0.97}}
+	cold := [][2]float64{{2, 0}, {4, 0}, {8, 0.1}}
+	steps := []struct {
+		node      string
+		curve     [][2]float64
+		wantCurve [][2]float64
+	}{
+		{"n1", settled, settled},
+		{"n1", settled, settled},
+		{"n2", cold, settled}, // moved: the new partition's curve is not fed
+		{"n2", cold, cold},    // settled on n2: its own measurement is
+	}
+	for i, s := range steps {
+		ten := tenant("ns/loop", 100, 0.9, s.curve, 4*mib, 0.5)
+		ten.Current.Partitions[0].Node = s.node
+		snap := snapshot(ten)
+		snap.Nodes = append(snap.Nodes, planning.Node{Name: "n2", MemoryBytes: 100 * mib, BandwidthBytesPerSecond: 1 << 40, OpsPerSecond: 1 << 40})
+		in := Input{Snapshot: snap, Measured: map[string]Measurement{}}
+		l.observe(in)
+		fed := l.shape(in).damped.Tenants[0].MissRatioCurve
+		want := tenant("ns/loop", 100, 0.9, s.wantCurve, 0, 0).MissRatioCurve
+		if !slices.Equal(fed, want) {
+			t.Errorf("step %d (on %s): fed curve %v, want %v", i, s.node, fed, want)
+		}
+	}
+}
+
+// The movement budget holds back efficiency, never a strict objective: when the objective that
+// protections and the budget together leave unmet needs both relaxed, the plan that relaxes both
+// is taken.
+func TestBudgetYieldsToAStrictObjective(t *testing.T) {
+	needSolver(t)
+	concave := [][2]float64{{10, 0.3}, {30, 0.5}, {100, 0.6}}
+	a := tenant("ns/a", 100, 0.5, concave, 50*mib, 0.52)
+	b := tenant("ns/b", 100, 0.5, concave, 50*mib, 0.52)
+	loop := tenant("ns/loop", 100, 0.9, [][2]float64{{25, 0}, {30, 0.99}, {100, 0.99}}, 0, 0)
+	loop.Current, loop.Observed.HitRatio = planning.Current{}, nil
+	snap := snapshot(a, b, loop)
+	cfg := config(DefaultMechanisms())
+	cfg.Allocator.MaxChurnBytes = 10 * mib
+	in := Input{Snapshot: snap, Current: currentOf(snap), Measured: map[string]Measurement{
+		"ns/a": {Met: true, Reads: 1 << 20}, "ns/b": {Met: true, Reads: 1 << 20},
+	}}
+	d, err := New().Decide(context.Background(), cfg, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !d.Taken || d.Tenants["ns/loop"].ToBytes < 30*mib {
+		t.Fatalf("taken %v (%s); the loop gets %d MiB (%s), want at least its 30 MiB cliff", d.Taken, d.Kept, d.Tenants["ns/loop"].ToBytes/mib, d.Tenants["ns/loop"].Message)
+	}
+	for _, id := range []string{"ns/a", "ns/b"} {
+		if got := d.Tenants[id].ToBytes; got < 30*mib {
+			t.Errorf("%s lowered to %d MiB, below the 30 MiB its target needs", id, got/mib)
+		}
+	}
+}
