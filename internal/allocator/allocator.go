@@ -217,6 +217,9 @@ func Plan(ctx context.Context, s *planning.Snapshot, opts Options) (*planning.Pl
 	if err := p.enforceHard(ctx, alloc); err != nil {
 		return nil, err
 	}
+	if name == PolicyOptimal {
+		p.throttleBestEffort(alloc)
+	}
 	plan := p.evaluate(alloc)
 	plan.Cluster = s.Cluster
 	plan.Policy = name
@@ -250,8 +253,12 @@ func Evaluate(s *planning.Snapshot, opts Options) (*planning.Plan, error) {
 		}
 		alloc.isolated[k] = s.Tenants[k].Current.Isolated
 	}
+	name := cmp.Or(opts.Policy, PolicyOptimal)
+	if name == PolicyOptimal {
+		p.throttleBestEffort(alloc)
+	}
 	plan := p.evaluate(alloc)
 	plan.Cluster = s.Cluster
-	plan.Policy = cmp.Or(opts.Policy, PolicyOptimal)
+	plan.Policy = name
 	return plan, nil
 }

@@ -28,14 +28,19 @@ type partCaps struct {
 }
 
 // capsOf returns the limits of tenant k's parts: its own bandwidth and ops limits and
-// guarantee split by routing fraction and, for a tenant LACS isolated, at most 1/K of each
-// node's bandwidth and ops.
-func (p *problem) capsOf(k int, ps []part, fr []float64, isolated bool) []partCaps {
+// guarantee split by routing fraction; for a tenant LACS isolated, at most 1/K of each node's
+// bandwidth and ops; and the limits of a best-effort tenant held back on an overloaded node.
+func (p *problem) capsOf(k int, a *allocation, fr []float64) []partCaps {
 	t := &p.tenants[k]
+	ps := a.parts[k]
 	out := make([]partCaps, len(ps))
 	for i, pt := range ps {
 		c := partCaps{bytesPerSec: t.bwLimit * fr[i], opsPerSec: t.opsLimit * fr[i], guaranteed: t.guaranteed * fr[i]}
-		if isolated {
+		if th, ok := a.throttled[tenantNode{k, pt.node}]; ok {
+			c.bytesPerSec = minPositive(c.bytesPerSec, th.bytesPerSec)
+			c.opsPerSec = minPositive(c.opsPerSec, th.opsPerSec)
+		}
+		if a.isolated[k] {
 			n := &p.nodes[pt.node]
 			k := float64(len(p.tenants))
 			c.bytesPerSec = minPositive(c.bytesPerSec, n.bandwidth/k)
@@ -85,7 +90,7 @@ func (p *problem) assess(a *allocation) *assessment {
 		ps := a.parts[k]
 		fr := fractions(ps)
 		as.fractions[k] = fr
-		as.caps[k] = p.capsOf(k, ps, fr, a.isolated[k])
+		as.caps[k] = p.capsOf(k, a, fr)
 		for i, pt := range ps {
 			served := t.servedOps(t.reqRate*fr[i], as.caps[k][i])
 			as.opsLoad[pt.node] += served

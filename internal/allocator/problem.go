@@ -81,6 +81,8 @@ type allocation struct {
 	parts [][]part // per tenant, ascending node
 	// isolated marks tenants whose bandwidth LACS cut to 1/K of every node.
 	isolated []bool
+	// throttled holds the limits of best-effort parts held back on overloaded nodes.
+	throttled map[tenantNode]partCaps
 	// notes holds per-tenant policy remarks for the explanation.
 	notes [][]string
 	// planNotes are policy-level remarks.

@@ -1,0 +1,89 @@
+package allocator
+
+import (
+	"cmp"
+	"math"
+	"slices"
+)
+
+// Priority-aware throttling. The optimal policy keeps each node's load under the utilization
+// cap where the placement can, but a demand beyond what the nodes serve (a best-effort flood)
+// only costs the model a penalty, and the sidecar serves whatever arrives: the strict tenants
+// on that node then queue behind the flood. So on every node whose predicted utilization is
+// above the cap, best-effort tenants get ops and bandwidth limits, lowest priority first and
+// the busiest first among equals, until the node is back at the cap. None is held below an
+// even share of the node (1/K of its ops and bandwidth, K the tenants on it, as LACS isolates
+// an elephant): best effort is held back before any strict tenant, but not starved. Strict
+// tenants are never throttled here.
+
+// tenantNode names one tenant's part on one node.
+type tenantNode struct{ tenant, node int }
+
+// throttleBestEffort sets a.throttled for the best-effort parts on overloaded nodes.
+func (p *problem) throttleBestEffort(a *allocation) {
+	as := p.assess(a)
+	limit := p.opts.maxUtilization()
+	for j, nd := range p.nodes {
+		overOps, overBytes := as.opsLoad[j]-limit*nd.ops, as.bytesLoad[j]-limit*nd.bandwidth
+		if overOps <= 0 && overBytes <= 0 {
+			continue
+		}
+		type load struct {
+			k          int
+			ops, bytes float64
+		}
+		var onNode []load
+		tenants := 0
+		for k := range p.tenants {
+			for i, pt := range a.parts[k] {
+				if pt.node != j {
+					continue
+				}
+				tenants++
+				t := &p.tenants[k]
+				if t.strict || t.reqRate <= 0 {
+					continue
+				}
+				served := t.servedOps(t.reqRate*as.fractions[k][i], as.caps[k][i])
+				onNode = append(onNode, load{k, served, served * t.byteRate / t.reqRate})
+			}
+		}
+		slices.SortStableFunc(onNode, func(x, y load) int {
+			return cmp.Or(cmp.Compare(p.tenants[x.k].priority, p.tenants[y.k].priority), cmp.Compare(y.ops, x.ops))
+		})
+		shareOps, shareBytes := nd.ops/float64(tenants), nd.bandwidth/float64(tenants)
+		for _, l := range onNode {
+			if overOps <= 0 && overBytes <= 0 {
+				break
+			}
+			// The share of its load the part gives up: what the node needs back, at most down
+			// to an even share of whichever resource it uses more of.
+			cut := 0.0
+			if l.ops > 0 {
+				cut = math.Max(cut, overOps/l.ops)
+			}
+			if l.bytes > 0 {
+				cut = math.Max(cut, overBytes/l.bytes)
+			}
+			keep := 1.0
+			if l.ops > 0 {
+				keep = math.Min(keep, shareOps/l.ops)
+			}
+			if l.bytes > 0 {
+				keep = math.Min(keep, shareBytes/l.bytes)
+			}
+			cut = math.Min(cut, 1-keep)
+			if cut <= 0 {
+				continue
+			}
+			if a.throttled == nil {
+				a.throttled = map[tenantNode]partCaps{}
+			}
+			a.throttled[tenantNode{l.k, j}] = partCaps{opsPerSec: l.ops * (1 - cut), bytesPerSec: l.bytes * (1 - cut)}
+			overOps -= cut * l.ops
+			overBytes -= cut * l.bytes
+			a.note(l.k, "held to %.0f ops/s on %s (%.0f%% of its demand there): the node's load is above its %.0f%% utilization cap, and best-effort tenants are held back before strict ones",
+				l.ops*(1-cut), nd.name, 100*(1-cut), 100*limit)
+		}
+	}
+}
