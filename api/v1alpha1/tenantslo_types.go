@@ -178,8 +178,9 @@ type LatencyObjective struct {
 	// +kubebuilder:validation:Type=string
 	// +required
 	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:Pattern=`^([0-9]{1,5}([.][0-9]{1,9})?(ns|us|µs|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]{1,5}([.][0-9]{1,9})?(ns|us|µs|ms|s|m|h))+$') || duration(self) > duration('0s')",message="must be a positive duration, e.g. 2ms"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]{1,5}([.][0-9]{1,9})?(ns|us|µs|ms|s|m|h)){1,4}$')",messageExpression="'latency.target ' + self + ' is not a duration: write numbers of at most 5 digits with units ns, us, ms, s, m or h, e.g. 30s, 1m30s or 800us'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]{1,5}([.][0-9]{1,9})?(ns|us|µs|ms|s|m|h)){1,4}$') || duration(self) > duration('0s')",messageExpression="'latency.target ' + self + ' is not a positive duration'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]{1,5}([.][0-9]{1,9})?(ns|us|µs|ms|s|m|h)){1,4}$') || duration(self) <= duration('1m')",messageExpression="'latency.target ' + self + ' is above the maximum 1m'"
 	Target metav1.Duration `json:"target"`
 
 	// statistic the target applies to: mean or p99.
