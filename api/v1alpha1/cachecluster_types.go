@@ -405,7 +405,8 @@ type CacheClusterStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// conditions: Ready, Progressing, Degraded, PlanApplied.
+	// conditions: Ready, Progressing, Degraded, PlanApplied, MetricsAvailable, MonitoringReady,
+	// GuaranteesFit.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

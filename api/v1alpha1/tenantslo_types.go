@@ -493,6 +493,21 @@ func (t *TenantSLO) ClusterKey() types.NamespacedName {
 	return types.NamespacedName{Namespace: ns, Name: t.Spec.ClusterRef.Name}
 }
 
+// Guarantees returns the memory (bytes) and bandwidth (bytes/s) admitting the tenant reserves:
+// memory.min and bandwidth.guaranteed of a strict tenant, nothing for bestEffort.
+func (t *TenantSLO) Guarantees() (memory, bandwidth int64) {
+	if t.Spec.Class == ClassBestEffort {
+		return 0, 0
+	}
+	if m := t.Spec.Memory.Min; m != nil {
+		memory = m.Value()
+	}
+	if b := t.Spec.Bandwidth.Guaranteed; b != nil {
+		bandwidth = b.Value()
+	}
+	return memory, bandwidth
+}
+
 // TenantSLOList is a list of TenantSLOs.
 //
 // +kubebuilder:object:root=true
