@@ -60,9 +60,9 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.class) || self.class != 'bestEffort' || !has(self.memory) || !has(self.memory.min)",fieldPath=".memory.min",message="memory.min is only allowed for class strict; bestEffort tenants get no guarantees"
 type TenantSLOSpec struct {
 	// clusterRef names the CacheCluster that serves the tenant. Immutable: moving a tenant
-	// means a new TenantSLO (its cache starts empty either way).
+	// means a new TenantSLO (its cache starts empty either way). Its namespace may be written
+	// out later, as the namespace it resolves to (status.clusterNamespace).
 	// +required
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="clusterRef is immutable; create a new TenantSLO to move to another cluster"
 	ClusterRef ClusterReference `json:"clusterRef"`
 
 	// objective is what the tenant needs: exactly one of hitRatio, latency, maxDegradation.
@@ -315,6 +315,13 @@ type TenantSLOStatus struct {
 	// +kubebuilder:validation:MaxLength=261
 	Endpoint string `json:"endpoint,omitempty"`
 
+	// clusterNamespace is the namespace spec.clusterRef resolves to (its own, or the TenantSLO's
+	// when it names none). Once the operator wrote it, clusterRef.namespace may be set to it:
+	// the same cluster, written out.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	ClusterNamespace string `json:"clusterNamespace,omitempty"`
+
 	// objective is spec.objective in one phrase, shown by `kubectl get`: hit>=0.95,
 	// p99<=2ms, mean<=800µs or deg<=1.05x.
 	// +optional
@@ -468,6 +475,7 @@ type TenantObservation struct {
 // +kubebuilder:printcolumn:name="Admitted",type=string,JSONPath=`.status.conditions[?(@.type=="Admitted")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Throttled",type=string,JSONPath=`.status.conditions[?(@.type=="Throttled")].status`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.spec.clusterRef == oldSelf.spec.clusterRef || (self.spec.clusterRef.name == oldSelf.spec.clusterRef.name && !has(oldSelf.spec.clusterRef.__namespace__) && has(self.spec.clusterRef.__namespace__) && has(oldSelf.status) && has(oldSelf.status.clusterNamespace) && self.spec.clusterRef.__namespace__ == oldSelf.status.clusterNamespace)",fieldPath=".spec.clusterRef",message="clusterRef is immutable; create a new TenantSLO to move to another cluster (its namespace may only be written out as the one it resolves to, status.clusterNamespace, once the operator has set that)"
 type TenantSLO struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -517,3 +517,41 @@ func assertRejected(t *testing.T, err error, wantField, wantMsg string) {
 	}
 	t.Logf("rejected: %v", err)
 }
+
+// TestClusterRefNamespaceWrittenOut: a TenantSLO whose clusterRef names no namespace may later
+// name the one it resolves to (status.clusterNamespace, which the operator writes), the same
+// cluster written out; any other namespace, or any before the operator resolved it, is refused.
+func TestClusterRefNamespaceWrittenOut(t *testing.T) {
+	ctx := context.Background()
+	const ns = "clusterref"
+	createNamespace(ctx, t, ns)
+	s := validTenant()
+	s.Namespace, s.Name = ns, "implicit-namespace"
+	s.Spec.ClusterRef.Namespace = ""
+	if err := k8sClient.Create(ctx, s, strict); err != nil {
+		t.Fatal(err)
+	}
+	update := func(namespace string) error {
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(s), s); err != nil {
+			t.Fatal(err)
+		}
+		s.Spec.ClusterRef.Namespace = namespace
+		return k8sClient.Update(ctx, s, strict)
+	}
+
+	assertRejected(t, update(ns), "spec.clusterRef", "once the operator has set that")
+
+	s.Status.ClusterNamespace = ns
+	if err := k8sClient.Status().Update(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	assertRejected(t, update("cache-platform"), "spec.clusterRef", "clusterRef is immutable")
+	if err := update(ns); err != nil {
+		t.Fatalf("writing out the tenant's own namespace, the one clusterRef resolves to: %v", err)
+	}
+	if s.Spec.ClusterRef.Namespace != ns {
+		t.Errorf("stored clusterRef %+v, want namespace %s", s.Spec.ClusterRef, ns)
+	}
+	// Written out, it is as immutable as any clusterRef.
+	assertRejected(t, update(""), "spec.clusterRef", "clusterRef is immutable")
+}

@@ -461,3 +461,38 @@ func setNamespaceLabels(t *testing.T, name string, labels map[string]string) {
 		t.Fatal(err)
 	}
 }
+
+// TestClusterRefWrittenOut: the operator resolves a clusterRef without namespace into
+// status.clusterNamespace, after which the tenant may write that namespace out in its spec and
+// stays admitted on the same cluster.
+func TestClusterRefWrittenOut(t *testing.T) {
+	ns := env.Namespace(t, "ref-written-out")
+	nodes(t, "ref", "ref-a")
+	cluster(t, ns, "local", "ref", v1.EngineRedis, 1)
+	tslo := tenant(ns, "implicit", "", "local", "64Mi")
+	create(t, tslo)
+	conditionOf(t, tslo, v1.ConditionAdmitted, metav1.ConditionTrue, v1.ReasonAdmitted)
+	testenv.Eventually(t, timeout, func() error {
+		if err := get(tslo, ns, "implicit"); err != nil {
+			return err
+		}
+		if tslo.Status.ClusterNamespace != ns {
+			return fmt.Errorf("status.clusterNamespace %q, want %q", tslo.Status.ClusterNamespace, ns)
+		}
+		tslo.Spec.ClusterRef.Namespace = ns
+		return env.Client.Update(ctx(), tslo)
+	})
+	testenv.Eventually(t, timeout, func() error {
+		if err := get(tslo, ns, "implicit"); err != nil {
+			return err
+		}
+		if tslo.Status.ObservedGeneration != tslo.Generation {
+			return fmt.Errorf("observed generation %d of %d", tslo.Status.ObservedGeneration, tslo.Generation)
+		}
+		return nil
+	})
+	conditionOf(t, tslo, v1.ConditionAdmitted, metav1.ConditionTrue, v1.ReasonAdmitted)
+	if tslo.Spec.ClusterRef.Namespace != ns || tslo.Status.ClusterNamespace != ns {
+		t.Errorf("clusterRef %+v, status.clusterNamespace %q", tslo.Spec.ClusterRef, tslo.Status.ClusterNamespace)
+	}
+}
