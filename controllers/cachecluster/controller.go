@@ -123,13 +123,15 @@ func (r *Reconciler) watchOwned(kind string, obj client.Object) error {
 
 // scope is what one reconcile learns about a cluster, for the status at its end.
 type scope struct {
-	cluster    *v1.CacheCluster
-	nodes      []corev1.Node
-	daemonSet  *appsv1.DaemonSet
-	pods       []corev1.Pod
-	plans      []v1.CacheNodePlan
-	tenants    []v1.TenantSLO
-	monitoring monitoringResult
+	cluster   *v1.CacheCluster
+	nodes     []corev1.Node
+	daemonSet *appsv1.DaemonSet
+	pods      []corev1.Pod
+	plans     []v1.CacheNodePlan
+	tenants   []v1.TenantSLO
+	// tenantsRead is set once tenants holds the cluster's TenantSLOs.
+	tenantsRead bool
+	monitoring  monitoringResult
 	// replan is set when the allocation loop must plan again (nodes came or went, a sidecar's
 	// address changed, the spec changed).
 	replan bool

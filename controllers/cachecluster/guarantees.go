@@ -25,7 +25,7 @@ func (r *Reconciler) readTenants(ctx context.Context, s *scope) error {
 	if err := r.Client.List(ctx, &list, client.MatchingFields{objects.TenantClusterIndex: key}); err != nil {
 		return fmt.Errorf("listing the tenants of %s: %w", key, err)
 	}
-	s.tenants = list.Items
+	s.tenants, s.tenantsRead = list.Items, true
 	return nil
 }
 
@@ -60,8 +60,15 @@ func totalGuarantees(tenants []v1.TenantSLO) guaranteeTotals {
 }
 
 // guaranteesCondition compares the tenants' guarantees with nodes x what each node gives
-// partitions, the capacity admission reserves them against.
+// partitions, the capacity admission reserves them against. Without the tenants (their list
+// failed) it keeps what it said before rather than claim they fit.
 func guaranteesCondition(s *scope) metav1.Condition {
+	if !s.tenantsRead {
+		if old := meta.FindStatusCondition(s.cluster.Status.Conditions, v1.ConditionGuaranteesFit); old != nil {
+			return *old
+		}
+		return metav1.Condition{Type: v1.ConditionGuaranteesFit, Status: metav1.ConditionUnknown, Reason: v1.ReasonReconciling, Message: "the cluster's tenants could not be listed"}
+	}
 	g := totalGuarantees(s.tenants)
 	nodes := int64(len(s.plans))
 	perNodeMemory := s.cluster.Spec.Capacity.PartitionableMemory()
