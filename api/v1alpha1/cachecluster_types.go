@@ -245,7 +245,7 @@ func (c *NodeCapacity) PartitionableMemory() int64 {
 }
 
 // AllocationSettings control the allocator loop.
-// +kubebuilder:validation:XValidation:rule="!has(self.interval) || !has(self.solverTimeLimit) || !self.interval.matches('^([0-9]{1,5}([.][0-9]{1,9})?(ns|us|µs|ms|s|m|h))+$') || !self.solverTimeLimit.matches('^([0-9]{1,5}([.][0-9]{1,9})?(ns|us|µs|ms|s|m|h))+$') || duration(self.solverTimeLimit) < duration(self.interval)",fieldPath=".solverTimeLimit",message="solverTimeLimit must be shorter than allocation.interval"
+// +kubebuilder:validation:XValidation:rule="!has(self.interval) || !has(self.solverTimeLimit) || !self.interval.matches('^([0-9]{1,5}([.][0-9]{1,9})?(ns|us|µs|ms|s|m|h)){1,4}$') || !self.solverTimeLimit.matches('^([0-9]{1,5}([.][0-9]{1,9})?(ns|us|µs|ms|s|m|h)){1,4}$') || duration(self.solverTimeLimit) < duration(self.interval)",fieldPath=".solverTimeLimit",message="solverTimeLimit must be shorter than allocation.interval"
 type AllocationSettings struct {
 	// interval between allocations (a duration such as 30s, at least 5s). A change of a
 	// TenantSLO or of the cluster also triggers one.
@@ -253,8 +253,9 @@ type AllocationSettings struct {
 	// +optional
 	// +kubebuilder:default="30s"
 	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:Pattern=`^([0-9]{1,5}([.][0-9]{1,9})?(ns|us|µs|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]{1,5}([.][0-9]{1,9})?(ns|us|µs|ms|s|m|h))+$') || duration(self) >= duration('5s')",message="must be at least 5s"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]{1,5}([.][0-9]{1,9})?(ns|us|µs|ms|s|m|h)){1,4}$')",messageExpression="'allocation.interval ' + self + ' is not a duration: write numbers of at most 5 digits with units ns, us, ms, s, m or h, e.g. 30s, 1m30s or 800us'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]{1,5}([.][0-9]{1,9})?(ns|us|µs|ms|s|m|h)){1,4}$') || duration(self) >= duration('5s')",messageExpression="'allocation.interval ' + self + ' is below the minimum 5s'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]{1,5}([.][0-9]{1,9})?(ns|us|µs|ms|s|m|h)){1,4}$') || duration(self) <= duration('24h')",messageExpression="'allocation.interval ' + self + ' is above the maximum 24h'"
 	Interval *metav1.Duration `json:"interval,omitempty"`
 
 	// policy is the allocation algorithm.
@@ -268,8 +269,9 @@ type AllocationSettings struct {
 	// +optional
 	// +kubebuilder:default="10s"
 	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:Pattern=`^([0-9]{1,5}([.][0-9]{1,9})?(ns|us|µs|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]{1,5}([.][0-9]{1,9})?(ns|us|µs|ms|s|m|h))+$') || duration(self) > duration('0s')",message="must be a positive duration"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]{1,5}([.][0-9]{1,9})?(ns|us|µs|ms|s|m|h)){1,4}$')",messageExpression="'allocation.solverTimeLimit ' + self + ' is not a duration: write numbers of at most 5 digits with units ns, us, ms, s, m or h, e.g. 30s, 1m30s or 800us'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]{1,5}([.][0-9]{1,9})?(ns|us|µs|ms|s|m|h)){1,4}$') || duration(self) > duration('0s')",messageExpression="'allocation.solverTimeLimit ' + self + ' is not a positive duration'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]{1,5}([.][0-9]{1,9})?(ns|us|µs|ms|s|m|h)){1,4}$') || duration(self) <= duration('1h')",messageExpression="'allocation.solverTimeLimit ' + self + ' is above the maximum 1h'"
 	SolverTimeLimit *metav1.Duration `json:"solverTimeLimit,omitempty"`
 
 	// maxChurnPercent caps how much partition memory one allocation may move, as a percent of
@@ -329,13 +331,16 @@ type ServiceMonitorSettings struct {
 	// +optional
 	// +kubebuilder:default="30s"
 	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:Pattern=`^([0-9]{1,5}([.][0-9]{1,9})?(ns|us|µs|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]{1,5}([.][0-9]{1,9})?(ns|us|µs|ms|s|m|h))+$') || duration(self) >= duration('1s')",message="must be at least 1s"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]{1,5}([.][0-9]{1,9})?(ns|us|µs|ms|s|m|h)){1,4}$')",messageExpression="'serviceMonitor.interval ' + self + ' is not a duration: write numbers of at most 5 digits with units ns, us, ms, s, m or h, e.g. 30s, 1m30s or 800us'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]{1,5}([.][0-9]{1,9})?(ns|us|µs|ms|s|m|h)){1,4}$') || duration(self) >= duration('1s')",messageExpression="'serviceMonitor.interval ' + self + ' is below the minimum 1s'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]{1,5}([.][0-9]{1,9})?(ns|us|µs|ms|s|m|h)){1,4}$') || duration(self) <= duration('1h')",messageExpression="'serviceMonitor.interval ' + self + ' is above the maximum 1h'"
 	Interval *metav1.Duration `json:"interval,omitempty"`
 
 	// labels added to the ServiceMonitor so a Prometheus' serviceMonitorSelector picks it up.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=16
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 317 && k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'))",message="every key must be a label key: an optional DNS subdomain prefix and '/', then at most 63 of A-Z a-z 0-9 - _ . starting and ending alphanumeric"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(self[k]) <= 63)",message="every value must be a label value of at most 63 characters"
 	Labels map[string]string `json:"labels,omitempty"`
 }
 
@@ -348,6 +353,8 @@ type PrometheusRuleSettings struct {
 	// labels added to the PrometheusRule so a Prometheus' ruleSelector picks it up.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=16
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 317 && k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'))",message="every key must be a label key: an optional DNS subdomain prefix and '/', then at most 63 of A-Z a-z 0-9 - _ . starting and ending alphanumeric"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(self[k]) <= 63)",message="every value must be a label value of at most 63 characters"
 	Labels map[string]string `json:"labels,omitempty"`
 }
 
@@ -398,7 +405,8 @@ type CacheClusterStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// conditions: Ready, Progressing, Degraded, PlanApplied.
+	// conditions: Ready, Progressing, Degraded, PlanApplied, MetricsAvailable, MonitoringReady,
+	// GuaranteesFit.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

@@ -18,9 +18,11 @@ package v1alpha1
 
 // Notes on the schema markers in this package:
 //   - metav1.Duration fields carry +kubebuilder:validation:Type=string, without which
-//     controller-gen refuses string validations (MaxLength, Pattern) on them. Their CEL rules
-//     skip values that fail the pattern, so a malformed duration yields one pattern error
-//     rather than a CEL evaluation error.
+//     controller-gen refuses string validations (MaxLength) on them, and one shared rule set
+//     like quantities: DurationForm, then a floor and a ceiling, each a messageExpression
+//     naming the field and echoing the value. The floor and ceiling skip values that fail
+//     DurationForm, so a malformed duration yields one message rather than a CEL evaluation
+//     error.
 //   - resource.Quantity fields are int-or-string in the schema, and CEL prices a rule on one as
 //     if the value were as large as a whole request (maxLength does not bound it). quantity()
 //     rules are therefore fine on single fields but not on list items (see PartitionPlan.Memory).
@@ -52,6 +54,14 @@ const (
 	// it below 10Pi. A pattern, not CEL: the budget does not allow quantity() on 1024 items.
 	PlanQuantityPattern = `^[1-9][0-9]{0,15}$|^[1-9][0-9]{0,12}(Ki|k)$|^[1-9][0-9]{0,9}(Mi|M)$|^[1-9][0-9]{0,6}(Gi|G)$|^[1-9][0-9]{0,3}(Ti|T)$|^[1-9](Pi|P)$`
 )
+
+// DurationForm is the form every duration of a spec must have: at most four parts, each a
+// number of at most five digits (nine decimals) and a unit. Unlike the unbounded form
+// time.ParseDuration accepts, it never overflows (4 x 99999h is far below the 2562047h a Go
+// duration holds), so the rules after it can call duration() safely and the field gets a
+// message instead of a type conversion error. Every duration rule repeats it; the schema test
+// TestDurationFieldsShareOneRule holds them to it.
+const DurationForm = `^([0-9]{1,5}([.][0-9]{1,9})?(ns|us|µs|ms|s|m|h)){1,4}$`
 
 // Engine is the cache server every partition of a CacheCluster runs.
 // +kubebuilder:validation:Enum=redis;memcached

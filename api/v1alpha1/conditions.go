@@ -43,6 +43,11 @@ const (
 	// has; the reason is status.allocation.decision, the message gives the numbers. False
 	// (MinimumsUnpackable) when no plan can hold its memory.min beside other tenants'.
 	ConditionAllocated = "Allocated"
+	// ConditionGuaranteesFit (CacheCluster): the memory.min and bandwidth.guaranteed of the
+	// tenants admitted or waiting for room fit in the cluster's capacity. False after a capacity
+	// shrink below what admitted tenants were guaranteed, or when waiting tenants ask for more
+	// than is left; the message gives both totals and the capacity.
+	ConditionGuaranteesFit = "GuaranteesFit"
 )
 
 // Condition reasons (CamelCase, as metav1.Condition requires).
@@ -97,6 +102,14 @@ const (
 	// together with those of the other tenants the message names, within the nodes' memory and
 	// the tenants' placement; no new plan is made and the plan in force is kept.
 	ReasonMinimumsUnpackable = "MinimumsUnpackable"
+
+	// ReasonWithinCapacity (GuaranteesFit=True).
+	ReasonWithinCapacity = "WithinCapacity"
+	// ReasonGuaranteesExceedCapacity (GuaranteesFit=False): the guarantees of the tenants
+	// admitted or refused for capacity exceed nodes x partitionable memory (or bandwidth);
+	// admitted tenants beyond it lose admission (InsufficientCapacity). A Warning event of this
+	// reason marks the change.
+	ReasonGuaranteesExceedCapacity = "GuaranteesExceedCapacity"
 
 	// ReasonTargetMet (SLOMet=True).
 	ReasonTargetMet = "TargetMet"

@@ -49,36 +49,44 @@ func (f quantityField) fieldPath() string {
 
 func specQuantityFields(t *testing.T) []quantityField {
 	t.Helper()
-	var out []quantityField
-	for _, kind := range []struct {
-		crd  string
-		base func() client.Object
-		spec any
-	}{
-		{"cacheqos.io_tenantslos.yaml", func() client.Object { return validTenant() }, v1.TenantSLOSpec{}},
-		{"cacheqos.io_cacheclusters.yaml", func() client.Object { return validCluster() }, v1.CacheClusterSpec{}},
-		{"cacheqos.io_cachenodeplans.yaml", func() client.Object { return validPlan() }, v1.CacheNodePlanSpec{}},
-	} {
-		for _, path := range quantityPaths(reflect.TypeOf(kind.spec), []string{"spec"}) {
-			out = append(out, quantityField{kind.crd, kind.base, path})
-		}
-	}
+	out := specFieldsOfType(quantityType, func() client.Object { return validTenant() })
 	if len(out) < 8 {
 		t.Fatalf("found %d quantity fields in the specs, want at least 8: %v", len(out), out)
 	}
 	return out
 }
 
+// specFieldsOfType finds every field of Go type want in the three specs. tenantBase builds
+// the valid TenantSLO a field's test starts from (some fields need another objective).
+func specFieldsOfType(want reflect.Type, tenantBase func() client.Object) []quantityField {
+	var out []quantityField
+	for _, kind := range []struct {
+		crd  string
+		base func() client.Object
+		spec any
+	}{
+		{"cacheqos.io_tenantslos.yaml", tenantBase, v1.TenantSLOSpec{}},
+		{"cacheqos.io_cacheclusters.yaml", func() client.Object { return validCluster() }, v1.CacheClusterSpec{}},
+		{"cacheqos.io_cachenodeplans.yaml", func() client.Object { return validPlan() }, v1.CacheNodePlanSpec{}},
+	} {
+		for _, path := range typePaths(reflect.TypeOf(kind.spec), want, []string{"spec"}) {
+			out = append(out, quantityField{kind.crd, kind.base, path})
+		}
+	}
+	return out
+}
+
 var quantityType = reflect.TypeOf(resource.Quantity{})
 
-func quantityPaths(typ reflect.Type, prefix []string) [][]string {
+// typePaths lists the JSON paths below prefix of the fields of type want.
+func typePaths(typ, want reflect.Type, prefix []string) [][]string {
 	for typ.Kind() == reflect.Pointer || typ.Kind() == reflect.Slice {
 		if typ.Kind() == reflect.Slice {
 			prefix = append(append([]string(nil), prefix...), "[]")
 		}
 		typ = typ.Elem()
 	}
-	if typ == quantityType {
+	if typ == want {
 		return [][]string{prefix}
 	}
 	if typ.Kind() != reflect.Struct {
@@ -90,7 +98,7 @@ func quantityPaths(typ reflect.Type, prefix []string) [][]string {
 		if name == "" || name == "-" {
 			continue
 		}
-		out = append(out, quantityPaths(typ.Field(i).Type, append(append([]string(nil), prefix...), name))...)
+		out = append(out, typePaths(typ.Field(i).Type, want, append(append([]string(nil), prefix...), name))...)
 	}
 	return out
 }
@@ -226,7 +234,7 @@ func TestQuantityFieldsRefuseBadValues(t *testing.T) {
 	}
 }
 
-// withQuantity returns f's valid base object with the quantity at f.path set to value.
+// withQuantity returns f's valid base object with the field at f.path set to value.
 func withQuantity(t *testing.T, f quantityField, value string) *unstructured.Unstructured {
 	t.Helper()
 	u := withField(f.base(), nil, "status")

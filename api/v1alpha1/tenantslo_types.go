@@ -60,9 +60,9 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.class) || self.class != 'bestEffort' || !has(self.memory) || !has(self.memory.min)",fieldPath=".memory.min",message="memory.min is only allowed for class strict; bestEffort tenants get no guarantees"
 type TenantSLOSpec struct {
 	// clusterRef names the CacheCluster that serves the tenant. Immutable: moving a tenant
-	// means a new TenantSLO (its cache starts empty either way).
+	// means a new TenantSLO (its cache starts empty either way). Its namespace may be written
+	// out later, as the namespace it resolves to (status.clusterNamespace).
 	// +required
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="clusterRef is immutable; create a new TenantSLO to move to another cluster"
 	ClusterRef ClusterReference `json:"clusterRef"`
 
 	// objective is what the tenant needs: exactly one of hitRatio, latency, maxDegradation.
@@ -178,8 +178,9 @@ type LatencyObjective struct {
 	// +kubebuilder:validation:Type=string
 	// +required
 	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:Pattern=`^([0-9]{1,5}([.][0-9]{1,9})?(ns|us|µs|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]{1,5}([.][0-9]{1,9})?(ns|us|µs|ms|s|m|h))+$') || duration(self) > duration('0s')",message="must be a positive duration, e.g. 2ms"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]{1,5}([.][0-9]{1,9})?(ns|us|µs|ms|s|m|h)){1,4}$')",messageExpression="'latency.target ' + self + ' is not a duration: write numbers of at most 5 digits with units ns, us, ms, s, m or h, e.g. 30s, 1m30s or 800us'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]{1,5}([.][0-9]{1,9})?(ns|us|µs|ms|s|m|h)){1,4}$') || duration(self) > duration('0s')",messageExpression="'latency.target ' + self + ' is not a positive duration'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]{1,5}([.][0-9]{1,9})?(ns|us|µs|ms|s|m|h)){1,4}$') || duration(self) <= duration('1m')",messageExpression="'latency.target ' + self + ' is above the maximum 1m'"
 	Target metav1.Duration `json:"target"`
 
 	// statistic the target applies to: mean or p99.
@@ -313,6 +314,13 @@ type TenantSLOStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=261
 	Endpoint string `json:"endpoint,omitempty"`
+
+	// clusterNamespace is the namespace spec.clusterRef resolves to (its own, or the TenantSLO's
+	// when it names none). Once the operator wrote it, clusterRef.namespace may be set to it:
+	// the same cluster, written out.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	ClusterNamespace string `json:"clusterNamespace,omitempty"`
 
 	// objective is spec.objective in one phrase, shown by `kubectl get`: hit>=0.95,
 	// p99<=2ms, mean<=800µs or deg<=1.05x.
@@ -467,6 +475,7 @@ type TenantObservation struct {
 // +kubebuilder:printcolumn:name="Admitted",type=string,JSONPath=`.status.conditions[?(@.type=="Admitted")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Throttled",type=string,JSONPath=`.status.conditions[?(@.type=="Throttled")].status`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.spec.clusterRef == oldSelf.spec.clusterRef || (self.spec.clusterRef.name == oldSelf.spec.clusterRef.name && !has(oldSelf.spec.clusterRef.__namespace__) && has(self.spec.clusterRef.__namespace__) && has(oldSelf.status) && has(oldSelf.status.clusterNamespace) && self.spec.clusterRef.__namespace__ == oldSelf.status.clusterNamespace)",fieldPath=".spec.clusterRef",message="clusterRef is immutable; create a new TenantSLO to move to another cluster (its namespace may only be written out as the one it resolves to, status.clusterNamespace, once the operator has set that)"
 type TenantSLO struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -490,6 +499,21 @@ func (t *TenantSLO) ClusterKey() types.NamespacedName {
 		ns = t.Namespace
 	}
 	return types.NamespacedName{Namespace: ns, Name: t.Spec.ClusterRef.Name}
+}
+
+// Guarantees returns the memory (bytes) and bandwidth (bytes/s) admitting the tenant reserves:
+// memory.min and bandwidth.guaranteed of a strict tenant, nothing for bestEffort.
+func (t *TenantSLO) Guarantees() (memory, bandwidth int64) {
+	if t.Spec.Class == ClassBestEffort {
+		return 0, 0
+	}
+	if m := t.Spec.Memory.Min; m != nil {
+		memory = m.Value()
+	}
+	if b := t.Spec.Bandwidth.Guaranteed; b != nil {
+		bandwidth = b.Value()
+	}
+	return memory, bandwidth
 }
 
 // TenantSLOList is a list of TenantSLOs.

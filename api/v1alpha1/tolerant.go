@@ -30,7 +30,8 @@ import (
 // tenants. A watch event carrying such an object still fails to decode; the informer then
 // lists again, and the list skips it.
 
-// Undecodable is a stored object a list left out.
+// Undecodable is a stored object a list left out. It is no API type: no deep copy.
+// +kubebuilder:object:generate=false
 type Undecodable struct {
 	// Object carries the kind, name, namespace and UID of the skipped object, as far as its
 	// metadata decodes.

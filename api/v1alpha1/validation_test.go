@@ -90,6 +90,13 @@ func validPlan() *v1.CacheNodePlan {
 	return plan
 }
 
+// latencyTenant is validTenant with a latency objective instead of a hit ratio.
+func latencyTenant() *v1.TenantSLO {
+	s := validTenant()
+	s.Spec.Objective = v1.Objective{Latency: &v1.LatencyObjective{Target: metav1.Duration{Duration: time.Millisecond}}}
+	return s
+}
+
 func cluster(mutate func(*v1.CacheCluster)) client.Object { c := validCluster(); mutate(c); return c }
 func tenant(mutate func(*v1.TenantSLO)) client.Object     { s := validTenant(); mutate(s); return s }
 func plan(mutate func(*v1.CacheNodePlan)) client.Object   { p := validPlan(); mutate(p); return p }
@@ -174,9 +181,9 @@ func TestInvalidObjectsRejected(t *testing.T) {
 		{"interval below the 5s floor", cluster(func(c *v1.CacheCluster) {
 			c.Spec.Allocation.Interval = duration(2 * time.Second)
 			c.Spec.Allocation.SolverTimeLimit = duration(time.Second)
-		}), "spec.allocation.interval", "must be at least 5s"},
+		}), "spec.allocation.interval", "allocation.interval 2s is below the minimum 5s"},
 		{"interval not a duration", withField(validCluster(), "soon", "spec", "allocation", "interval"),
-			"spec.allocation.interval", "should match"},
+			"spec.allocation.interval", "allocation.interval soon is not a duration: write numbers of at most 5 digits"},
 		{"solver limit as long as the interval", cluster(func(c *v1.CacheCluster) {
 			c.Spec.Allocation.Interval = duration(30 * time.Second)
 			c.Spec.Allocation.SolverTimeLimit = duration(30 * time.Second)
@@ -185,7 +192,7 @@ func TestInvalidObjectsRejected(t *testing.T) {
 			c.Spec.Allocation.SolverTimeLimit = duration(time.Minute)
 		}), "spec.allocation.solverTimeLimit", "must be shorter than allocation.interval"},
 		{"zero solver limit", cluster(func(c *v1.CacheCluster) { c.Spec.Allocation.SolverTimeLimit = duration(0) }),
-			"spec.allocation.solverTimeLimit", "must be a positive duration"},
+			"spec.allocation.solverTimeLimit", "allocation.solverTimeLimit 0s is not a positive duration"},
 		{"unknown policy", cluster(func(c *v1.CacheCluster) { c.Spec.Allocation.Policy = "fastest" }),
 			"spec.allocation.policy", `Unsupported value: "fastest"`},
 		{"churn above 100%", cluster(func(c *v1.CacheCluster) { c.Spec.Allocation.MaxChurnPercent = 101 }),
@@ -198,7 +205,27 @@ func TestInvalidObjectsRejected(t *testing.T) {
 			"spec.monitoring.prometheusURL", "should match"},
 		{"scrape interval below 1s", cluster(func(c *v1.CacheCluster) {
 			c.Spec.Monitoring.ServiceMonitor.Interval = duration(500 * time.Millisecond)
-		}), "spec.monitoring.serviceMonitor.interval", "must be at least 1s"},
+		}), "spec.monitoring.serviceMonitor.interval", "serviceMonitor.interval 500ms is below the minimum 1s"},
+		{"scrape interval above 1h", cluster(func(c *v1.CacheCluster) {
+			c.Spec.Monitoring.ServiceMonitor.Interval = duration(2 * time.Hour)
+		}), "spec.monitoring.serviceMonitor.interval", "serviceMonitor.interval 2h0m0s is above the maximum 1h"},
+		{"interval above 24h", withField(validCluster(), "25h", "spec", "allocation", "interval"),
+			"spec.allocation.interval", "allocation.interval 25h is above the maximum 24h"},
+		{"interval of five parts", withField(validCluster(), "1h1h1h1h1h", "spec", "allocation", "interval"),
+			"spec.allocation.interval", "allocation.interval 1h1h1h1h1h is not a duration"},
+		{"solver limit above 1h", cluster(func(c *v1.CacheCluster) {
+			c.Spec.Allocation.Interval = duration(24 * time.Hour)
+			c.Spec.Allocation.SolverTimeLimit = duration(2 * time.Hour)
+		}), "spec.allocation.solverTimeLimit", "allocation.solverTimeLimit 2h0m0s is above the maximum 1h"},
+		{"service monitor label key with a space", cluster(func(c *v1.CacheCluster) {
+			c.Spec.Monitoring.ServiceMonitor.Labels = map[string]string{"release name": "prometheus"}
+		}), "spec.monitoring.serviceMonitor.labels", "every key must be a label key"},
+		{"service monitor label value of 70 characters", cluster(func(c *v1.CacheCluster) {
+			c.Spec.Monitoring.ServiceMonitor.Labels = map[string]string{"release": strings.Repeat("p", 70)}
+		}), "spec.monitoring.serviceMonitor.labels", "every value must be a label value"},
+		{"prometheus rule label key with two slashes", cluster(func(c *v1.CacheCluster) {
+			c.Spec.Monitoring.PrometheusRule.Labels = map[string]string{"a/b/c": "x"}
+		}), "spec.monitoring.prometheusRule.labels", "every key must be a label key"},
 
 		{"no nodeSelector and no allNodes", cluster(func(c *v1.CacheCluster) { c.Spec.NodeSelector = nil }),
 			"spec.nodeSelector", "name the nodes with nodeSelector, or set allNodes: true"},
@@ -272,10 +299,14 @@ func TestInvalidObjectsRejected(t *testing.T) {
 			"spec.objective.hitRatio.target", "should match"},
 		{"zero latency target", tenant(func(s *v1.TenantSLO) {
 			s.Spec.Objective = v1.Objective{Latency: &v1.LatencyObjective{}}
-		}), "spec.objective.latency.target", "must be a positive duration"},
-		{"latency target beyond a Go duration", withField(tenant(func(s *v1.TenantSLO) {
-			s.Spec.Objective = v1.Objective{Latency: &v1.LatencyObjective{Target: metav1.Duration{Duration: time.Millisecond}}}
-		}), "9999999h", "spec", "objective", "latency", "target"), "spec.objective.latency.target", "should match"},
+		}), "spec.objective.latency.target", "latency.target 0s is not a positive duration"},
+		{"latency target above 1m", tenant(func(s *v1.TenantSLO) {
+			s.Spec.Objective = v1.Objective{Latency: &v1.LatencyObjective{Target: metav1.Duration{Duration: 2 * time.Minute}}}
+		}), "spec.objective.latency.target", "latency.target 2m0s is above the maximum 1m"},
+		{"latency target of five 5-digit parts", withField(latencyTenant(), "99999h99999h99999h99999h99999h", "spec", "objective", "latency", "target"),
+			"spec.objective.latency.target", "latency.target 99999h99999h99999h99999h99999h is not a duration"},
+		{"latency target beyond a Go duration", withField(latencyTenant(), "9999999h", "spec", "objective", "latency", "target"),
+			"spec.objective.latency.target", "latency.target 9999999h is not a duration: write numbers of at most 5 digits with units"},
 		{"unknown latency statistic", tenant(func(s *v1.TenantSLO) {
 			s.Spec.Objective = v1.Objective{Latency: &v1.LatencyObjective{Target: metav1.Duration{Duration: time.Millisecond}, Statistic: "p50"}}
 		}), "spec.objective.latency.statistic", `Unsupported value: "p50"`},
@@ -485,4 +516,42 @@ func assertRejected(t *testing.T, err error, wantField, wantMsg string) {
 		t.Errorf("error text %q does not name %s", err, wantField)
 	}
 	t.Logf("rejected: %v", err)
+}
+
+// TestClusterRefNamespaceWrittenOut: a TenantSLO whose clusterRef names no namespace may later
+// name the one it resolves to (status.clusterNamespace, which the operator writes), the same
+// cluster written out; any other namespace, or any before the operator resolved it, is refused.
+func TestClusterRefNamespaceWrittenOut(t *testing.T) {
+	ctx := context.Background()
+	const ns = "clusterref"
+	createNamespace(ctx, t, ns)
+	s := validTenant()
+	s.Namespace, s.Name = ns, "implicit-namespace"
+	s.Spec.ClusterRef.Namespace = ""
+	if err := k8sClient.Create(ctx, s, strict); err != nil {
+		t.Fatal(err)
+	}
+	update := func(namespace string) error {
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(s), s); err != nil {
+			t.Fatal(err)
+		}
+		s.Spec.ClusterRef.Namespace = namespace
+		return k8sClient.Update(ctx, s, strict)
+	}
+
+	assertRejected(t, update(ns), "spec.clusterRef", "once the operator has set that")
+
+	s.Status.ClusterNamespace = ns
+	if err := k8sClient.Status().Update(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	assertRejected(t, update("cache-platform"), "spec.clusterRef", "clusterRef is immutable")
+	if err := update(ns); err != nil {
+		t.Fatalf("writing out the tenant's own namespace, the one clusterRef resolves to: %v", err)
+	}
+	if s.Spec.ClusterRef.Namespace != ns {
+		t.Errorf("stored clusterRef %+v, want namespace %s", s.Spec.ClusterRef, ns)
+	}
+	// Written out, it is as immutable as any clusterRef.
+	assertRejected(t, update(""), "spec.clusterRef", "clusterRef is immutable")
 }

@@ -74,8 +74,8 @@ type Reconciler struct {
 }
 
 // SetupWithManager registers the controller. It owns everything it creates, maps Nodes (when
-// their labels, taints or schedulability change), sidecar Pods and the prometheus-operator
-// CRDs to clusters, and starts watches on ServiceMonitors and PrometheusRules once their CRDs
+// their labels, taints or schedulability change), sidecar Pods, TenantSLOs (their guarantees
+// and admission) and the prometheus-operator CRDs to clusters, and starts watches on ServiceMonitors and PrometheusRules once their CRDs
 // are found.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	c, err := ctrl.NewControllerManagedBy(mgr).
@@ -89,6 +89,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&v1.CacheNodePlan{}).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.allClusters), builder.WithPredicates(nodeSchedulingChanged())).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.clustersForPod)).
+		Watches(&v1.TenantSLO{}, handler.EnqueueRequestsFromMapFunc(clusterOfTenant), builder.WithPredicates(guaranteesChanged())).
 		// The prometheus-operator CRDs may come (or go) while the operator runs.
 		Watches(&apiextensionsv1.CustomResourceDefinition{}, handler.EnqueueRequestsFromMapFunc(r.allClusters),
 			builder.OnlyMetadata, builder.WithPredicates(predicate.NewPredicateFuncs(isMonitoringCRD))).
@@ -122,12 +123,15 @@ func (r *Reconciler) watchOwned(kind string, obj client.Object) error {
 
 // scope is what one reconcile learns about a cluster, for the status at its end.
 type scope struct {
-	cluster    *v1.CacheCluster
-	nodes      []corev1.Node
-	daemonSet  *appsv1.DaemonSet
-	pods       []corev1.Pod
-	plans      []v1.CacheNodePlan
-	monitoring monitoringResult
+	cluster   *v1.CacheCluster
+	nodes     []corev1.Node
+	daemonSet *appsv1.DaemonSet
+	pods      []corev1.Pod
+	plans     []v1.CacheNodePlan
+	tenants   []v1.TenantSLO
+	// tenantsRead is set once tenants holds the cluster's TenantSLOs.
+	tenantsRead bool
+	monitoring  monitoringResult
 	// replan is set when the allocation loop must plan again (nodes came or went, a sidecar's
 	// address changed, the spec changed).
 	replan bool
@@ -164,6 +168,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		r.reconcileDaemonSet,
 		r.reconcileNodePlans,
 		r.reconcileMonitoring,
+		r.readTenants,
 	} {
 		if err := phase(ctx, s); err != nil {
 			errs = append(errs, err)

@@ -38,11 +38,11 @@ type nodeStatus struct {
 func (r *Reconciler) applyStatus(ctx context.Context, s *scope, reconcileErr error) error {
 	c := s.cluster
 	now := metav1.Now()
-	ready := readyCondition(s)
+	ready, fit := readyCondition(s), guaranteesCondition(s)
 	st := clusterStatus{
 		ObservedGeneration: c.Generation,
 		Conditions: ssa.OwnedConditions(c.Status.Conditions, c.Generation, now,
-			ready, progressingCondition(s, reconcileErr), planAppliedCondition(s), monitoringCondition(s.monitoring)),
+			ready, progressingCondition(s, reconcileErr), planAppliedCondition(s), monitoringCondition(s.monitoring), fit),
 		NodeCount: ptr.To(int32(len(s.plans))),
 	}
 	partitionable := c.Spec.Capacity.PartitionableMemory()
@@ -63,6 +63,7 @@ func (r *Reconciler) applyStatus(ctx context.Context, s *scope, reconcileErr err
 		})
 	}
 	r.recordReadiness(c, ready)
+	r.recordGuarantees(c, fit)
 	gvk := v1.GroupVersion.WithKind("CacheCluster")
 	return ssa.ApplyStatus(ctx, r.Client, gvk, client.ObjectKeyFromObject(c), st, objects.FieldOwnerCacheCluster)
 }

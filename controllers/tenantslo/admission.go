@@ -6,11 +6,10 @@ import (
 	"slices"
 
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
-	"github.com/cacheqos/cacheqos/internal/allocator/planning"
+	"github.com/cacheqos/cacheqos/controllers/internal/objects"
 )
 
 // guarantees are what admitting a tenant reserves.
@@ -24,15 +23,7 @@ func guaranteesOf(t *v1.TenantSLO) guarantees {
 	if g.minNodes <= 0 {
 		g.minNodes = v1.DefaultMinNodes
 	}
-	if t.Spec.Class == v1.ClassBestEffort {
-		return g
-	}
-	if m := t.Spec.Memory.Min; m != nil {
-		g.memory = m.Value()
-	}
-	if b := t.Spec.Bandwidth.Guaranteed; b != nil {
-		g.bandwidth = b.Value()
-	}
+	g.memory, g.bandwidth = t.Guarantees()
 	return g
 }
 
@@ -56,19 +47,6 @@ func admissionOrder(tenants []v1.TenantSLO) {
 		}
 		return cmp.Compare(a.TenantID(), b.TenantID())
 	})
-}
-
-// bytesString prints v as a quantity when it is a whole number of binary units (as users write
-// them in specs), and rounded otherwise: a capacity minus headroom is rarely a round number.
-func bytesString(v int64) string {
-	if v%1024 != 0 {
-		return planning.FormatBytes(v)
-	}
-	return resource.NewQuantity(v, resource.BinarySI).String()
-}
-
-func rateString(v int64) string {
-	return resource.NewQuantity(v, resource.DecimalSI).String()
 }
 
 // admission decides whether target fits in cluster next to the other tenants, walking them in
@@ -117,22 +95,22 @@ func admission(cluster *v1.CacheCluster, tenants []v1.TenantSLO, target *v1.Tena
 		case maxNamespaceMemory > 0 && namespaceMemory[t.Namespace]+g.memory > maxNamespaceMemory:
 			refusal = v1.ReasonNamespaceQuotaExceeded
 			reason = fmt.Sprintf("memory.min %s would bring namespace %s to %s guaranteed on this cluster, above its tenants.maxGuaranteedMemoryPerNamespace %s",
-				bytesString(g.memory), t.Namespace, bytesString(namespaceMemory[t.Namespace]+g.memory), bytesString(maxNamespaceMemory))
+				objects.Bytes(g.memory), t.Namespace, objects.Bytes(namespaceMemory[t.Namespace]+g.memory), objects.Bytes(maxNamespaceMemory))
 		case nodes == 0:
 			reason = "the cluster runs on no nodes yet (its nodeSelector and tolerations select none)"
 		case int64(g.minNodes) > nodes:
 			reason = fmt.Sprintf("placement.minNodes %d exceeds the cluster's %d nodes", g.minNodes, nodes)
 		case g.maxNodes > 0 && g.memory > int64(g.maxNodes)*perNodeMemory:
 			reason = fmt.Sprintf("memory.min %s exceeds what placement.maxNodes %d nodes hold (%d x %s)",
-				bytesString(g.memory), g.maxNodes, g.maxNodes, bytesString(perNodeMemory))
+				objects.Bytes(g.memory), g.maxNodes, g.maxNodes, objects.Bytes(perNodeMemory))
 		case usedMemory+g.memory > memoryCapacity:
 			reason = fmt.Sprintf("memory.min %s does not fit: the cluster has %s of partitionable memory (%d nodes x %s), %s is guaranteed to %d tenants admitted before it, %s is free",
-				bytesString(g.memory), bytesString(memoryCapacity), nodes, bytesString(perNodeMemory),
-				bytesString(usedMemory), admittedBefore, bytesString(memoryCapacity-usedMemory))
+				objects.Bytes(g.memory), objects.Bytes(memoryCapacity), nodes, objects.Bytes(perNodeMemory),
+				objects.Bytes(usedMemory), admittedBefore, objects.Bytes(memoryCapacity-usedMemory))
 		case usedBandwidth+g.bandwidth > bandwidthCapacity:
 			reason = fmt.Sprintf("bandwidth.guaranteed %s does not fit: the cluster has %s bytes/s (%d nodes x %s), %s is guaranteed to %d tenants admitted before it, %s is free",
-				rateString(g.bandwidth), rateString(bandwidthCapacity), nodes, rateString(perNodeBandwidth),
-				rateString(usedBandwidth), admittedBefore, rateString(bandwidthCapacity-usedBandwidth))
+				objects.Rate(g.bandwidth), objects.Rate(bandwidthCapacity), nodes, objects.Rate(perNodeBandwidth),
+				objects.Rate(usedBandwidth), admittedBefore, objects.Rate(bandwidthCapacity-usedBandwidth))
 		}
 		if t.TenantID() != target.TenantID() {
 			if reason == "" {
@@ -154,8 +132,8 @@ func admission(cluster *v1.CacheCluster, tenants []v1.TenantSLO, target *v1.Tena
 	g := guaranteesOf(target)
 	return metav1.Condition{Type: v1.ConditionAdmitted, Status: metav1.ConditionTrue, Reason: v1.ReasonAdmitted,
 		Message: fmt.Sprintf("guaranteed memory %s and bandwidth %s reserved; %s of %s memory and %s of %s bytes/s are now guaranteed",
-			bytesString(g.memory), rateString(g.bandwidth), bytesString(usedMemory), bytesString(memoryCapacity),
-			rateString(usedBandwidth), rateString(bandwidthCapacity))}
+			objects.Bytes(g.memory), objects.Rate(g.bandwidth), objects.Bytes(usedMemory), objects.Bytes(memoryCapacity),
+			objects.Rate(usedBandwidth), objects.Rate(bandwidthCapacity))}
 }
 
 // supported reports whether the cluster's engine offers the tenant's eviction policy.

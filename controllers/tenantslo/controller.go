@@ -35,8 +35,8 @@ import (
 	"github.com/cacheqos/cacheqos/internal/credentials"
 )
 
-// Namespaces are read for CacheCluster.spec.tenants.namespaceSelector.
-// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
+// Namespaces are watched (metadata only) for CacheCluster.spec.tenants.namespaceSelector.
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 
 // Reconciler reconciles TenantSLOs.
 type Reconciler struct {
@@ -51,8 +51,9 @@ type Reconciler struct {
 
 // SetupWithManager registers the controller. Besides its TenantSLOs and their credentials
 // Secrets it watches the clusters (capacity), the other tenants of a cluster (room freed or
-// taken), the clusters' credentials Secrets (a hash removed by someone) and the plans
-// (partitions running, or gone after a deletion).
+// taken), the clusters' credentials Secrets (a hash removed by someone), the plans
+// (partitions running, or gone after a deletion) and the labels of Namespaces (a cluster's
+// tenants.namespaceSelector may select or drop a namespace's tenants).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1.TenantSLO{}).
@@ -61,6 +62,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&v1.TenantSLO{}, handler.EnqueueRequestsFromMapFunc(r.waitingTenants)).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.tenantsMissingHash)).
 		Watches(&v1.CacheNodePlan{}, handler.EnqueueRequestsFromMapFunc(r.tenantsInPlan)).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.tenantsInNamespace),
+			builder.OnlyMetadata, builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		Complete(r)
 }
 
@@ -443,6 +446,18 @@ func (r *Reconciler) tenantsMissingHash(ctx context.Context, obj client.Object) 
 	return out
 }
 
+// tenantsInNamespace enqueues the TenantSLOs of a namespace whose labels changed, so each is
+// admitted or refused again against its cluster's tenants.namespaceSelector. Tenants of other
+// namespaces follow through waitingTenants when one of these gains or loses admission.
+func (r *Reconciler) tenantsInNamespace(ctx context.Context, obj client.Object) []reconcile.Request {
+	var list v1.TenantSLOList
+	if err := r.Client.List(ctx, &list, client.InNamespace(obj.GetName())); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "mapping a Namespace to its TenantSLOs")
+		return nil
+	}
+	return requestsFor(list.Items, func(*v1.TenantSLO) bool { return true })
+}
+
 // tenantsInPlan enqueues the tenants a plan holds partitions of (the handler maps both the
 // old and the new object of an update, so a tenant whose partition was removed comes too).
 func (r *Reconciler) tenantsInPlan(_ context.Context, obj client.Object) []reconcile.Request {
@@ -466,8 +481,8 @@ func notAdmitted(reason, message string) *metav1.Condition {
 }
 
 // namespaceSelection returns whether the cluster's tenants.namespaceSelector selects each
-// namespace of tenants (target included), reading their labels uncached: the operator keeps no
-// informer of Namespaces, so a label change counts from the tenant's next reconcile.
+// namespace of tenants (target included), reading their labels from the Namespace metadata
+// the controller watches (a label change enqueues the namespace's tenants).
 func (r *Reconciler) namespaceSelection(ctx context.Context, cluster *v1.CacheCluster, tenants []v1.TenantSLO, target *v1.TenantSLO) (func(string) bool, error) {
 	if cluster.Spec.Tenants.NamespaceSelector == nil {
 		return func(string) bool { return true }, nil
@@ -481,8 +496,9 @@ func (r *Reconciler) namespaceSelection(ctx context.Context, cluster *v1.CacheCl
 		if _, known := selected[t.Namespace]; known {
 			continue
 		}
-		var ns corev1.Namespace
-		if err := r.APIReader.Get(ctx, client.ObjectKey{Name: t.Namespace}, &ns); err != nil {
+		ns := &metav1.PartialObjectMetadata{}
+		ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+		if err := r.Client.Get(ctx, client.ObjectKey{Name: t.Namespace}, ns); err != nil {
 			return nil, fmt.Errorf("reading namespace %s for tenants.namespaceSelector: %w", t.Namespace, err)
 		}
 		selected[t.Namespace] = selector.Matches(labels.Set(ns.Labels))

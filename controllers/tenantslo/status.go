@@ -23,6 +23,7 @@ type tenantStatus struct {
 	CredentialsSecret  string             `json:"credentialsSecret,omitempty"`
 	Endpoint           string             `json:"endpoint,omitempty"`
 	Objective          string             `json:"objective,omitempty"`
+	ClusterNamespace   string             `json:"clusterNamespace,omitempty"`
 }
 
 // applyStatus writes the conditions and credentials reference, emits an event when admission
@@ -43,6 +44,7 @@ func (r *Reconciler) applyStatus(ctx context.Context, s *scope) error {
 		ObservedGeneration: t.Generation,
 		Conditions:         ssa.OwnedConditions(t.Status.Conditions, t.Generation, metav1.Now(), *admitted, readyCondition(s, admitted)),
 		Objective:          t.Spec.Objective.Summary(),
+		ClusterNamespace:   t.ClusterKey().Namespace,
 	}
 	if s.password != "" {
 		st.CredentialsSecret = objects.TenantCredentialsSecretName(t.Name)

@@ -372,14 +372,7 @@ func TestReadyAndDeletion(t *testing.T) {
 func TestGovernanceOnAPIServer(t *testing.T) {
 	platform := env.Namespace(t, "gov-platform")
 	member, outsider := env.Namespace(t, "gov-member"), env.Namespace(t, "gov-outsider")
-	var ns corev1.Namespace
-	if err := get(&ns, "", member); err != nil {
-		t.Fatal(err)
-	}
-	ns.Labels = map[string]string{"cacheqos.io/tenant": "true"}
-	if err := env.Client.Update(ctx(), &ns); err != nil {
-		t.Fatal(err)
-	}
+	setNamespaceLabels(t, member, map[string]string{"cacheqos.io/tenant": "true"})
 	nodes(t, "gov", "gov-a")
 	c := cluster(t, platform, "governed", "gov", v1.EngineRedis, 1)
 	c.Spec.Tenants = v1.TenantGovernance{
@@ -403,4 +396,103 @@ func TestGovernanceOnAPIServer(t *testing.T) {
 	}
 	conditionOf(t, stranger, v1.ConditionReady, metav1.ConditionFalse, v1.ReasonNamespaceNotAllowed)
 	conditionOf(t, pushy, v1.ConditionAdmitted, metav1.ConditionFalse, v1.ReasonPriorityAboveLimit)
+
+	// Relabelling a namespace, and nothing else, re-decides its tenants' admission. Once the
+	// allocation loop has placed welcome (its interval is an hour, so no later plan comes) and
+	// neither welcome nor the plan holding it changes any more, nothing but the relabelling
+	// brings the admitted welcome back to its reconciler.
+	testenv.Eventually(t, timeout, func() error {
+		if err := get(welcome, member, "welcome"); err != nil {
+			return err
+		}
+		if welcome.Status.Allocation == nil {
+			return errors.New("welcome has no allocation yet")
+		}
+		return nil
+	})
+	settled(t, welcome, &v1.CacheNodePlan{ObjectMeta: metav1.ObjectMeta{Namespace: platform, Name: "governed-gov-a"}})
+	setNamespaceLabels(t, member, map[string]string{"cacheqos.io/tenant": "false"})
+	conditionOf(t, welcome, v1.ConditionAdmitted, metav1.ConditionFalse, v1.ReasonNamespaceNotAllowed)
+	conditionOf(t, welcome, v1.ConditionReady, metav1.ConditionFalse, v1.ReasonNamespaceNotAllowed)
+	conditionOf(t, pushy, v1.ConditionAdmitted, metav1.ConditionFalse, v1.ReasonNamespaceNotAllowed)
+	setNamespaceLabels(t, outsider, map[string]string{"cacheqos.io/tenant": "true"})
+	conditionOf(t, stranger, v1.ConditionAdmitted, metav1.ConditionTrue, v1.ReasonAdmitted)
+}
+
+// settled waits until none of objs changes for a second.
+func settled(t *testing.T, objs ...client.Object) {
+	t.Helper()
+	versions := func() (string, error) {
+		out := ""
+		for _, obj := range objs {
+			if err := get(obj, obj.GetNamespace(), obj.GetName()); err != nil {
+				return "", err
+			}
+			out += obj.GetResourceVersion() + " "
+		}
+		return out, nil
+	}
+	testenv.Eventually(t, timeout, func() error {
+		before, err := versions()
+		if err != nil {
+			return err
+		}
+		time.Sleep(time.Second)
+		after, err := versions()
+		if err != nil {
+			return err
+		}
+		if before != after {
+			return fmt.Errorf("resource versions %s became %s within a second", before, after)
+		}
+		return nil
+	})
+}
+
+// setNamespaceLabels replaces a namespace's labels.
+func setNamespaceLabels(t *testing.T, name string, labels map[string]string) {
+	t.Helper()
+	var ns corev1.Namespace
+	if err := get(&ns, "", name); err != nil {
+		t.Fatal(err)
+	}
+	ns.Labels = labels
+	if err := env.Client.Update(ctx(), &ns); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestClusterRefWrittenOut: the operator resolves a clusterRef without namespace into
+// status.clusterNamespace, after which the tenant may write that namespace out in its spec and
+// stays admitted on the same cluster.
+func TestClusterRefWrittenOut(t *testing.T) {
+	ns := env.Namespace(t, "ref-written-out")
+	nodes(t, "ref", "ref-a")
+	cluster(t, ns, "local", "ref", v1.EngineRedis, 1)
+	tslo := tenant(ns, "implicit", "", "local", "64Mi")
+	create(t, tslo)
+	conditionOf(t, tslo, v1.ConditionAdmitted, metav1.ConditionTrue, v1.ReasonAdmitted)
+	testenv.Eventually(t, timeout, func() error {
+		if err := get(tslo, ns, "implicit"); err != nil {
+			return err
+		}
+		if tslo.Status.ClusterNamespace != ns {
+			return fmt.Errorf("status.clusterNamespace %q, want %q", tslo.Status.ClusterNamespace, ns)
+		}
+		tslo.Spec.ClusterRef.Namespace = ns
+		return env.Client.Update(ctx(), tslo)
+	})
+	testenv.Eventually(t, timeout, func() error {
+		if err := get(tslo, ns, "implicit"); err != nil {
+			return err
+		}
+		if tslo.Status.ObservedGeneration != tslo.Generation {
+			return fmt.Errorf("observed generation %d of %d", tslo.Status.ObservedGeneration, tslo.Generation)
+		}
+		return nil
+	})
+	conditionOf(t, tslo, v1.ConditionAdmitted, metav1.ConditionTrue, v1.ReasonAdmitted)
+	if tslo.Spec.ClusterRef.Namespace != ns || tslo.Status.ClusterNamespace != ns {
+		t.Errorf("clusterRef %+v, status.clusterNamespace %q", tslo.Spec.ClusterRef, tslo.Status.ClusterNamespace)
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
+	"github.com/cacheqos/cacheqos/internal/allocator/planning"
 )
 
 // Field managers of server-side apply. Each writer owns its own fields (including its own
@@ -245,4 +246,18 @@ func ListNames(names []string) string {
 		return strings.Join(names, ", ")
 	}
 	return fmt.Sprintf("%s and %d more", strings.Join(names[:maxListedNames], ", "), len(names)-maxListedNames)
+}
+
+// Bytes prints v as a quantity when it is a whole number of binary units (as users write them
+// in specs), and rounded otherwise: a capacity minus headroom is rarely a round number.
+func Bytes(v int64) string {
+	if v%1024 != 0 {
+		return planning.FormatBytes(v)
+	}
+	return resource.NewQuantity(v, resource.BinarySI).String()
+}
+
+// Rate prints bytes per second as a decimal quantity.
+func Rate(v int64) string {
+	return resource.NewQuantity(v, resource.DecimalSI).String()
 }
