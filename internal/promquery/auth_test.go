@@ -2,7 +2,6 @@ package promquery_test
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/pem"
 	"errors"
 	"net/http"
@@ -21,14 +20,8 @@ import (
 )
 
 const (
-	testUser     = "cacheqos"
-	testPassword = "cacheqos-test-password"
-	// testPasswordHash is bcrypt (cost 4, the minimum, so the server checks it quickly) of
-	// testPassword, made once with golang.org/x/crypto/bcrypt.GenerateFromPassword, which
-	// this module does not otherwise need.
-	testPasswordHash = "$2a$04$s1ebmdbUsjk9OEcRpZTnxOlUFYqg0mY9Qe/Fzu8EEH4ANdigR4vzK"
-	testToken        = "cacheqos-test-token"
-	testOrg          = "team-cache"
+	testToken = "cacheqos-test-token"
+	testOrg   = "team-cache"
 )
 
 // clientCase is one HTTP client configuration (prometheus/common's YAML, as the operator's
@@ -50,7 +43,7 @@ func measureWith(t *testing.T, prometheusURL string, certs promtest.Certs, cases
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			files := map[string]string{"password": testPassword, "token": testToken, "wrong-secret": "not-it"}
+			files := map[string]string{"password": promtest.Password, "token": testToken, "wrong-secret": "not-it"}
 			for name, src := range map[string]string{"ca.pem": certs.CAFile, "client.pem": certs.ClientCertFile, "client-key.pem": certs.ClientKeyFile} {
 				b, err := os.ReadFile(src)
 				if err != nil {
@@ -104,19 +97,6 @@ func servedSidecar(t *testing.T) *promtest.Sidecar {
 	return s
 }
 
-// basicAuth adds credentials to every request of the test's own readiness checks, built
-// without the package under test.
-type basicAuth struct {
-	user, password string
-	next           http.RoundTripper
-}
-
-func (b basicAuth) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.SetBasicAuth(b.user, b.password)
-	return b.next.RoundTrip(r)
-}
-
 // waitForTraffic waits until rate() over the test's window has two samples to read.
 func waitForTraffic(t *testing.T, prom *promtest.Server) {
 	prom.WaitFor(t, `count_over_time(`+promquery.MetricRequests+`[4s]) >= 2`, 1, 30*time.Second)
@@ -130,18 +110,16 @@ func TestMeasureWithTLSAndBasicAuth(t *testing.T) {
 	}
 	certs := promtest.NewCerts(t, t.TempDir())
 	sidecar := servedSidecar(t)
-	ownClient := &http.Client{Transport: basicAuth{user: testUser, password: testPassword,
-		next: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: certs.Pool}}}}
 	prom := promtest.StartWeb(t, []string{sidecar.Address()}, time.Second, promtest.Web{
 		CertFile: certs.ServerCertFile, KeyFile: certs.ServerKeyFile,
-		BasicAuthUsers: map[string]string{testUser: testPasswordHash},
-		Client:         ownClient,
+		BasicAuthUsers: map[string]string{promtest.User: promtest.PasswordHash},
+		Client:         certs.BasicAuthClient(),
 	})
 	waitForTraffic(t, prom)
 	const trusted = "tls_config:\n  ca_file: ca.pem\n"
 	measureWith(t, prom.URL, certs, []clientCase{
 		{name: "right credentials", config: trusted + "basic_auth:\n  username: cacheqos\n  password_file: password\n"},
-		{name: "inline password", config: trusted + "basic_auth:\n  username: cacheqos\n  password: " + testPassword + "\n"},
+		{name: "inline password", config: trusted + "basic_auth:\n  username: cacheqos\n  password: " + promtest.Password + "\n"},
 		{name: "wrong password", config: trusted + "basic_auth:\n  username: cacheqos\n  password_file: wrong-secret\n", wantErr: "HTTP 401", wantIs: promquery.ErrUnauthorized},
 		{name: "unknown user", config: trusted + "basic_auth:\n  username: someone\n  password_file: password\n", wantErr: "HTTP 401", wantIs: promquery.ErrUnauthorized},
 		{name: "no credentials", config: trusted, wantErr: "HTTP 401", wantIs: promquery.ErrUnauthorized},
@@ -161,9 +139,8 @@ func TestMeasureWithClientCertificate(t *testing.T) {
 	}
 	certs := promtest.NewCerts(t, t.TempDir())
 	sidecar := servedSidecar(t)
-	ownClient := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: certs.Pool, Certificates: []tls.Certificate{certs.Client}}}}
 	prom := promtest.StartWeb(t, []string{sidecar.Address()}, time.Second, promtest.Web{
-		CertFile: certs.ServerCertFile, KeyFile: certs.ServerKeyFile, ClientCAFile: certs.CAFile, Client: ownClient,
+		CertFile: certs.ServerCertFile, KeyFile: certs.ServerKeyFile, ClientCAFile: certs.CAFile, Client: certs.ClientCertClient(),
 	})
 	waitForTraffic(t, prom)
 	measureWith(t, prom.URL, certs, []clientCase{

@@ -10,10 +10,21 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+)
+
+// A basic auth user for servers that require one (Web.BasicAuthUsers).
+const (
+	User     = "cacheqos"
+	Password = "cacheqos-test-password"
+	// PasswordHash is bcrypt (cost 4, the minimum, so the server checks it quickly) of
+	// Password, made once with golang.org/x/crypto/bcrypt.GenerateFromPassword, which this
+	// module does not otherwise need.
+	PasswordHash = "$2a$04$s1ebmdbUsjk9OEcRpZTnxOlUFYqg0mY9Qe/Fzu8EEH4ANdigR4vzK"
 )
 
 // Certs are PEM files of a throwaway CA and of a server certificate (for 127.0.0.1) and a
@@ -102,4 +113,23 @@ func writePEM(t testing.TB, dir, name, blockType string, der []byte) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// BasicAuthClient trusts the CA and sends User's credentials: a Web.Client for servers that
+// require basic auth, built without the package under test.
+func (c Certs) BasicAuthClient() *http.Client {
+	return &http.Client{Transport: basicAuth{next: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: c.Pool}}}}
+}
+
+// ClientCertClient trusts the CA and presents the client certificate.
+func (c Certs) ClientCertClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: c.Pool, Certificates: []tls.Certificate{c.Client}}}}
+}
+
+type basicAuth struct{ next http.RoundTripper }
+
+func (b basicAuth) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.SetBasicAuth(User, Password)
+	return b.next.RoundTrip(r)
 }
