@@ -125,6 +125,37 @@ func TestMeasureWithTLSAndBasicAuth(t *testing.T) {
 		{name: "no credentials", config: trusted, wantErr: "HTTP 401", wantIs: promquery.ErrUnauthorized},
 		{name: "CA not trusted", config: "basic_auth:\n  username: cacheqos\n  password_file: password\n", wantErr: "certificate signed by unknown authority"},
 	})
+	t.Run("password file rotated", func(t *testing.T) {
+		dir := t.TempDir()
+		write := func(name, content string) {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ca, err := os.ReadFile(certs.CAFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		write("ca.pem", string(ca))
+		write("password", "an old password")
+		write("http.yaml", trusted+"basic_auth:\n  username: cacheqos\n  password_file: password\n")
+		httpClient, err := promquery.LoadHTTPClient(filepath.Join(dir, "http.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		client, err := promquery.New(prom.URL, httpClient)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := client.Query(context.Background(), "vector(1)", time.Time{}); !errors.Is(err, promquery.ErrUnauthorized) {
+			t.Fatalf("error with the old password = %v, want ErrUnauthorized", err)
+		}
+		// The same client reads the file again on its next request.
+		write("password", promtest.Password)
+		if _, err := client.Query(context.Background(), "vector(1)", time.Time{}); err != nil {
+			t.Fatalf("after the password file changed: %v", err)
+		}
+	})
 	// Plain HTTP to the HTTPS port is refused, not answered.
 	measureWith(t, strings.Replace(prom.URL, "https://", "http://", 1), certs, []clientCase{
 		{name: "plain HTTP", config: "basic_auth:\n  username: cacheqos\n  password_file: password\n", wantErr: "HTTP 400 Bad Request: Client sent an HTTP request to an HTTPS server"},
