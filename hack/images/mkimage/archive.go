@@ -293,19 +293,27 @@ func writeArchive(w io.Writer, tag, imageID string, cfg []byte, diffID string, l
 	if _, err := layerTar.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
-	tw := tar.NewWriter(w)
-	dirHdr := &tar.Header{Name: diffID + "/", Typeflag: tar.TypeDir, Mode: 0o755, ModTime: epoch}
-	if err := tw.WriteHeader(dirHdr); err != nil {
-		return err
-	}
-	files := []struct {
-		name string
-		size int64
-		body io.Reader
-	}{
+	return writeTar(w, []string{diffID + "/"}, []archiveFile{
 		{diffID + "/layer.tar", layerInfo.Size(), layerTar},
 		{imageID + ".json", int64(len(cfg)), bytes.NewReader(cfg)},
 		{"manifest.json", int64(len(manifest)), bytes.NewReader(manifest)},
+	})
+}
+
+// archiveFile is one regular file of an image archive.
+type archiveFile struct {
+	name string
+	size int64
+	body io.Reader
+}
+
+// writeTar writes the directories, then the files, owned by root at the fixed time.
+func writeTar(w io.Writer, dirs []string, files []archiveFile) error {
+	tw := tar.NewWriter(w)
+	for _, dir := range dirs {
+		if err := tw.WriteHeader(&tar.Header{Name: dir, Typeflag: tar.TypeDir, Mode: 0o755, ModTime: epoch}); err != nil {
+			return err
+		}
 	}
 	for _, f := range files {
 		hdr := &tar.Header{Name: f.name, Typeflag: tar.TypeReg, Mode: 0o644, Size: f.size, ModTime: epoch}
@@ -362,33 +370,13 @@ func writeOCIArchive(w io.Writer, tag, imageID string, cfg []byte, diffID string
 	if err != nil {
 		return err
 	}
-	tw := tar.NewWriter(w)
-	for _, dir := range []string{"blobs/", "blobs/sha256/"} {
-		if err := tw.WriteHeader(&tar.Header{Name: dir, Typeflag: tar.TypeDir, Mode: 0o755, ModTime: epoch}); err != nil {
-			return err
-		}
-	}
-	files := []struct {
-		name string
-		size int64
-		body io.Reader
-	}{
+	return writeTar(w, []string{"blobs/", "blobs/sha256/"}, []archiveFile{
 		{"blobs/sha256/" + diffID, layerInfo.Size(), layerTar},
 		{"blobs/sha256/" + imageID, int64(len(cfg)), bytes.NewReader(cfg)},
 		{"blobs/sha256/" + manifestID, int64(len(manifest)), bytes.NewReader(manifest)},
 		{"oci-layout", int64(len(ociLayout)), strings.NewReader(ociLayout)},
 		{"index.json", int64(len(index)), bytes.NewReader(index)},
-	}
-	for _, f := range files {
-		hdr := &tar.Header{Name: f.name, Typeflag: tar.TypeReg, Mode: 0o644, Size: f.size, ModTime: epoch}
-		if err := tw.WriteHeader(hdr); err != nil {
-			return err
-		}
-		if _, err := io.Copy(tw, f.body); err != nil {
-			return err
-		}
-	}
-	return tw.Close()
+	})
 }
 
 // ociLayout marks a directory (here a tar) as an OCI image layout.

@@ -80,18 +80,24 @@ func sampleSpec(t *testing.T) imageSpec {
 	}
 }
 
-func TestBuildWritesDockerArchive(t *testing.T) {
-	spec := sampleSpec(t)
+// buildFiles builds spec and returns the image ID and the archive's regular files.
+func buildFiles(t *testing.T, spec imageSpec) (string, map[string][]byte) {
+	t.Helper()
 	imageID, err := build(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Open(spec.Output)
+	archive, err := os.ReadFile(spec.Output)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	files, _ := readTar(t, f)
+	files, _ := readTar(t, bytes.NewReader(archive))
+	return imageID, files
+}
+
+func TestBuildWritesDockerArchive(t *testing.T) {
+	spec := sampleSpec(t)
+	imageID, files := buildFiles(t, spec)
 
 	var manifest []manifestEntry
 	if err := json.Unmarshal(files["manifest.json"], &manifest); err != nil {
@@ -427,28 +433,10 @@ func readBlob(t *testing.T, files map[string][]byte, d ociDescriptor) []byte {
 // containers.
 func TestBuildWritesOCIArchive(t *testing.T) {
 	spec := sampleSpec(t)
-	dockerID, err := build(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dockerArchive, err := os.ReadFile(spec.Output)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dockerFiles, _ := readTar(t, bytes.NewReader(dockerArchive))
-
+	dockerID, dockerFiles := buildFiles(t, spec)
 	spec.Format, spec.Tag = formatOCI, "cacheqos/sample:1.2.3"
 	spec.Output = filepath.Join(t.TempDir(), "sample-oci.tar")
-	imageID, err := build(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(spec.Output)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	files, _ := readTar(t, f)
+	imageID, files := buildFiles(t, spec)
 	if string(files["oci-layout"]) != `{"imageLayoutVersion":"1.0.0"}` {
 		t.Fatalf("oci-layout = %q", files["oci-layout"])
 	}
