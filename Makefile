@@ -54,6 +54,10 @@ lint: ## Run golangci-lint.
 build: ## Build every binary into bin/.
 	go build -o $(LOCALBIN)/ ./cmd/...
 
+.PHONY: release
+release: ## Images (operator, sidecar, loadgen) as OCI archives and the packaged chart, one version (VERSION=x.y.z), in dist/.
+	hack/release.sh dist
+
 .PHONY: test
 test: bootstrap ## Bootstrap, then run every test layer and print each layer's counts.
 	hack/test.sh

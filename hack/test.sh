@@ -25,7 +25,8 @@ failed=0
 
 for layer in "${layers[@]}"; do
   if [ "$layer" = static ]; then
-    echo "== static: gofmt, go vet, golangci-lint"
+    echo "== static: gofmt, go vet, golangci-lint, tracked file sizes"
+    go run ./hack/sizecheck || failed=1
     unformatted=$(gofmt -l $(git ls-files '*.go') 2>/dev/null || true)
     [ -z "$unformatted" ] || { echo "not gofmt'ed: $unformatted"; failed=1; }
     go vet ./... || failed=1

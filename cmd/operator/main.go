@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/cacheqos/cacheqos/controllers"
 	"github.com/cacheqos/cacheqos/controllers/allocation"
+	"github.com/cacheqos/cacheqos/internal/promquery"
 )
 
 // version is stamped at build time with -ldflags "-X main.version=..."; it tags the default
@@ -31,31 +33,61 @@ func main() {
 	}
 }
 
-func run() error {
+// settings are the operator's command-line flags.
+type settings struct {
+	opts          controllers.Options
+	metricsAddr   string
+	probeAddr     string
+	leaderElect   bool
+	leaderElectNS string
+	watchNS       string
+	logLevel      slog.Level
+}
+
+// parseFlags reads the command line; the Prometheus HTTP client configuration file it names
+// is loaded here, so a wrong one stops the operator at start.
+func parseFlags(args []string) (settings, error) {
 	var (
-		opts          controllers.Options
-		metricsAddr   string
-		probeAddr     string
-		leaderElect   bool
-		leaderElectNS string
-		watchNS       string
+		s              settings
+		promHTTPConfig string
 	)
-	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the metrics endpoint (0 disables it)")
-	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints")
-	flag.BoolVar(&leaderElect, "leader-elect", true, "elect a leader among replicas; only the leader reconciles and allocates")
-	flag.StringVar(&leaderElectNS, "leader-election-namespace", "", "namespace of the leader election Lease (default: the operator's own)")
-	flag.StringVar(&opts.Allocation.DefaultPrometheusURL, "prometheus-url", "", "Prometheus HTTP API for clusters whose spec.monitoring.prometheusURL is empty")
-	flag.StringVar(&watchNS, "watch-namespaces", "", "comma-separated namespaces of CacheClusters and tenants to watch (default: all)")
-	flag.StringVar(&opts.Images.Sidecar, "sidecar-image", "cacheqos/cache-sidecar:"+version, "default cache-sidecar image")
-	flag.StringVar(&opts.Images.Redis, "redis-image", "", "default image the sidecar runs in for redis clusters (default: the sidecar image)")
-	flag.StringVar(&opts.Images.Memcached, "memcached-image", "", "default image the sidecar runs in for memcached clusters (default: the sidecar image)")
-	flag.IntVar(&opts.Allocation.SolverWorkers, "solver-workers", allocation.DefaultSolverWorkers, "CP-SAT workers per solve (1 makes plans reproducible)")
-	flag.DurationVar(&opts.Allocation.Debounce, "allocation-debounce", allocation.DefaultDebounce, "delay between a change and the allocation it triggers")
-	flag.IntVar(&opts.Allocation.ApplyDeadlineIntervals, "apply-deadline-intervals", allocation.DefaultApplyDeadlineIntervals, "allocation intervals a sidecar may take to apply a plan before the cluster is Degraded")
-	var logLevel slog.Level
-	flag.TextVar(&logLevel, "log-level", slog.LevelInfo, "lowest level logged: DEBUG, INFO, WARN or ERROR")
-	flag.Parse()
-	ctrl.SetLogger(logr.FromSlogHandler(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel})))
+	fs := flag.NewFlagSet("operator", flag.ContinueOnError)
+	fs.StringVar(&s.metricsAddr, "metrics-bind-address", ":8080", "address of the metrics endpoint (0 disables it)")
+	fs.StringVar(&s.probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints")
+	fs.BoolVar(&s.leaderElect, "leader-elect", true, "elect a leader among replicas; only the leader reconciles and allocates")
+	fs.StringVar(&s.leaderElectNS, "leader-election-namespace", "", "namespace of the leader election Lease (default: the operator's own)")
+	fs.StringVar(&s.opts.Allocation.DefaultPrometheusURL, "prometheus-url", "", "Prometheus HTTP API for clusters whose spec.monitoring.prometheusURL is empty")
+	fs.StringVar(&promHTTPConfig, "prometheus-http-config", "", "file in prometheus/common's HTTP client configuration format (authorization, basic_auth, tls_config, http_headers, ...) used for every Prometheus query; relative paths in it are relative to its directory (default: no credentials)")
+	fs.StringVar(&s.watchNS, "watch-namespaces", "", "comma-separated namespaces of CacheClusters and tenants to watch (default: all)")
+	fs.StringVar(&s.opts.Images.Sidecar, "sidecar-image", "cacheqos/cache-sidecar:"+version, "default cache-sidecar image")
+	fs.StringVar(&s.opts.Images.Redis, "redis-image", "", "default image the sidecar runs in for redis clusters (default: the sidecar image)")
+	fs.StringVar(&s.opts.Images.Memcached, "memcached-image", "", "default image the sidecar runs in for memcached clusters (default: the sidecar image)")
+	fs.IntVar(&s.opts.Allocation.SolverWorkers, "solver-workers", allocation.DefaultSolverWorkers, "CP-SAT workers per solve (1 makes plans reproducible)")
+	fs.DurationVar(&s.opts.Allocation.Debounce, "allocation-debounce", allocation.DefaultDebounce, "delay between a change and the allocation it triggers")
+	fs.IntVar(&s.opts.Allocation.ApplyDeadlineIntervals, "apply-deadline-intervals", allocation.DefaultApplyDeadlineIntervals, "allocation intervals a sidecar may take to apply a plan before the cluster is Degraded")
+	fs.TextVar(&s.logLevel, "log-level", slog.LevelInfo, "lowest level logged: DEBUG, INFO, WARN or ERROR")
+	if err := fs.Parse(args); err != nil {
+		return s, err
+	}
+	if promHTTPConfig != "" {
+		c, err := promquery.LoadHTTPClient(promHTTPConfig)
+		if err != nil {
+			return s, fmt.Errorf("--prometheus-http-config: %w", err)
+		}
+		s.opts.Allocation.HTTPClient = c
+	}
+	return s, nil
+}
+
+func run() error {
+	s, err := parseFlags(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	ctrl.SetLogger(logr.FromSlogHandler(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: s.logLevel})))
 	ctrl.Log.Info("starting the cacheqos operator", "version", version)
 
 	scheme, err := controllers.NewScheme()
@@ -64,12 +96,12 @@ func run() error {
 	}
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                        scheme,
-		Cache:                         controllers.CacheOptions(namespaces(watchNS)...),
-		Metrics:                       metricsserver.Options{BindAddress: metricsAddr},
-		HealthProbeBindAddress:        probeAddr,
-		LeaderElection:                leaderElect,
+		Cache:                         controllers.CacheOptions(namespaces(s.watchNS)...),
+		Metrics:                       metricsserver.Options{BindAddress: s.metricsAddr},
+		HealthProbeBindAddress:        s.probeAddr,
+		LeaderElection:                s.leaderElect,
 		LeaderElectionID:              "cacheqos-operator.cacheqos.io",
-		LeaderElectionNamespace:       leaderElectNS,
+		LeaderElectionNamespace:       s.leaderElectNS,
 		LeaderElectionReleaseOnCancel: true,
 		GracefulShutdownTimeout:       ptr.To(30 * time.Second),
 	})
@@ -77,7 +109,7 @@ func run() error {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
 	ctx := ctrl.SetupSignalHandler()
-	if _, err := controllers.Setup(ctx, mgr, opts); err != nil {
+	if _, err := controllers.Setup(ctx, mgr, s.opts); err != nil {
 		return fmt.Errorf("setting up the controllers: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {

@@ -3,7 +3,7 @@
 # registry and no Docker engine: static Go binaries from this repository, and Debian's cache
 # engines with exactly the shared libraries they load (hack/images/mkimage writes the tars).
 #
-#   hack/images/build.sh [-o DIR] IMAGE...
+#   hack/images/build.sh [-o DIR] [-f docker|oci] IMAGE...
 #
 #   pause      localhost/cacheqos/pause:local      the pod sandbox (containerd's sandbox_image)
 #   smoke      localhost/cacheqos/smoke:local      HTTP test server (/healthz, / = pod name)
@@ -23,6 +23,10 @@
 # same binaries (test/chart checks the two stay in step). $CACHEQOS_VERSION (default "local")
 # is stamped into them as the Dockerfile stamps its VERSION.
 #
+# -f oci writes OCI image layouts (oci-archives, for release; `make release`) tagged
+# cacheqos/NAME:$CACHEQOS_VERSION, the chart's repository names, instead of docker archives
+# tagged as above for the local cluster.
+#
 # DIR defaults to $CACHEQOS_IMAGE_DIR, else $HOME/.cache/cacheqos/images. Prints one line per
 # image, "TAG IMAGE_ID TAR"; progress goes to stderr. Import with hack/images/import.sh TAR...
 set -euo pipefail
@@ -30,22 +34,25 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 out=${CACHEQOS_IMAGE_DIR:-$HOME/.cache/cacheqos/images}
 version=${CACHEQOS_VERSION:-local}
+format=docker
 images=(pause smoke redis memcached operator cache-sidecar loadgen prometheus-operator prometheus-config-reloader prometheus)
 
 usage() {
-  echo "usage: $0 [-o DIR] IMAGE...   (IMAGE: ${images[*]})" >&2
+  echo "usage: $0 [-o DIR] [-f docker|oci] IMAGE...   (IMAGE: ${images[*]})" >&2
   exit 2
 }
 die() { echo "build.sh: $*" >&2; exit 1; }
 
-while getopts o: opt; do
+while getopts o:f: opt; do
   case $opt in
     o) out=$OPTARG ;;
+    f) format=$OPTARG ;;
     *) usage ;;
   esac
 done
 shift $((OPTIND - 1))
 [ $# -gt 0 ] || usage
+[ "$format" = docker ] || [ "$format" = oci ] || die "-f $format: want docker or oci"
 for name in "$@"; do
   [[ " ${images[*]} " == *" $name "* ]] || die "unknown image '$name' (images: ${images[*]})"
 done
@@ -74,25 +81,34 @@ go_release() {
   (cd "$repo" && CGO_ENABLED=$1 go build -trimpath -ldflags "-s -w -X main.version=$version" -o "$3" "$2")
 }
 
-mkimage() { "$work/mkimage" "$@"; }
+mkimage() { "$work/mkimage" -format "$format" "$@"; }
+
+# tag NAME: the reference of image NAME in the archive.
+tag() {
+  if [ "$format" = oci ]; then
+    echo "cacheqos/$1:$version"
+  else
+    echo "localhost/cacheqos/$1:local"
+  fi
+}
 
 # Non-root users: 65535 is the conventional pause user, 65534 is "nobody".
 image_pause() {
   go_static ./hack/images/pause "$work/pause"
-  mkimage -tag localhost/cacheqos/pause:local -o "$out/pause.tar" \
+  mkimage -tag "$(tag pause)" -o "$out/pause.tar" \
     -add "$work/pause:/pause" -user 65535:65535 -entrypoint '["/pause"]'
 }
 
 image_smoke() {
   go_static ./hack/images/smoke "$work/smoke"
-  mkimage -tag localhost/cacheqos/smoke:local -o "$out/smoke.tar" \
+  mkimage -tag "$(tag smoke)" -o "$out/smoke.tar" \
     -add "$work/smoke:/smoke" -user 65534:65534 -expose 8080/tcp -entrypoint '["/smoke"]'
 }
 
 # The file is copied under the name redis-server on purpose: Debian ships it as a symlink to
 # redis-check-rdb, and redis picks its mode from the name it was started as.
 image_redis() {
-  mkimage -tag localhost/cacheqos/redis:local -o "$out/redis.tar" \
+  mkimage -tag "$(tag redis)" -o "$out/redis.tar" \
     -add "$(engine redis-server):/usr/bin/redis-server" -libs \
     -dir /data:1777 -workdir /data -user 65534:65534 -expose 6379/tcp \
     -entrypoint '["/usr/bin/redis-server"]' \
@@ -100,7 +116,7 @@ image_redis() {
 }
 
 image_memcached() {
-  mkimage -tag localhost/cacheqos/memcached:local -o "$out/memcached.tar" \
+  mkimage -tag "$(tag memcached)" -o "$out/memcached.tar" \
     -add "$(engine memcached):/usr/bin/memcached" -libs \
     -user 65534:65534 -expose 11211/tcp \
     -entrypoint '["/usr/bin/memcached"]' -cmd '["--port=11211","--udp-port=0"]'
@@ -122,7 +138,7 @@ image_operator() {
   while IFS= read -r lib; do
     adds+=(-add "$lib")
   done < <(ldd "$wheel/ortools/.libs/libortools.so.9" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }' | grep -v "^$wheel/")
-  mkimage -tag localhost/cacheqos/operator:local -o "$out/operator.tar" \
+  mkimage -tag "$(tag operator)" -o "$out/operator.tar" \
     -add "$work/operator:/operator" -libs "${adds[@]}" \
     -env CACHEQOS_ORTOOLS_LIB=/opt/ortools/ortools/.libs/libortools.so.9 \
     -user 65532:65532 -entrypoint '["/operator"]'
@@ -133,7 +149,7 @@ image_operator() {
 # engine image of both engines.
 image_cache-sidecar() {
   go_release 0 ./cmd/cache-sidecar "$work/cache-sidecar"
-  mkimage -tag localhost/cacheqos/cache-sidecar:local -o "$out/cache-sidecar.tar" \
+  mkimage -tag "$(tag cache-sidecar)" -o "$out/cache-sidecar.tar" \
     -add "$work/cache-sidecar:/cache-sidecar" \
     -add "$(engine redis-server):/usr/bin/redis-server" -add "$(engine memcached):/usr/bin/memcached" -libs \
     -user 65532:65532 -entrypoint '["/cache-sidecar"]'
@@ -141,7 +157,7 @@ image_cache-sidecar() {
 
 image_loadgen() {
   go_release 0 ./cmd/cacheqos-loadgen "$work/cacheqos-loadgen"
-  mkimage -tag localhost/cacheqos/loadgen:local -o "$out/loadgen.tar" \
+  mkimage -tag "$(tag loadgen)" -o "$out/loadgen.tar" \
     -add "$work/cacheqos-loadgen:/cacheqos-loadgen" -user 65532:65532 -entrypoint '["/cacheqos-loadgen"]'
 }
 
@@ -155,20 +171,20 @@ monitoring_binary() {
 # prometheus-operator starts the Prometheus containers with these images' own entrypoints,
 # except the reloader, which it starts as /bin/prometheus-config-reloader.
 image_prometheus-operator() {
-  mkimage -tag localhost/cacheqos/prometheus-operator:local -o "$out/prometheus-operator.tar" \
+  mkimage -tag "$(tag prometheus-operator)" -o "$out/prometheus-operator.tar" \
     -add "$(monitoring_binary operator):/bin/operator" \
     -user 65534:65534 -expose 8080/tcp -entrypoint '["/bin/operator"]'
 }
 
 image_prometheus-config-reloader() {
-  mkimage -tag localhost/cacheqos/prometheus-config-reloader:local -o "$out/prometheus-config-reloader.tar" \
+  mkimage -tag "$(tag prometheus-config-reloader)" -o "$out/prometheus-config-reloader.tar" \
     -add "$(monitoring_binary prometheus-config-reloader):/bin/prometheus-config-reloader" \
     -user 65534:65534 -entrypoint '["/bin/prometheus-config-reloader"]'
 }
 
 # The operator mounts the configuration under /etc/prometheus and the data at /prometheus.
 image_prometheus() {
-  mkimage -tag localhost/cacheqos/prometheus:local -o "$out/prometheus.tar" \
+  mkimage -tag "$(tag prometheus)" -o "$out/prometheus.tar" \
     -add "$(monitoring_binary prometheus):/bin/prometheus" -dir /prometheus:0777 -workdir /prometheus \
     -user 65534:65534 -expose 9090/tcp -entrypoint '["/bin/prometheus"]'
 }

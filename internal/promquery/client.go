@@ -1,8 +1,9 @@
-// Package promquery reads what the cache sidecars measured from Prometheus' HTTP API: a small
-// client for instant queries, every PromQL expression cacheqos uses (queries.go, kept in step
-// with docs/metrics.md by a test), and Measure, which runs the allocator's queries for one
-// cluster and assembles per-tenant, per-node rates, hit ratios, latencies and miss-ratio
-// curve points.
+// Package promquery reads what the cache sidecars measured from Prometheus' HTTP API: instant
+// queries through client_golang's API client with prometheus/common's HTTP client
+// configuration (TLS, basic auth, bearer tokens, custom headers), every PromQL expression
+// cacheqos uses (queries.go, kept in step with docs/metrics.md by a test), and Measure, which
+// runs the allocator's queries for one cluster and assembles per-tenant, per-node rates, hit
+// ratios, latencies and miss-ratio curve points.
 //
 // The package has no Kubernetes imports: the operator's allocation loop turns Measurements
 // into a planning snapshot.
@@ -14,26 +15,34 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"net/url"
-	"strconv"
-	"strings"
+	"os"
+	"path/filepath"
 	"time"
+
+	"github.com/prometheus/client_golang/api"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/config"
+	"github.com/prometheus/common/model"
 )
 
 // maxResponseBytes bounds one query response. Series are bounded per tenant partition (see
 // docs/metrics.md), so a response this large means a query selected far more than intended.
 const maxResponseBytes = 64 << 20
 
+// DefaultTimeout bounds one query when the caller's HTTP client sets no timeout.
+const DefaultTimeout = 30 * time.Second
+
 // Client queries one Prometheus server.
 type Client struct {
-	endpoint *url.URL
-	http     *http.Client
+	address string
+	api     promv1.API
 }
 
 // New returns a client for the Prometheus server at baseURL (http or https, optionally with a
-// path prefix such as a reverse proxy's). httpClient nil means a client with a 30s timeout.
+// path prefix such as a reverse proxy's). httpClient carries the credentials (see
+// NewHTTPClient); nil means a client without credentials and a DefaultTimeout timeout.
 func New(baseURL string, httpClient *http.Client) (*Client, error) {
 	u, err := url.Parse(baseURL)
 	if err != nil {
@@ -46,12 +55,49 @@ func New(baseURL string, httpClient *http.Client) (*Client, error) {
 		return nil, fmt.Errorf("prometheus URL %q: no host", baseURL)
 	}
 	if httpClient == nil {
-		httpClient = &http.Client{Timeout: 30 * time.Second}
+		httpClient = &http.Client{Timeout: DefaultTimeout}
 	}
-	endpoint := *u
-	endpoint.Path = strings.TrimSuffix(u.Path, "/") + "/api/v1/query"
-	endpoint.RawQuery = ""
-	return &Client{endpoint: &endpoint, http: httpClient}, nil
+	bounded := *httpClient
+	bounded.Transport = boundedTransport{next: httpClient.Transport, limit: maxResponseBytes}
+	c, err := api.NewClient(api.Config{Address: baseURL, Client: &bounded})
+	if err != nil {
+		return nil, fmt.Errorf("prometheus URL %q: %w", baseURL, err)
+	}
+	return &Client{address: u.Redacted(), api: promv1.NewAPI(statusClient{c})}, nil
+}
+
+// LoadHTTPClient builds an HTTP client from a file in prometheus/common's HTTP client
+// configuration format (the format of a Prometheus scrape config's authorization, basic_auth,
+// oauth2, tls_config, proxy_url and http_headers). Relative file paths in it are relative to
+// the file's directory; credential files are read on every request, so rotated tokens apply
+// without a restart.
+func LoadHTTPClient(path string) (*http.Client, error) {
+	// Not config.LoadHTTPConfigFile: in the prometheus/common this module uses, it resolves
+	// relative paths against the parent of the file's directory.
+	content, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("prometheus HTTP client config: %w", err)
+	}
+	cfg, err := config.LoadHTTPConfig(string(content))
+	if err != nil {
+		return nil, fmt.Errorf("prometheus HTTP client config %s: %w", path, err)
+	}
+	cfg.SetDirectory(filepath.Dir(path))
+	return NewHTTPClient(*cfg)
+}
+
+// NewHTTPClient builds an HTTP client for Prometheus from a prometheus/common HTTP client
+// configuration, with a DefaultTimeout timeout.
+func NewHTTPClient(cfg config.HTTPClientConfig) (*http.Client, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("prometheus HTTP client config: %w", err)
+	}
+	c, err := config.NewClientFromConfig(cfg, "cacheqos")
+	if err != nil {
+		return nil, fmt.Errorf("prometheus HTTP client config: %w", err)
+	}
+	c.Timeout = DefaultTimeout
+	return c, nil
 }
 
 // Sample is one element of an instant vector.
@@ -61,143 +107,122 @@ type Sample struct {
 	Time   time.Time
 }
 
-// Query evaluates expr at time at (the server's current time when at is zero) and returns the
-// instant vector (a scalar result is returned as one sample without labels). The expression
-// travels in a POST body, so long label matchers fit.
-func (c *Client) Query(ctx context.Context, expr string, at time.Time) ([]Sample, error) {
-	form := url.Values{"query": {expr}}
-	if !at.IsZero() {
-		form.Set("time", formatTime(at))
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint.String(), strings.NewReader(form.Encode()))
-	if err != nil {
-		return nil, fmt.Errorf("query %q: %w", expr, err)
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("query %q: %w", expr, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("query %q: reading the response: %w", expr, err)
-	}
-	if len(body) > maxResponseBytes {
-		return nil, fmt.Errorf("query %q: response larger than %d bytes", expr, maxResponseBytes)
-	}
-	samples, err := ParseResponse(body)
-	if err != nil {
-		return nil, fmt.Errorf("query %q (HTTP %d): %w", expr, resp.StatusCode, err)
-	}
-	return samples, nil
-}
-
-func formatTime(t time.Time) string {
-	return strconv.FormatFloat(float64(t.UnixMilli())/1000, 'f', 3, 64)
-}
-
-// apiResponse is the envelope of every Prometheus HTTP API answer.
-type apiResponse struct {
-	Status    string          `json:"status"`
-	Data      json.RawMessage `json:"data"`
-	ErrorType string          `json:"errorType"`
-	Error     string          `json:"error"`
-}
-
-type queryData struct {
-	ResultType string          `json:"resultType"`
-	Result     json.RawMessage `json:"result"`
-}
-
-type vectorElement struct {
-	Metric map[string]string `json:"metric"`
-	Value  json.RawMessage   `json:"value"`
-}
-
 // ErrServer wraps errors Prometheus itself reported (status "error"): a bad expression, a
 // timeout, an overloaded server.
 var ErrServer = errors.New("prometheus reported an error")
 
-// ParseResponse decodes the body of an instant query answer into samples. It accepts vector
-// and scalar results and reports every other shape, and error answers, as errors.
-func ParseResponse(body []byte) ([]Sample, error) {
-	var env apiResponse
-	if err := json.Unmarshal(body, &env); err != nil {
-		return nil, fmt.Errorf("not a Prometheus API response: %w (body starts %q)", err, snippet(body))
-	}
-	switch env.Status {
-	case "success":
-	case "error":
-		return nil, fmt.Errorf("%w: %s: %s", ErrServer, env.ErrorType, env.Error)
-	default:
-		return nil, fmt.Errorf("response status %q is neither success nor error", env.Status)
-	}
-	var data queryData
-	if err := json.Unmarshal(env.Data, &data); err != nil {
-		return nil, fmt.Errorf("response data: %w", err)
-	}
-	switch data.ResultType {
-	case "vector":
-		var elems []vectorElement
-		if err := json.Unmarshal(data.Result, &elems); err != nil {
-			return nil, fmt.Errorf("vector result: %w", err)
+// ErrUnauthorized wraps answers 401 and 403: missing or wrong credentials.
+var ErrUnauthorized = errors.New("prometheus refused the credentials")
+
+// Query evaluates expr at time at (the server's current time when at is zero) and returns the
+// instant vector (a scalar result is returned as one sample without labels). The expression
+// travels in a POST body, so long label matchers fit.
+func (c *Client) Query(ctx context.Context, expr string, at time.Time) ([]Sample, error) {
+	// Warnings (a partial answer from Thanos, say) are dropped: the samples that did arrive
+	// are still the measurement, and a missing node shows up as a stale one.
+	v, _, err := c.api.Query(ctx, expr, at)
+	if err != nil {
+		var apiErr *promv1.Error
+		if errors.As(err, &apiErr) && apiErr.Type != promv1.ErrBadResponse {
+			return nil, fmt.Errorf("query %q at %s: %w: %s: %s", expr, c.address, ErrServer, apiErr.Type, apiErr.Msg)
 		}
-		out := make([]Sample, 0, len(elems))
-		for i, e := range elems {
-			t, v, err := parseSamplePair(e.Value)
-			if err != nil {
-				return nil, fmt.Errorf("vector result[%d]: %w", i, err)
+		return nil, fmt.Errorf("query %q at %s: %w", expr, c.address, err)
+	}
+	samples, err := samplesOf(v)
+	if err != nil {
+		return nil, fmt.Errorf("query %q at %s: %w", expr, c.address, err)
+	}
+	return samples, nil
+}
+
+// samplesOf converts an instant query's result: vectors and scalars; every other shape is an
+// error.
+func samplesOf(v model.Value) ([]Sample, error) {
+	switch r := v.(type) {
+	case model.Vector:
+		out := make([]Sample, 0, len(r))
+		for _, s := range r {
+			labels := make(map[string]string, len(s.Metric))
+			for k, l := range s.Metric {
+				labels[string(k)] = string(l)
 			}
-			labels := e.Metric
-			if labels == nil {
-				labels = map[string]string{}
-			}
-			out = append(out, Sample{Labels: labels, Value: v, Time: t})
+			out = append(out, Sample{Labels: labels, Value: float64(s.Value), Time: s.Timestamp.Time()})
 		}
 		return out, nil
-	case "scalar":
-		t, v, err := parseSamplePair(data.Result)
-		if err != nil {
-			return nil, fmt.Errorf("scalar result: %w", err)
-		}
-		return []Sample{{Labels: map[string]string{}, Value: v, Time: t}}, nil
+	case *model.Scalar:
+		return []Sample{{Labels: map[string]string{}, Value: float64(r.Value), Time: r.Timestamp.Time()}}, nil
+	case nil:
+		return nil, errors.New("the response has no result")
 	default:
-		return nil, fmt.Errorf("result type %q is not supported (want vector or scalar)", data.ResultType)
+		return nil, fmt.Errorf("result type %q is not supported (want vector or scalar)", v.Type())
 	}
 }
 
-// parseSamplePair decodes [<unix seconds>, "<value>"]. Values are strings so that NaN and the
-// infinities survive JSON.
-func parseSamplePair(raw json.RawMessage) (time.Time, float64, error) {
-	var pair []json.RawMessage
-	if err := json.Unmarshal(raw, &pair); err != nil {
-		return time.Time{}, 0, fmt.Errorf("sample %s: %w", snippet(raw), err)
+// statusClient turns HTTP statuses that carry no Prometheus API answer into errors that name
+// the status and quote the body (client_golang's keep the body out of the message), and marks
+// 401 and 403 as ErrUnauthorized.
+type statusClient struct{ api.Client }
+
+func (c statusClient) Do(ctx context.Context, req *http.Request) (*http.Response, []byte, error) {
+	resp, body, err := c.Client.Do(ctx, req)
+	if err != nil || resp.StatusCode/100 == 2 {
+		return resp, body, err
 	}
-	if len(pair) != 2 {
-		return time.Time{}, 0, fmt.Errorf("sample %s: want [time, value]", snippet(raw))
+	switch resp.StatusCode {
+	case http.StatusBadRequest, http.StatusUnprocessableEntity, http.StatusServiceUnavailable:
+		// Prometheus answers a bad or failed query with these and a JSON error body; other
+		// bodies come from something else (plain HTTP sent to an HTTPS port, say).
+		if json.Valid(body) {
+			return resp, body, nil
+		}
+	case http.StatusMethodNotAllowed, http.StatusNotImplemented:
+		// client_golang retries the POST as a GET.
+		return resp, body, nil
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return resp, body, fmt.Errorf("%w: HTTP %s: %s", ErrUnauthorized, resp.Status, snippet(body))
 	}
-	var ts float64
-	if err := json.Unmarshal(pair[0], &ts); err != nil {
-		return time.Time{}, 0, fmt.Errorf("sample time %s: %w", snippet(pair[0]), err)
+	return resp, body, fmt.Errorf("HTTP %s: %s", resp.Status, snippet(body))
+}
+
+// boundedTransport fails a response body longer than limit bytes.
+type boundedTransport struct {
+	next  http.RoundTripper
+	limit int64
+}
+
+func (t boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	next := t.next
+	if next == nil {
+		next = http.DefaultTransport
 	}
-	if math.IsNaN(ts) || math.IsInf(ts, 0) || math.Abs(ts) > 1e11 {
-		return time.Time{}, 0, fmt.Errorf("sample time %v is out of range", ts)
-	}
-	var s string
-	if err := json.Unmarshal(pair[1], &s); err != nil {
-		return time.Time{}, 0, fmt.Errorf("sample value %s: want a quoted number: %w", snippet(pair[1]), err)
-	}
-	v, err := strconv.ParseFloat(s, 64)
+	resp, err := next.RoundTrip(req)
 	if err != nil {
-		return time.Time{}, 0, fmt.Errorf("sample value %q: %w", s, err)
+		return nil, err
 	}
-	sec, frac := math.Modf(ts)
-	return time.Unix(int64(sec), int64(math.Round(frac*1e9))), v, nil
+	resp.Body = &boundedBody{ReadCloser: resp.Body, limit: t.limit, left: t.limit + 1}
+	return resp, nil
+}
+
+// boundedBody reads at most one byte more than limit, and fails on that byte.
+type boundedBody struct {
+	io.ReadCloser
+	limit, left int64
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	if b.left == 0 {
+		return n, fmt.Errorf("response larger than %d bytes", b.limit)
+	}
+	return n, err
 }
 
 func snippet(b []byte) string {
-	const n = 64
+	const n = 256
 	if len(b) > n {
 		return string(b[:n]) + "..."
 	}

@@ -1,6 +1,7 @@
 package chart
 
 import (
+	"strings"
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -67,6 +68,35 @@ func TestUpgradeAndUninstallKeepTenantsObjects(t *testing.T) {
 	err = fixture.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name + "-cacheqos-operator"}, deployment)
 	if !apierrors.IsNotFound(err) {
 		t.Errorf("the operator Deployment is still there after helm uninstall (error %v): the test did not uninstall anything", err)
+	}
+}
+
+// TestInstallRejectsWrongValueByName runs `helm install` against the API server with values
+// the schema refuses: helm names each value and installs nothing.
+func TestInstallRejectsWrongValueByName(t *testing.T) {
+	const name, namespace = "wrong", "cacheqos-wrong-values"
+	ensureNamespace(t.Context(), t, namespace)
+	kube := []string{"--namespace", namespace, "--kubeconfig", fixture.kubeconfig}
+	for _, c := range []struct {
+		set  []string
+		want []string
+	}{
+		{set: []string{"--set", "operator.replicas=0"}, want: []string{"operator.replicas"}},
+		{set: []string{"--set", "operator.prometheusAuth.httpConfig.basicauth.username=a"}, want: []string{"operator.prometheusAuth.httpConfig", `"basicauth"`}},
+		{set: []string{"--set", "operatr.logLevel=debug"}, want: []string{"operatr"}},
+	} {
+		_, err := helm(append(append([]string{"install", name, fixture.chartDir}, c.set...), kube...)...)
+		if err == nil {
+			t.Fatalf("helm install %v succeeded", c.set)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("helm install %v: the error does not name %s:\n%v", c.set, w, err)
+			}
+		}
+		if out, err := helm(append([]string{"status", name}, kube...)...); err == nil {
+			t.Fatalf("helm install %v left a release:\n%s", c.set, out)
+		}
 	}
 }
 

@@ -49,7 +49,7 @@ var renderCases = []renderCase{
 			wantKinds(t, objs, map[string]int{
 				"CustomResourceDefinition": 3, "Deployment": 1, "ServiceAccount": 1, "Service": 1,
 				"ClusterRole": 4, "ClusterRoleBinding": 1, "Role": 0, "RoleBinding": 0,
-				"NetworkPolicy": 2, "ServiceMonitor": 0, "PrometheusRule": 0, "ConfigMap": 0,
+				"NetworkPolicy": 2, "ServiceMonitor": 0, "PrometheusRule": 0, "ConfigMap": 0, "Secret": 0,
 			})
 			for _, crd := range find(objs, "CustomResourceDefinition") {
 				if got := crd.GetAnnotations()[keepPolicy]; got != "keep" {
@@ -188,6 +188,27 @@ var renderCases = []renderCase{
 			}
 			if got := nested[string](t, cm.Object, "data", "cacheqos.json"); got != strings.TrimSpace(string(readRepoFile(t, "charts/cacheqos/dashboards/cacheqos.json"))) {
 				t.Error("the ConfigMap's cacheqos.json is not dashboards/cacheqos.json")
+			}
+		},
+	},
+	{
+		name:   "prometheus auth",
+		values: prometheusAuthValues,
+		check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			wantKinds(t, objs, map[string]int{"Secret": 1})
+			vol := renderedPrometheusAuth(t, objs)
+			if vol.configFile != "/etc/cacheqos/prometheus/prometheus-http.yaml" || vol.mountPath != "/etc/cacheqos/prometheus" {
+				t.Errorf("--prometheus-http-config=%q mounted at %q", vol.configFile, vol.mountPath)
+			}
+			if len(vol.secrets) != 2 || vol.secrets[1] != "prom-creds" {
+				t.Errorf("projected Secrets %v, want the chart's and prom-creds", vol.secrets)
+			}
+			if vol.token["path"] != "token" || vol.token["audience"] != "prometheus" || fmt.Sprint(vol.token["expirationSeconds"]) != "3600" {
+				t.Errorf("projected token %v", vol.token)
+			}
+			annotations := nested[map[string]any](t, findOne(t, objs, "Deployment").Object, "spec", "template", "metadata", "annotations")
+			if annotations["checksum/prometheus-http"] == nil {
+				t.Error("a change of the configuration does not restart the operator, which reads it at start")
 			}
 		},
 	},

@@ -119,7 +119,8 @@ func operatorFlags(t *testing.T) map[string]bool {
 			}
 			pkg, ok := sel.X.(*ast.Ident)
 			index, defines := flagDefiners[sel.Sel.Name]
-			if !ok || pkg.Name != "flag" || !defines || index >= len(call.Args) {
+			// Package flag's functions, or the methods of the FlagSet parseFlags names fs.
+			if !ok || (pkg.Name != "flag" && pkg.Name != "fs") || !defines || index >= len(call.Args) {
 				return true
 			}
 			if lit, ok := call.Args[index].(*ast.BasicLit); ok && lit.Kind == token.STRING {

@@ -48,6 +48,11 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"no tenant labels", values{"networkPolicy.tenantNamespaceLabels": `{"cacheqos.io/tenant": null}`}, []string{"networkPolicy.tenantNamespaceLabels", "Must have at least 1 properties"}},
 		{"metrics open to nobody", values{"networkPolicy.metricsFrom": `[]`}, []string{"networkPolicy.metricsFrom", "Array must have at least 1 items"}},
 		{"no ServiceAccount name", values{"serviceAccount.create": `false`}, []string{"serviceAccount.name is required"}},
+		{"Prometheus HTTP config key", values{"operator.prometheusAuth.httpConfig": `{"basicauth": {"username": "a"}}`}, []string{"operator.prometheusAuth.httpConfig", `"basicauth"`}},
+		{"Prometheus credentials without a config", values{"operator.prometheusAuth.secretName": `"prom-creds"`}, []string{"operator.prometheusAuth.secretName", "operator.prometheusAuth.httpConfig"}},
+		{"Prometheus token without a config", values{"operator.prometheusAuth.serviceAccountToken.enabled": `true`}, []string{"operator.prometheusAuth.serviceAccountToken", "operator.prometheusAuth.httpConfig"}},
+		{"short token lifetime", values{"operator.prometheusAuth.serviceAccountToken.expirationSeconds": `60`}, []string{"operator.prometheusAuth.serviceAccountToken.expirationSeconds", "600"}},
+		{"Prometheus credentials Secret name", values{"operator.prometheusAuth.secretName": `"Prom_Creds"`}, []string{"operator.prometheusAuth.secretName", "pattern"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -139,3 +139,14 @@ naming both kinds of resources is split in two.
 {{- $unit := regexReplaceAll "^[0-9]+([smh])$" . "${1}" }}
 {{- mul $number (get (dict "s" 1 "m" 60 "h" 3600) $unit) }}
 {{- end }}
+
+{{/* The Secret holding the operator's Prometheus HTTP client configuration, its key, and where the operator reads it. */}}
+{{- define "cacheqos.prometheusAuthName" -}}
+{{- printf "%s-prometheus-http" (include "cacheqos.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- define "cacheqos.prometheusAuthKey" -}}
+prometheus-http.yaml
+{{- end }}
+{{- define "cacheqos.prometheusAuthDir" -}}
+/etc/cacheqos/prometheus
+{{- end }}

@@ -1,6 +1,7 @@
 // Command mkimage builds a container image as a `docker save`-format tar from a root filesystem
 // directory and/or single host files, with no registry and no Docker engine; containerd imports
-// the result with `ctr -n k8s.io images import` (see hack/images/import.sh).
+// the result with `ctr -n k8s.io images import` (see hack/images/import.sh). -format oci writes
+// the same image as an OCI image layout in a tar instead (hack/release.sh).
 //
 //	mkimage -tag localhost/cacheqos/redis:local -o redis.tar \
 //	    -add /usr/bin/redis-server -libs -dir /data:1777 -workdir /data -user 65534:65534 \
@@ -47,6 +48,7 @@ func run(args []string, stdout io.Writer) error {
 	)
 	fs.StringVar(&spec.Tag, "tag", "", "image reference, e.g. localhost/cacheqos/smoke:local (required)")
 	fs.StringVar(&spec.Output, "o", "", "output tar (required)")
+	fs.StringVar(&spec.Format, "format", formatDocker, "archive format: docker (`docker save`'s, for ctr import) or oci (an OCI image layout, for release)")
 	fs.StringVar(&spec.RootFS, "rootfs", "", "directory whose tree becomes the image's root filesystem")
 	fs.Var(&adds, "add", "SRC[:DST]: copy a host file into the image (repeatable)")
 	fs.BoolVar(&spec.WithLibs, "libs", false, "also add the shared libraries of every -add executable")

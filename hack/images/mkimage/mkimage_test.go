@@ -80,18 +80,24 @@ func sampleSpec(t *testing.T) imageSpec {
 	}
 }
 
-func TestBuildWritesDockerArchive(t *testing.T) {
-	spec := sampleSpec(t)
+// buildFiles builds spec and returns the image ID and the archive's regular files.
+func buildFiles(t *testing.T, spec imageSpec) (string, map[string][]byte) {
+	t.Helper()
 	imageID, err := build(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Open(spec.Output)
+	archive, err := os.ReadFile(spec.Output)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	files, _ := readTar(t, f)
+	files, _ := readTar(t, bytes.NewReader(archive))
+	return imageID, files
+}
+
+func TestBuildWritesDockerArchive(t *testing.T) {
+	spec := sampleSpec(t)
+	imageID, files := buildFiles(t, spec)
 
 	var manifest []manifestEntry
 	if err := json.Unmarshal(files["manifest.json"], &manifest); err != nil {
@@ -388,7 +394,13 @@ func FuzzValidateTag(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, tag string) {
-		if validateTag(tag) != nil {
+		if validateTag(tag, formatOCI) == nil {
+			repo, version, found := cutTag(tag)
+			if !found || repo == "" || version == "" || strings.ContainsAny(version, ":/@") {
+				t.Fatalf("validateTag accepted %q for an OCI archive", tag)
+			}
+		}
+		if validateTag(tag, formatDocker) != nil {
 			return
 		}
 		host, rest, _ := strings.Cut(tag, "/")
@@ -396,4 +408,95 @@ func FuzzValidateTag(f *testing.F) {
 			t.Fatalf("validateTag accepted %q", tag)
 		}
 	})
+}
+
+// readBlob returns the blob a descriptor points at in an OCI layout's files, checking that it
+// is there, has the size and hashes to the digest the descriptor says.
+func readBlob(t *testing.T, files map[string][]byte, d ociDescriptor) []byte {
+	t.Helper()
+	hexDigest, ok := strings.CutPrefix(d.Digest, "sha256:")
+	if !ok {
+		t.Fatalf("digest %q is not sha256", d.Digest)
+	}
+	blob, ok := files["blobs/sha256/"+hexDigest]
+	if !ok {
+		t.Fatalf("no blob for %s", d.Digest)
+	}
+	if sum := sha256.Sum256(blob); hex.EncodeToString(sum[:]) != hexDigest || int64(len(blob)) != d.Size {
+		t.Fatalf("blob %s: %d bytes hashing to %x, descriptor says %d bytes", d.Digest, len(blob), sum, d.Size)
+	}
+	return blob
+}
+
+// TestBuildWritesOCIArchive follows an OCI archive from index.json to the layer, checking every
+// digest and size, and compares it with the docker archive of the same spec: one image, two
+// containers.
+func TestBuildWritesOCIArchive(t *testing.T) {
+	spec := sampleSpec(t)
+	dockerID, dockerFiles := buildFiles(t, spec)
+	spec.Format, spec.Tag = formatOCI, "cacheqos/sample:1.2.3"
+	spec.Output = filepath.Join(t.TempDir(), "sample-oci.tar")
+	imageID, files := buildFiles(t, spec)
+	if string(files["oci-layout"]) != `{"imageLayoutVersion":"1.0.0"}` {
+		t.Fatalf("oci-layout = %q", files["oci-layout"])
+	}
+	var index ociIndex
+	if err := json.Unmarshal(files["index.json"], &index); err != nil {
+		t.Fatalf("index.json: %v", err)
+	}
+	if index.SchemaVersion != 2 || index.MediaType != mediaTypeOCIIndex || len(index.Manifests) != 1 {
+		t.Fatalf("index.json = %+v", index)
+	}
+	desc := index.Manifests[0]
+	if desc.MediaType != mediaTypeOCIManifest || desc.Annotations[annotationRefName] != "1.2.3" || desc.Annotations[annotationImageName] != spec.Tag {
+		t.Fatalf("index.json names %+v", desc)
+	}
+	var manifest ociManifest
+	if err := json.Unmarshal(readBlob(t, files, desc), &manifest); err != nil {
+		t.Fatal(err)
+	}
+	if manifest.SchemaVersion != 2 || manifest.MediaType != mediaTypeOCIManifest || manifest.Config.MediaType != mediaTypeOCIConfig ||
+		len(manifest.Layers) != 1 || manifest.Layers[0].MediaType != mediaTypeOCILayer {
+		t.Fatalf("manifest = %+v", manifest)
+	}
+	cfg := readBlob(t, files, manifest.Config)
+	layer := readBlob(t, files, manifest.Layers[0])
+	if manifest.Config.Digest != "sha256:"+imageID || imageID != dockerID {
+		t.Errorf("config %s, image ID %s, docker archive's image ID %s: want one", manifest.Config.Digest, imageID, dockerID)
+	}
+	var dockerManifest []manifestEntry
+	if err := json.Unmarshal(dockerFiles["manifest.json"], &dockerManifest); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(cfg, dockerFiles[dockerManifest[0].Config]) || !bytes.Equal(layer, dockerFiles[dockerManifest[0].Layers[0]]) {
+		t.Error("the OCI archive's config or layer differs from the docker archive's")
+	}
+	var parsed imageConfig
+	if err := json.Unmarshal(cfg, &parsed); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(parsed.RootFS.DiffIDs, []string{manifest.Layers[0].Digest}) {
+		t.Errorf("diff_ids %v, want the uncompressed layer's digest %s", parsed.RootFS.DiffIDs, manifest.Layers[0].Digest)
+	}
+}
+
+func TestBuildChecksTagForFormat(t *testing.T) {
+	tests := []struct {
+		format, tag, wantErr string
+	}{
+		{format: formatOCI, tag: "cacheqos/operator:0.1.0"},
+		{format: formatOCI, tag: "registry.example:5000/cacheqos/operator:0.1.0"},
+		{format: formatDocker, tag: "cacheqos/operator:0.1.0", wantErr: "registry host"},
+		{format: formatOCI, tag: "cacheqos/operator", wantErr: "explicit :tag"},
+		{format: formatOCI, tag: "cacheqos/operator@sha256:abc", wantErr: "malformed"},
+		{format: "zip", tag: "localhost/x:y", wantErr: `-format "zip"`},
+	}
+	for _, tt := range tests {
+		spec := sampleSpec(t)
+		spec.Format, spec.Tag = tt.format, tt.tag
+		_, err := build(spec)
+		if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+			t.Errorf("%s %s: error %v, want %q", tt.format, tt.tag, err, tt.wantErr)
+		}
+	}
 }

@@ -33,16 +33,54 @@ type Server struct {
 	URL string
 
 	cmd     *exec.Cmd
+	client  *http.Client
 	logPath string
 	done    chan struct{}
 	mu      sync.Mutex
 	stopped bool
 }
 
+// Web is what Prometheus' --web.config.file asks of clients.
+type Web struct {
+	// CertFile and KeyFile (PEM) make the server speak only HTTPS.
+	CertFile, KeyFile string
+	// ClientCAFile (PEM), with TLS, makes the server require client certificates it signed.
+	ClientCAFile string
+	// BasicAuthUsers maps user names to bcrypt hashes of their passwords.
+	BasicAuthUsers map[string]string
+	// Client is what the Server's own helpers (the readiness wait, WaitFor) query with: one
+	// that has the credentials. Nil means http.DefaultClient.
+	Client *http.Client
+}
+
+// yaml renders the web configuration file; empty when nothing is required.
+func (w Web) yaml() string {
+	var b strings.Builder
+	if w.CertFile != "" {
+		fmt.Fprintf(&b, "tls_server_config:\n  cert_file: %s\n  key_file: %s\n", strconv.Quote(w.CertFile), strconv.Quote(w.KeyFile))
+		if w.ClientCAFile != "" {
+			fmt.Fprintf(&b, "  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: %s\n", strconv.Quote(w.ClientCAFile))
+		}
+	}
+	if len(w.BasicAuthUsers) > 0 {
+		b.WriteString("basic_auth_users:\n")
+		for user, hash := range w.BasicAuthUsers {
+			fmt.Fprintf(&b, "  %s: %s\n", strconv.Quote(user), strconv.Quote(hash))
+		}
+	}
+	return b.String()
+}
+
 // Start runs the prometheus binary found on PATH with a storage directory in t.TempDir(),
 // scraping targets ("host:port") every scrapeInterval, and waits until it is ready. The
 // process is stopped in t.Cleanup.
 func Start(t testing.TB, targets []string, scrapeInterval time.Duration) *Server {
+	t.Helper()
+	return StartWeb(t, targets, scrapeInterval, Web{})
+}
+
+// StartWeb is Start for a server that requires what web says of its clients.
+func StartWeb(t testing.TB, targets []string, scrapeInterval time.Duration, web Web) *Server {
 	t.Helper()
 	bin, err := exec.LookPath("prometheus")
 	if err != nil {
@@ -68,17 +106,33 @@ scrape_configs:
 		t.Fatal(err)
 	}
 	addr := freeAddress(t)
-	s := &Server{URL: "http://" + addr, logPath: filepath.Join(dir, "prometheus.log"), done: make(chan struct{})}
+	scheme := "http"
+	if web.CertFile != "" {
+		scheme = "https"
+	}
+	client := web.Client
+	if client == nil {
+		client = http.DefaultClient
+	}
+	s := &Server{URL: scheme + "://" + addr, client: client, logPath: filepath.Join(dir, "prometheus.log"), done: make(chan struct{})}
+	args := []string{
+		"--config.file=" + configPath,
+		"--storage.tsdb.path=" + filepath.Join(dir, "data"),
+		"--web.listen-address=" + addr,
+		"--log.level=warn",
+	}
+	if webConfig := web.yaml(); webConfig != "" {
+		webPath := filepath.Join(dir, "web.yml")
+		if err := os.WriteFile(webPath, []byte(webConfig), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "--web.config.file="+webPath)
+	}
 	logFile, err := os.Create(s.logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.cmd = exec.Command(bin,
-		"--config.file="+configPath,
-		"--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+addr,
-		"--log.level=warn",
-	)
+	s.cmd = exec.Command(bin, args...)
 	s.cmd.Stdout, s.cmd.Stderr = logFile, logFile
 	if err := s.cmd.Start(); err != nil {
 		logFile.Close()
@@ -115,7 +169,7 @@ func (s *Server) waitReady(timeout time.Duration) error {
 			return errors.New("the process exited")
 		default:
 		}
-		resp, err := http.Get(s.URL + "/-/ready")
+		resp, err := s.client.Get(s.URL + "/-/ready")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -158,7 +212,7 @@ func (s *Server) Stop() {
 // WaitFor polls expr until it returns at least want samples, and fails the test after timeout.
 func (s *Server) WaitFor(t testing.TB, expr string, want int, timeout time.Duration) {
 	t.Helper()
-	c, err := promquery.New(s.URL, nil)
+	c, err := promquery.New(s.URL, s.client)
 	if err != nil {
 		t.Fatal(err)
 	}

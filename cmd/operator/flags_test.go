@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cacheqos/cacheqos/internal/promquery"
+	"github.com/cacheqos/cacheqos/internal/promquery/promtest"
+)
+
+func TestParseFlagsRejectsBadPrometheusHTTPConfig(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("basic_auth:\n  user: a\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ file, want string }{
+		{file: bad, want: "field user not found"},
+		{file: filepath.Join(dir, "absent.yaml"), want: "absent.yaml"},
+	} {
+		_, err := parseFlags([]string{"--prometheus-http-config=" + tt.file})
+		if err == nil || !strings.Contains(err.Error(), "--prometheus-http-config") || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("error = %v, want one naming the flag and containing %q", err, tt.want)
+		}
+	}
+}
+
+// TestPrometheusHTTPConfigFlag gives the operator's flag a configuration file with a CA and
+// basic auth credentials in files next to it, and queries a real Prometheus that requires
+// them with the client the operator's allocation loop gets; without the flag the same query
+// is refused.
+func TestPrometheusHTTPConfigFlag(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Prometheus process")
+	}
+	certs := promtest.NewCerts(t, t.TempDir())
+	prom := promtest.StartWeb(t, nil, time.Second, promtest.Web{
+		CertFile: certs.ServerCertFile, KeyFile: certs.ServerKeyFile,
+		BasicAuthUsers: map[string]string{promtest.User: promtest.PasswordHash},
+		Client:         certs.BasicAuthClient(),
+	})
+	dir := t.TempDir()
+	ca, err := os.ReadFile(certs.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		"ca.pem":   string(ca),
+		"password": promtest.Password,
+		"http.yaml": "tls_config:\n  ca_file: ca.pem\nbasic_auth:\n  username: " + promtest.User + "\n  password_file: password\n" +
+			"http_headers:\n  X-Scope-OrgID:\n    values: [cache]\n",
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tt := range []struct {
+		name    string
+		args    []string
+		wantErr string
+	}{
+		{name: "with the flag", args: []string{"--prometheus-url=" + prom.URL, "--prometheus-http-config=" + filepath.Join(dir, "http.yaml")}},
+		{name: "without it", args: []string{"--prometheus-url=" + prom.URL}, wantErr: "certificate signed by unknown authority"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := parseFlags(tt.args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := promquery.New(s.opts.Allocation.DefaultPrometheusURL, s.opts.Allocation.HTTPClient)
+			if err != nil {
+				t.Fatal(err)
+			}
+			samples, err := c.Query(context.Background(), "vector(1)", time.Time{})
+			if tt.wantErr == "" {
+				if err != nil || len(samples) != 1 {
+					t.Fatalf("query: %v samples, error %v", samples, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("error = %v, want one containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}
