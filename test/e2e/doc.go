@@ -7,8 +7,12 @@
 // object and the last log lines of the operator, the sidecars and the monitoring.
 //
 // TestProduct is the product's story: the demo's three tenants meet their SLOs under load; a
-// noisy neighbour is isolated (LACS) while its mouse keeps its SLO; tenants are isolated from
-// each other; the plans survive a sidecar pod deletion, an operator restart and a Prometheus
+// noisy neighbour is isolated (LACS) while its mouse keeps its SLO; under the default policy a
+// strict tenant keeps its hit-ratio objective while a best-effort tenant floods a tight node,
+// and no plan moves more than the movement budget (a per-interval table in the output);
+// tenants are isolated from each other; a user with only the built-in edit role manages its
+// namespace's TenantSLOs but not their status, and a cluster's namespaceSelector refuses the
+// namespaces it does not select; the plans survive a sidecar pod deletion, an operator restart and a Prometheus
 // outage, and an infeasible SLO becomes a condition; deleting tenants and clusters frees
 // everything; uninstalling the chart leaves nothing but the kept CRDs. The other tests check the
 // cluster itself (pods, Services, a DaemonSet) from local images.

@@ -250,11 +250,7 @@ func testNoisyNeighbour(t *testing.T) {
 	mouseNS, elephantNS := tenantNamespace(t, "mouse"), tenantNamespace(t, "elephant")
 	mouse := tenant(mouseNS, "mouse", c, "0.7", "8Mi", "48Mi")
 	elephant := tenant(elephantNS, "elephant", c, "0.5", "", "64Mi")
-	elephant.Spec.Class = v1.ClassBestEffort
-	admittedTenant(t, mouse)
-	admittedTenant(t, elephant)
-	startLoad(t, mouseNS, c, load{tenant: mouse, workload: "zipf:keys=5000,skew=1.0,value=256", rate: 300})
-	waitCondition(t, tenantObject{mouse}, v1.ConditionSLOMet, metav1.ConditionTrue, v1.ReasonTargetMet, 12*allocationInterval)
+	strictMeetsBesideBestEffort(t, c, load{tenant: mouse, workload: "zipf:keys=5000,skew=1.0,value=256", rate: 300}, elephant, 12*allocationInterval)
 
 	// The flood: 4 KiB values as fast as the pod can send them, several times the node's
 	// bandwidth, over a key space no partition can hold.
@@ -301,6 +297,18 @@ func testNoisyNeighbour(t *testing.T) {
 	if rate < 0.5*fair || rate > 1.5*fair {
 		t.Errorf("the elephant got %.0f accesses/s, want about its fair share of %.0f/s (0.5x to 1.5x)", rate, fair)
 	}
+}
+
+// strictMeetsBesideBestEffort admits the strict tenant of strictLoad and bestEffort (made
+// best-effort here) to cluster c, runs the strict tenant's load alone, and waits until it meets
+// its objective, within warmUp.
+func strictMeetsBesideBestEffort(t *testing.T, c *v1.CacheCluster, strictLoad load, bestEffort *v1.TenantSLO, warmUp time.Duration) {
+	t.Helper()
+	bestEffort.Spec.Class = v1.ClassBestEffort
+	admittedTenant(t, strictLoad.tenant)
+	admittedTenant(t, bestEffort)
+	startLoad(t, strictLoad.tenant.Namespace, c, strictLoad)
+	waitCondition(t, tenantObject{strictLoad.tenant}, v1.ConditionSLOMet, metav1.ConditionTrue, v1.ReasonTargetMet, warmUp)
 }
 
 // noisyBandwidth is the noisy-neighbour node's bandwidth in bytes/s: small, so one load

@@ -27,6 +27,8 @@ func TestProduct(t *testing.T) {
 		t.Run("FeasibleSLOsAreMet", testFeasibleSLOsAreMet)
 		t.Run("NoisyNeighbour", testNoisyNeighbour)
 		t.Run("Isolation", testIsolation)
+		t.Run("StrictTenantHoldsUnderFlood", testStrictTenantHoldsUnderFlood)
+		t.Run("TenantWithEditRole", testTenantWithEditRole)
 	})
 	t.Run("Faults", testFaults)
 	t.Run("DeletingFreesEverything", testDeletingFreesEverything)
