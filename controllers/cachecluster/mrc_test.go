@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/client-go/util/retry"
 
 	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
 	"github.com/cacheqos/cacheqos/controllers/internal/testenv"
@@ -39,11 +40,16 @@ func TestMissRatioCurveSettingsReachTheSidecar(t *testing.T) {
 	testenv.Eventually(t, timeout, wantArgs("--mrc-sampling-rate="+v1.DefaultMRCSamplingRate,
 		fmt.Sprintf("--mrc-max-tracked-keys=%d", v1.DefaultMRCMaxTrackedKeys), fmt.Sprintf("--mrc-curve-points=%d", v1.DefaultMRCCurvePoints)))
 
-	if err := get(c, ns, "curves"); err != nil {
-		t.Fatal(err)
-	}
-	c.Spec.MissRatioCurve = v1.MissRatioCurveSettings{SamplingRate: "0.05", MaxTrackedKeys: 1000, CurvePoints: 8}
-	if err := env.Client.Update(context.Background(), c); err != nil {
+	// The operator writes the cluster's status meanwhile: read and update until no write of
+	// its comes between.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := get(c, ns, "curves"); err != nil {
+			return err
+		}
+		c.Spec.MissRatioCurve = v1.MissRatioCurveSettings{SamplingRate: "0.05", MaxTrackedKeys: 1000, CurvePoints: 8}
+		return env.Client.Update(context.Background(), c)
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, timeout, wantArgs("--mrc-sampling-rate=0.05", "--mrc-max-tracked-keys=1000", "--mrc-curve-points=8"))
