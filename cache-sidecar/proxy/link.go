@@ -265,6 +265,9 @@ func (l *link) readLoop() {
 		l.mu.Unlock()
 		// The writer may reuse w.p as soon as it is complete: its connection is read first.
 		c := w.p.c
+		if c.overReplyBound() {
+			l.awaitRoom(c)
+		}
 		var err error
 		if l.replies != nil {
 			err = l.readRESP(w)
@@ -283,6 +286,40 @@ func (l *link) readLoop() {
 			return
 		}
 	}
+}
+
+// replyRoomPoll is how often a link waiting for room for a connection's replies looks again
+// when nothing wakes it: the proxy-wide bound falls without a connection crossing its own.
+const replyRoomPoll = 2 * time.Millisecond
+
+// awaitRoom holds the reader back, before it reads a reply for c, while c holds its bound of
+// reply bytes (or the proxy its bound and c some) and c's writer can lower that by itself: the
+// client takes its replies, or is dropped after Options.ClientWriteTimeout. The engine keeps the
+// unread replies meanwhile, so the sidecar's memory stays bounded whatever the client does;
+// the link's other requests (the same tenant's) wait too. The replies already read go out
+// first. When c's writer waits for a reply still due from a link, the reader does not wait:
+// that link may be this one.
+func (l *link) awaitRoom(c *conn) {
+	l.wakeTouched()
+	var poll *time.Timer
+	for c.overReplyBound() && c.writerCanDrain() {
+		if poll == nil {
+			poll = time.NewTimer(replyRoomPoll)
+			defer poll.Stop()
+		} else {
+			poll.Reset(replyRoomPoll)
+		}
+		select {
+		case <-c.replyRoom:
+		case <-poll.C:
+		case <-c.ctx.Done():
+			return
+		}
+	}
+	// The wait did not read the engine: the reply's deadline runs from now.
+	l.mu.Lock()
+	l.setReadDeadline(time.Now().Add(l.p.opts.BackendTimeout))
+	l.mu.Unlock()
 }
 
 // releaseReplyBuffers drops what a large reply left in the link's reader before it waits for
