@@ -200,8 +200,9 @@ type Options struct {
 
 	// DialTimeout bounds connecting to an engine or a peer sidecar (default 2s).
 	DialTimeout time.Duration
-	// BackendTimeout bounds waiting for an engine's or peer's reply, and for it to accept a
-	// request (default 10s; it must exceed ThrottleMaxWait, which a peer may spend waiting).
+	// BackendTimeout bounds an engine's or peer's silence while replies are due (a reply that
+	// keeps arriving may take longer), and waiting for it to accept a request (default 10s; it
+	// must exceed ThrottleMaxWait, which a peer may spend waiting).
 	BackendTimeout time.Duration
 	// ClientWriteTimeout closes a client that accepts no reply bytes for this long (default 60s).
 	ClientWriteTimeout time.Duration

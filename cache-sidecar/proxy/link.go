@@ -650,13 +650,44 @@ func (p *Proxy) dialLink(key linkKey, node string) (*link, error) {
 	if deadline, ok := ctx.Deadline(); ok {
 		nc.SetDeadline(deadline)
 	}
-	br := bufio.NewReaderSize(nc, ioBufferSize)
+	progress := &progressReader{nc: nc}
+	br := bufio.NewReaderSize(progress, ioBufferSize)
 	if err := p.linkHandshake(nc, br, key); err != nil {
 		nc.Close()
 		return nil, err
 	}
 	nc.SetDeadline(time.Time{})
-	return newLink(p, key, node, nc, br), nil
+	l := newLink(p, key, node, nc, br)
+	progress.l = l
+	return l, nil
+}
+
+// progressReader reads a link's connection for the link's reader, and every read that brings
+// bytes moves the read deadline forward: Options.BackendTimeout bounds a stall, not a reply,
+// so a long reply that keeps arriving does not fail the requests in flight behind it.
+type progressReader struct {
+	nc net.Conn
+	l  *link // nil during the handshake, which has its own deadline
+}
+
+func (r *progressReader) Read(b []byte) (int, error) {
+	n, err := r.nc.Read(b)
+	if n > 0 && r.l != nil {
+		r.l.progressed()
+	}
+	return n, err
+}
+
+// progressed moves a set read deadline to one backend timeout from now once half of it has
+// passed (an idle link's cleared deadline stays cleared).
+func (l *link) progressed() {
+	timeout := l.p.opts.BackendTimeout
+	now := time.Now()
+	l.mu.Lock()
+	if !l.readDeadline.IsZero() && now.Add(timeout/2).After(l.readDeadline) {
+		l.setReadDeadline(now.Add(timeout))
+	}
+	l.mu.Unlock()
 }
 
 func (p *Proxy) linkHandshake(nc net.Conn, br *bufio.Reader, key linkKey) error {
