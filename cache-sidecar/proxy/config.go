@@ -154,6 +154,16 @@ type Options struct {
 	MaxPipeline int
 	// MaxAuthFailures closes a connection after this many failed authentications (default 3).
 	MaxAuthFailures int
+	// MaxConnectionReplyBytes bounds the reply bytes the proxy holds for one connection (read
+	// from engines or peers, not yet taken by the client): while a connection holds this much,
+	// its requests are read no further and the links serving it read no further replies for it
+	// (default 4 MiB). A reply is read whole, so a connection holds at most this plus its
+	// largest reply.
+	MaxConnectionReplyBytes int64
+	// MaxReplyBytesInFlight bounds the reply bytes the proxy holds for all its connections: over
+	// it, links read no further replies for connections that hold some already (default 64
+	// MiB).
+	MaxReplyBytesInFlight int64
 
 	// PreAuthMaxRequestBytes bounds a request before the client authenticates: redis'
 	// arguments and whole commands (and at most preAuthMaxArgs arguments, as redis-server
@@ -190,8 +200,9 @@ type Options struct {
 
 	// DialTimeout bounds connecting to an engine or a peer sidecar (default 2s).
 	DialTimeout time.Duration
-	// BackendTimeout bounds waiting for an engine's or peer's reply, and for it to accept a
-	// request (default 10s; it must exceed ThrottleMaxWait, which a peer may spend waiting).
+	// BackendTimeout bounds an engine's or peer's silence while replies are due (a reply that
+	// keeps arriving may take longer), and waiting for it to accept a request (default 10s; it
+	// must exceed ThrottleMaxWait, which a peer may spend waiting).
 	BackendTimeout time.Duration
 	// ClientWriteTimeout closes a client that accepts no reply bytes for this long (default 60s).
 	ClientWriteTimeout time.Duration
@@ -233,6 +244,8 @@ const (
 	DefaultMaxRequestBytesMemcached = 1 << 20
 	DefaultMaxPipeline              = 1024
 	DefaultMaxAuthFailures          = 3
+	DefaultMaxConnectionReplyBytes  = 4 << 20
+	DefaultMaxReplyBytesInFlight    = 64 << 20
 	DefaultPreAuthMaxRequestBytes   = 16 << 10
 	DefaultLoginTimeout             = 10 * time.Second
 	DefaultMaxClientConnections     = 10000
@@ -272,6 +285,11 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	o.MaxPipeline = orDefault(o.MaxPipeline, DefaultMaxPipeline)
 	o.MaxAuthFailures = orDefault(o.MaxAuthFailures, DefaultMaxAuthFailures)
+	o.MaxConnectionReplyBytes = orDefault(o.MaxConnectionReplyBytes, DefaultMaxConnectionReplyBytes)
+	o.MaxReplyBytesInFlight = orDefault(o.MaxReplyBytesInFlight, DefaultMaxReplyBytesInFlight)
+	if o.MaxReplyBytesInFlight < o.MaxConnectionReplyBytes {
+		return o, fmt.Errorf("proxy: reply bytes in flight %d below the per-connection bound %d", o.MaxReplyBytesInFlight, o.MaxConnectionReplyBytes)
+	}
 	o.PreAuthMaxRequestBytes = orDefault(o.PreAuthMaxRequestBytes, DefaultPreAuthMaxRequestBytes)
 	o.LoginTimeout = orDefault(o.LoginTimeout, DefaultLoginTimeout)
 	o.MaxClientConnections = orDefault(o.MaxClientConnections, DefaultMaxClientConnections)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"net"
 	"os"
 	"slices"
@@ -99,8 +100,11 @@ type pending struct {
 	c         *conn
 	remaining atomic.Int32 // replies still due: 0 for a local reply, 1, or one per split part
 	reply     []byte       // forward, scan, local: the reply's bytes
-	failure   error        // forward, scan: why the reply will not come
-	parts     []partReply  // split
+	// held counts the reply bytes links completed for this request while the connection holds
+	// them (holdReply); abandonedReply once the writer dropped the request unanswered.
+	held    atomic.Int64
+	failure error       // forward, scan: why the reply will not come
+	parts   []partReply // split
 }
 
 // partReply is one part's reply of a split request.
@@ -130,7 +134,71 @@ func (c *conn) newPending(e entry, replies int) *pending {
 	p := pendingPool.Get().(*pending)
 	p.entry, p.c = e, c
 	p.remaining.Store(int32(replies))
+	p.held.Store(0)
 	return p
+}
+
+// abandonedReply marks a request the writer dropped before its replies came (the client is
+// gone): replies completing it later are not counted for the connection.
+const abandonedReply = math.MinInt64 / 2
+
+// holdReply counts n bytes of a reply a link completed for p: the connection holds them until
+// its writer passes them to the client. Links call it before they mark the reply complete.
+func (p *pending) holdReply(n int) {
+	if p.held.Add(int64(n)) >= 0 {
+		p.c.addReplyBytes(int64(n))
+	}
+}
+
+// abandoned reports whether the writer dropped p unanswered: its replies need not be kept.
+func (p *pending) abandoned() bool { return p.held.Load() < 0 }
+
+// dropHeld stops counting p's reply bytes for the connection; mark is what p.held becomes
+// (0, or abandonedReply for a request dropped unanswered).
+func (c *conn) dropHeld(p *pending, mark int64) {
+	if n := p.held.Swap(mark); n > 0 {
+		c.addReplyBytes(-n)
+	}
+}
+
+// addReplyBytes changes the reply bytes the connection and the proxy hold, and wakes the
+// connection's reader and a link waiting for room when the connection falls below its bound.
+func (c *conn) addReplyBytes(n int64) {
+	after := c.replyBytes.Add(n)
+	c.p.stats.replyBytes.Add(n)
+	if bound := c.p.opts.MaxConnectionReplyBytes; n < 0 && after < bound && after-n >= bound {
+		kick(c.readerWake)
+		kick(c.replyRoom)
+	}
+}
+
+// syncOut counts the reply buffer's change since the last call; c.outMu is held.
+func (c *conn) syncOut() {
+	n := int64(len(c.out))
+	if d := n - c.outBytes.Load(); d != 0 {
+		c.outBytes.Store(n)
+		c.addReplyBytes(d)
+	}
+}
+
+// overReplyBound reports whether a link must read no more replies for c yet: c holds its bound
+// of reply bytes, or the proxy holds its bound and c holds some.
+func (c *conn) overReplyBound() bool {
+	held := c.replyBytes.Load()
+	return held >= c.p.opts.MaxConnectionReplyBytes ||
+		held > 0 && c.p.stats.replyBytes.Load() >= c.p.opts.MaxReplyBytesInFlight
+}
+
+// writerCanDrain reports whether c's writer can lower what c holds with no further reply from
+// a link: it has bytes buffered for the client, or the pipeline's front reply is complete.
+// Only then may a link wait for c without risking a wait on itself.
+func (c *conn) writerCanDrain() bool {
+	if c.outBytes.Load() > 0 {
+		return true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.queue.len() > 0 && c.queue.front().remaining.Load() == 0
 }
 
 func (p *pending) release() {
@@ -203,6 +271,13 @@ type conn struct {
 	writerWake    chan struct{}
 	readerWake    chan struct{}
 
+	// replyBytes is what the proxy holds of this connection's replies: completed by links and
+	// not yet taken by the client (Options.MaxConnectionReplyBytes). outBytes is the part of it
+	// buffered in out (written with outMu held). replyRoom wakes a link waiting for room.
+	replyBytes atomic.Int64
+	outBytes   atomic.Int64
+	replyRoom  chan struct{}
+
 	// Reader-owned.
 	tenant       *tenant
 	proto        resp.Proto       // RESP version of the connection, so of its links (0: memcached)
@@ -250,6 +325,7 @@ func (p *Proxy) newConn(nc net.Conn, br *bufio.Reader, peerTenant *tenant) *conn
 		queue:      newRing[*pending](initialPipelineSlots),
 		writerWake: make(chan struct{}, 1),
 		readerWake: make(chan struct{}, 1),
+		replyRoom:  make(chan struct{}, 1),
 		links:      make(map[string]*link),
 		tenant:     peerTenant,
 	}
@@ -356,11 +432,12 @@ func (c *conn) setTenant(t *tenant) bool {
 	return true
 }
 
-// push queues a request, waiting while the pipeline is full (the writer makes room as the
-// client reads its replies).
+// push queues a request, waiting while the pipeline is full or the connection holds its bound
+// of reply bytes (the writer makes room as the client reads its replies).
 func (c *conn) push(p *pending) {
 	c.mu.Lock()
-	for c.queue.len() >= c.p.opts.MaxPipeline {
+	for c.queue.len() >= c.p.opts.MaxPipeline ||
+		c.queue.len() > 0 && c.replyBytes.Load() >= c.p.opts.MaxConnectionReplyBytes {
 		c.readerWaiting = true
 		c.mu.Unlock()
 		<-c.readerWake
@@ -585,6 +662,8 @@ func (c *conn) writeReady(blocking bool) writeStop {
 			if blocking && len(c.out) >= ioBufferSize {
 				c.flushClient()
 			}
+		} else {
+			c.dropHeld(p, abandonedReply)
 		}
 	}
 }
@@ -616,6 +695,10 @@ func (c *conn) finish(p *pending) {
 			c.handler.deliver(p)
 		}
 	}
+	// Counted in out before it stops counting in p, so that the connection never looks, to a
+	// link checking its bound meanwhile, as if it held less than it does.
+	c.syncOut()
+	c.dropHeld(p, 0)
 	if p.tenant != nil && p.start != 0 {
 		if c.finishedAt == 0 || c.stamped >= maxStampedReplies {
 			c.finishedAt, c.stamped = now(), 0
@@ -638,6 +721,17 @@ func (c *conn) write(b []byte) {
 		return
 	}
 	c.out = append(c.out, b...)
+}
+
+// writeReply buffers p's reply for the client; c.outMu is held. A large reply that finds the
+// buffer empty becomes the buffer instead of being copied (p takes the empty one), so it is
+// held once.
+func (c *conn) writeReply(p *pending) {
+	if len(c.out) == 0 && len(p.reply) >= ioBufferSize && !c.clientGone {
+		c.out, p.reply = p.reply, c.out
+		return
+	}
+	c.write(p.reply)
 }
 
 // flushClient writes the buffered replies, blocking until the client takes them; c.outMu is
@@ -672,6 +766,7 @@ func (c *conn) flushNonblocking() bool {
 	case err == nil && (werr == nil || errors.Is(werr, syscall.EAGAIN) || errors.Is(werr, syscall.EINTR)):
 		n = max(n, 0)
 		c.out = c.out[:copy(c.out, c.out[n:])]
+		c.syncOut()
 		return false
 	default:
 		c.lostClient()
@@ -692,6 +787,7 @@ func (c *conn) resetOut() {
 		c.out = nil
 	}
 	c.out = c.out[:0]
+	c.syncOut()
 }
 
 func (c *conn) refreshWriteDeadline() {

@@ -36,11 +36,19 @@
 // Options.MaxRequestBytes, which bounds the requests a connection holds; a client must
 // therefore read replies while it sends (as clients do): one that sends a deep pipeline and
 // never reads stalls once the socket buffers fill and is disconnected after
-// Options.ClientWriteTimeout. Replies are not bounded that way: each engine reply is held whole
-// (a 61 MiB memcached "get big big ..." reply peaked at about 190-240 MiB of heap in
-// TestLargeReplyMemoryIsReleased). Once read, no reader, link or pipeline slot keeps a large
-// reply: a link about to wait drops its reader's grown buffers, so the heap returns to its
-// earlier size.
+// Options.ClientWriteTimeout. Replies are bounded in bytes: while the proxy holds
+// Options.MaxConnectionReplyBytes (4 MiB) of a connection's replies (read from links, not yet
+// taken by the client), its reader reads no more requests and the links serving it read no
+// more replies for it; while the proxy holds Options.MaxReplyBytesInFlight (64 MiB) over all
+// connections, links read no more replies for connections that hold some. The engine keeps
+// the unread replies meanwhile, and the link's other requests (the same tenant's: links are
+// per tenant) wait behind; a link never waits for a connection whose writer itself waits for a
+// reply due from a link, which could be the waiting one. A reply is still read whole, so a
+// connection holds at most its bound plus one reply, and one request with a large reply costs
+// a few times the reply's size (a 61 MiB memcached "get big big ..." reply peaked at about
+// 190-240 MiB of heap in TestLargeReplyMemoryIsReleased). Once read, no reader, link or
+// pipeline slot keeps a large reply: a link about to wait drops its reader's grown buffers, so
+// the heap returns to its earlier size.
 // A link holds at most 1 MiB of requests not yet written; senders wait beyond that. Malformed
 // input gets a protocol error reply and the connection closes (memcached errors that leave
 // the stream in step only get the reply, as memcached does).

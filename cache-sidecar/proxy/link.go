@@ -265,6 +265,9 @@ func (l *link) readLoop() {
 		l.mu.Unlock()
 		// The writer may reuse w.p as soon as it is complete: its connection is read first.
 		c := w.p.c
+		if c.overReplyBound() {
+			l.awaitRoom(c)
+		}
 		var err error
 		if l.replies != nil {
 			err = l.readRESP(w)
@@ -283,6 +286,40 @@ func (l *link) readLoop() {
 			return
 		}
 	}
+}
+
+// replyRoomPoll is how often a link waiting for room for a connection's replies looks again
+// when nothing wakes it: the proxy-wide bound falls without a connection crossing its own.
+const replyRoomPoll = 2 * time.Millisecond
+
+// awaitRoom holds the reader back, before it reads a reply for c, while c holds its bound of
+// reply bytes (or the proxy its bound and c some) and c's writer can lower that by itself: the
+// client takes its replies, or is dropped after Options.ClientWriteTimeout. The engine keeps the
+// unread replies meanwhile, so the sidecar's memory stays bounded whatever the client does;
+// the link's other requests (the same tenant's) wait too. The replies already read go out
+// first. When c's writer waits for a reply still due from a link, the reader does not wait:
+// that link may be this one.
+func (l *link) awaitRoom(c *conn) {
+	l.wakeTouched()
+	var poll *time.Timer
+	for c.overReplyBound() && c.writerCanDrain() {
+		if poll == nil {
+			poll = time.NewTimer(replyRoomPoll)
+			defer poll.Stop()
+		} else {
+			poll.Reset(replyRoomPoll)
+		}
+		select {
+		case <-c.replyRoom:
+		case <-poll.C:
+		case <-c.ctx.Done():
+			return
+		}
+	}
+	// The wait did not read the engine: the reply's deadline runs from now.
+	l.mu.Lock()
+	l.setReadDeadline(time.Now().Add(l.p.opts.BackendTimeout))
+	l.mu.Unlock()
 }
 
 // releaseReplyBuffers drops what a large reply left in the link's reader before it waits for
@@ -613,13 +650,44 @@ func (p *Proxy) dialLink(key linkKey, node string) (*link, error) {
 	if deadline, ok := ctx.Deadline(); ok {
 		nc.SetDeadline(deadline)
 	}
-	br := bufio.NewReaderSize(nc, ioBufferSize)
+	progress := &progressReader{nc: nc}
+	br := bufio.NewReaderSize(progress, ioBufferSize)
 	if err := p.linkHandshake(nc, br, key); err != nil {
 		nc.Close()
 		return nil, err
 	}
 	nc.SetDeadline(time.Time{})
-	return newLink(p, key, node, nc, br), nil
+	l := newLink(p, key, node, nc, br)
+	progress.l = l
+	return l, nil
+}
+
+// progressReader reads a link's connection for the link's reader, and every read that brings
+// bytes moves the read deadline forward: Options.BackendTimeout bounds a stall, not a reply,
+// so a long reply that keeps arriving does not fail the requests in flight behind it.
+type progressReader struct {
+	nc net.Conn
+	l  *link // nil during the handshake, which has its own deadline
+}
+
+func (r *progressReader) Read(b []byte) (int, error) {
+	n, err := r.nc.Read(b)
+	if n > 0 && r.l != nil {
+		r.l.progressed()
+	}
+	return n, err
+}
+
+// progressed moves a set read deadline to one backend timeout from now once half of it has
+// passed (an idle link's cleared deadline stays cleared).
+func (l *link) progressed() {
+	timeout := l.p.opts.BackendTimeout
+	now := time.Now()
+	l.mu.Lock()
+	if !l.readDeadline.IsZero() && now.Add(timeout/2).After(l.readDeadline) {
+		l.setReadDeadline(now.Add(timeout))
+	}
+	l.mu.Unlock()
 }
 
 func (p *Proxy) linkHandshake(nc net.Conn, br *bufio.Reader, key linkKey) error {

@@ -259,17 +259,24 @@ func (h *memcacheHandler) retrieve(req *memcache.Request, start int64) {
 // counts the response for the local partition and keeps what the writer needs. It runs on
 // the link's reader, which then no longer touches p.
 func (p *pending) completeMemcache(l *link, part int, r *memcache.Response) {
+	keep := r.Raw()
+	if p.abandoned() {
+		keep = nil
+	}
 	if p.kind == entrySplit {
 		pr := &p.parts[part]
 		pr.isError = r.IsError()
 		pr.raw, pr.values = pr.raw[:0], pr.values[:0]
-		if pr.isError {
-			pr.raw = append(pr.raw, r.Raw()...)
-		}
-		for _, v := range r.Values {
-			start := len(pr.raw)
-			pr.raw = append(pr.raw, v.Raw...)
-			pr.values = append(pr.values, partValue{keyHash: keyhash.Sum64(v.Key), start: start, end: len(pr.raw), keyLen: len(v.Key), len: len(v.Data)})
+		switch {
+		case keep == nil:
+		case pr.isError:
+			pr.raw = append(pr.raw, keep...)
+		default:
+			for _, v := range r.Values {
+				start := len(pr.raw)
+				pr.raw = append(pr.raw, v.Raw...)
+				pr.values = append(pr.values, partValue{keyHash: keyhash.Sum64(v.Key), start: start, end: len(pr.raw), keyLen: len(v.Key), len: len(v.Data)})
+			}
 		}
 		if l.local {
 			p.tenant.served(len(r.Raw()))
@@ -278,8 +285,9 @@ func (p *pending) completeMemcache(l *link, part int, r *memcache.Response) {
 		if l.local {
 			countMemcache(p, r)
 		}
-		p.reply = append(p.reply[:0], r.Raw()...)
+		p.reply = append(p.reply[:0], keep...)
 	}
+	p.holdReply(len(keep))
 	p.remaining.Add(-1)
 }
 
@@ -340,7 +348,7 @@ func (h *memcacheHandler) deliver(p *pending) {
 	case p.failure != nil:
 		c.write(memcacheFailure(p.failure))
 	default:
-		c.write(p.reply)
+		c.writeReply(p)
 	}
 }
 

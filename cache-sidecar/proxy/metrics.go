@@ -90,6 +90,8 @@ type proxyStats struct {
 	authFailuresUnknown atomic.Uint64
 	authBackoffRefusals atomic.Uint64
 	connectionsRejected atomic.Uint64
+	// replyBytes is what the proxy holds of all connections' replies (Options.MaxReplyBytesInFlight).
+	replyBytes atomic.Int64
 }
 
 // unknownTenant labels authentication failures for a user name that is no tenant: the claimed
@@ -167,6 +169,8 @@ var (
 		"Logins refused unchecked because their source address failed too many in a row and is backing off.")
 	descConnectionsRejected = desc("connections_rejected_total",
 		"Client connections closed at once because the sidecar had its maximum of client connections open.")
+	descReplyBytesInFlight = desc("reply_bytes_in_flight",
+		"Reply bytes the sidecar holds: read from engines or peers and not yet taken by the clients.")
 )
 
 // collector exports the proxy's counters at scrape time, so a removed tenant's series vanish
@@ -179,7 +183,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 		descThrottled, descRefused, descThrottleSeconds, descConnections, descForwarded, descAuthFailures,
 		descGhostHits, descMRC, descPredicted, descAchieved, descSamplingRate, descTrackedKeys,
 		descSampledAccesses, descFootprint, descBytesPerObject, descEvictions, descUnauthenticated, descProtocolErrors,
-		descAuthBackoffRefusals, descConnectionsRejected,
+		descAuthBackoffRefusals, descConnectionsRejected, descReplyBytesInFlight,
 	} {
 		ch <- d
 	}
@@ -261,4 +265,5 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descProtocolErrors, p.stats.protocolErrors.Load())
 	counter(descAuthBackoffRefusals, p.stats.authBackoffRefusals.Load())
 	counter(descConnectionsRejected, p.stats.connectionsRejected.Load())
+	ch <- prometheus.MustNewConstMetric(descReplyBytesInFlight, prometheus.GaugeValue, float64(p.stats.replyBytes.Load()))
 }

@@ -562,23 +562,28 @@ func (h *redisHandler) scan(cmd *resp.Command, start int64) {
 // reader, which then no longer touches p.
 func (p *pending) completeRESP(l *link, part int, reply resp.Reply) {
 	raw := reply.Raw()
+	keep := raw
+	if p.abandoned() {
+		keep = nil
+	}
 	switch {
 	case p.kind == entrySplit:
 		pr := &p.parts[part]
-		pr.raw = append(pr.raw[:0], raw...)
+		pr.raw = append(pr.raw[:0], keep...)
 		pr.isError = reply.IsError()
 		if l.local {
 			p.tenant.served(len(raw))
 		}
 	case l.local && p.kind == entryForward:
 		countRESP(p, reply)
-		p.reply = append(p.reply[:0], raw...)
+		p.reply = append(p.reply[:0], keep...)
 	default:
 		if l.local {
 			p.tenant.served(len(raw))
 		}
-		p.reply = append(p.reply[:0], raw...)
+		p.reply = append(p.reply[:0], keep...)
 	}
+	p.holdReply(len(keep))
 	p.remaining.Add(-1)
 }
 
@@ -617,7 +622,7 @@ func (h *redisHandler) deliver(p *pending) {
 	case p.kind == entryScan:
 		h.deliverScan(p)
 	default:
-		c.write(p.reply)
+		c.writeReply(p)
 	}
 }
 

@@ -89,34 +89,53 @@ func TestLargeReplyMemoryIsReleased(t *testing.T) {
 func probe(t *testing.T, write func([]byte) (int, error), request []byte, read func() int64, want int64) {
 	t.Helper()
 	before := settledHeap()
-	var peak atomic.Uint64
-	done := make(chan struct{})
-	go func() {
-		var ms runtime.MemStats
-		for {
-			select {
-			case <-done:
-				return
-			case <-time.After(5 * time.Millisecond):
-			}
-			runtime.ReadMemStats(&ms)
-			if ms.HeapInuse > peak.Load() {
-				peak.Store(ms.HeapInuse)
-			}
-		}
-	}()
+	peak := sampleHeapPeak()
 	if _, err := write(request); err != nil {
 		t.Fatal(err)
 	}
 	if got := read(); got < want {
 		t.Fatalf("read %d reply bytes, want %d", got, want)
 	}
-	close(done)
+	peakHeap := peak()
 	after := settledHeap()
 	t.Logf("heap in use: %.1f MiB before, peak %.1f MiB during a %.1f MiB reply, %.1f MiB after",
-		mib(before), mib(peak.Load()), float64(want)/(1<<20), mib(after))
+		mib(before), mib(peakHeap), float64(want)/(1<<20), mib(after))
+	checkHeapReturned(t, before, after)
+}
+
+// checkHeapReturned fails the test unless the heap after a probe is within 20% (plus 4 MiB of
+// slack for the test's own allocations) of what it was before.
+func checkHeapReturned(t *testing.T, before, after uint64) {
+	t.Helper()
 	if limit := before + before/5 + 4<<20; after > limit {
-		t.Errorf("heap in use after the reply: %.1f MiB, want at most %.1f MiB (before: %.1f MiB)", mib(after), mib(limit), mib(before))
+		t.Errorf("heap in use after the probe: %.1f MiB, want at most %.1f MiB (before: %.1f MiB)", mib(after), mib(limit), mib(before))
+	}
+}
+
+// sampleHeapPeak samples the heap in use every 5ms until the returned function is called,
+// which returns the largest sample.
+func sampleHeapPeak() func() uint64 {
+	var peak atomic.Uint64
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		var ms runtime.MemStats
+		for {
+			runtime.ReadMemStats(&ms)
+			if ms.HeapInuse > peak.Load() {
+				peak.Store(ms.HeapInuse)
+			}
+			select {
+			case <-done:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+	return func() uint64 {
+		close(done)
+		<-stopped
+		return peak.Load()
 	}
 }
 

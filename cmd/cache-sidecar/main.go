@@ -108,6 +108,8 @@ type options struct {
 	loginTimeout           time.Duration
 	idleTimeout            time.Duration
 	maxClientConnections   int
+	maxConnReplyBytes      int64
+	maxReplyBytesInFlight  int64
 	authBackoffFailures    int
 	authBackoff            time.Duration
 	authBackoffMax         time.Duration
@@ -159,6 +161,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	fs.DurationVar(&o.loginTimeout, "login-timeout", proxy.DefaultLoginTimeout, "close a client connection that has not authenticated this long after connecting")
 	fs.DurationVar(&o.idleTimeout, "idle-timeout", 0, "close an authenticated client connection that sends no request for this long (0: never)")
 	fs.IntVar(&o.maxClientConnections, "max-client-connections", proxy.DefaultMaxClientConnections, "client connections open at once on this sidecar; more are answered an error and closed")
+	fs.Int64Var(&o.maxConnReplyBytes, "max-connection-reply-bytes", proxy.DefaultMaxConnectionReplyBytes, "reply bytes the sidecar holds for one client connection (read from engines, not yet taken by the client) before it reads no more of its requests and replies; a connection holds at most this plus one reply")
+	fs.Int64Var(&o.maxReplyBytesInFlight, "max-reply-bytes-in-flight", proxy.DefaultMaxReplyBytesInFlight, "reply bytes the sidecar holds for all its connections before it reads no more replies for connections that hold some (at least --max-connection-reply-bytes)")
 	fs.IntVar(&o.authBackoffFailures, "auth-backoff-failures", proxy.DefaultAuthBackoffFailures, "failed logins in a row from one address after which its logins are refused for --auth-backoff, doubling up to --auth-backoff-max")
 	fs.DurationVar(&o.authBackoff, "auth-backoff", proxy.DefaultAuthBackoff, "first wait of an address that failed --auth-backoff-failures logins in a row")
 	fs.DurationVar(&o.authBackoffMax, "auth-backoff-max", proxy.DefaultAuthBackoffMax, "longest wait of an address that keeps failing logins")
@@ -252,6 +256,12 @@ func (o *options) validate() error {
 	if o.idleTimeout < 0 {
 		errs = append(errs, fmt.Errorf("--idle-timeout %v is negative", o.idleTimeout))
 	}
+	if o.maxConnReplyBytes <= 0 {
+		errs = append(errs, fmt.Errorf("--max-connection-reply-bytes %d must be positive", o.maxConnReplyBytes))
+	}
+	if o.maxReplyBytesInFlight < o.maxConnReplyBytes {
+		errs = append(errs, fmt.Errorf("--max-reply-bytes-in-flight %d is below --max-connection-reply-bytes %d", o.maxReplyBytesInFlight, o.maxConnReplyBytes))
+	}
 	if o.authBackoffMax < o.authBackoff {
 		errs = append(errs, fmt.Errorf("--auth-backoff-max %v is below --auth-backoff %v", o.authBackoffMax, o.authBackoff))
 	}
@@ -340,13 +350,15 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 		MRCMaxTrackedKeys: o.mrcMaxTrackedKeys,
 		MRCCurvePoints:    o.mrcCurvePoints,
 
-		PreAuthMaxRequestBytes: o.preAuthMaxRequestBytes,
-		LoginTimeout:           o.loginTimeout,
-		IdleTimeout:            o.idleTimeout,
-		MaxClientConnections:   o.maxClientConnections,
-		AuthBackoffFailures:    o.authBackoffFailures,
-		AuthBackoff:            o.authBackoff,
-		AuthBackoffMax:         o.authBackoffMax,
+		PreAuthMaxRequestBytes:  o.preAuthMaxRequestBytes,
+		LoginTimeout:            o.loginTimeout,
+		IdleTimeout:             o.idleTimeout,
+		MaxClientConnections:    o.maxClientConnections,
+		MaxConnectionReplyBytes: o.maxConnReplyBytes,
+		MaxReplyBytesInFlight:   o.maxReplyBytesInFlight,
+		AuthBackoffFailures:     o.authBackoffFailures,
+		AuthBackoff:             o.authBackoff,
+		AuthBackoffMax:          o.authBackoffMax,
 	})
 	if err != nil {
 		return err

@@ -98,11 +98,13 @@ func TestParseFlags(t *testing.T) {
 		{
 			name: "client admission settings",
 			args: []string{"--pre-auth-max-request-bytes", "4096", "--login-timeout", "3s", "--idle-timeout", "5m",
-				"--max-client-connections", "50", "--auth-backoff-failures", "4", "--auth-backoff", "2s", "--auth-backoff-max", "30s"},
+				"--max-client-connections", "50", "--auth-backoff-failures", "4", "--auth-backoff", "2s", "--auth-backoff-max", "30s",
+				"--max-connection-reply-bytes", "1048576", "--max-reply-bytes-in-flight", "33554432"},
 			env: clusterEnv,
 			check: func(t *testing.T, o *options) {
 				if o.preAuthMaxRequestBytes != 4096 || o.loginTimeout != 3*time.Second || o.idleTimeout != 5*time.Minute ||
-					o.maxClientConnections != 50 || o.authBackoffFailures != 4 || o.authBackoff != 2*time.Second || o.authBackoffMax != 30*time.Second {
+					o.maxClientConnections != 50 || o.authBackoffFailures != 4 || o.authBackoff != 2*time.Second || o.authBackoffMax != 30*time.Second ||
+					o.maxConnReplyBytes != 1<<20 || o.maxReplyBytesInFlight != 32<<20 {
 					t.Errorf("options %+v", o)
 				}
 			},
@@ -110,11 +112,13 @@ func TestParseFlags(t *testing.T) {
 		{
 			name: "bad client admission settings",
 			args: []string{"--pre-auth-max-request-bytes", "0", "--login-timeout", "0s", "--idle-timeout", "-1s",
-				"--max-client-connections", "-3", "--auth-backoff-failures", "0", "--auth-backoff", "10s", "--auth-backoff-max", "1s"},
+				"--max-client-connections", "-3", "--auth-backoff-failures", "0", "--auth-backoff", "10s", "--auth-backoff-max", "1s",
+				"--max-connection-reply-bytes", "0", "--max-reply-bytes-in-flight", "-1"},
 			env: clusterEnv,
 			wantErr: []string{"--pre-auth-max-request-bytes 0 must be positive", "--login-timeout 0s must be positive",
 				"--idle-timeout -1s is negative", "--max-client-connections -3 must be positive", "--auth-backoff-failures 0 must be positive",
-				"--auth-backoff-max 1s is below --auth-backoff 10s"},
+				"--auth-backoff-max 1s is below --auth-backoff 10s", "--max-connection-reply-bytes 0 must be positive",
+				"--max-reply-bytes-in-flight -1 is below --max-connection-reply-bytes 0"},
 		},
 		{
 			name:    "stray argument",
