@@ -482,8 +482,7 @@ func (c *conn) backend(rt *routes, i int) (*link, error) {
 	if l := c.links[node.id]; l != nil && l.key == key && l.usable() {
 		return l, nil
 	}
-	stats := &c.tenant.stats
-	l, err := c.p.sharedLink(key, node.id, c.id, func() *atomic.Uint64 { return stats.forwardedTo(node.id) })
+	l, err := c.p.sharedLink(key, node.id, c.id, c.tenant)
 	if err != nil {
 		return nil, err
 	}
@@ -500,7 +499,7 @@ func (c *conn) localLink() (*link, error) {
 	if l := c.local; l != nil && l.key.address == engine && l.key.proto == c.proto && l.key.tenant == c.tenant.id && l.usable() {
 		return l, nil
 	}
-	l, err := c.p.sharedLink(linkKey{address: engine, tenant: c.tenant.id, proto: c.proto}, c.p.nodeID(), c.id, nil)
+	l, err := c.p.sharedLink(linkKey{address: engine, tenant: c.tenant.id, proto: c.proto}, c.p.nodeID(), c.id, c.tenant)
 	if err != nil {
 		return nil, err
 	}
@@ -809,7 +808,6 @@ func (c *conn) lostClient() {
 func (t *tenant) served(replyBytes int) {
 	t.stats.served.Add(1)
 	t.stats.bytesOut.Add(uint64(replyBytes))
-	t.charge(replyBytes)
 }
 
 // recordRead counts a read of one key served by the local partition and reports it to the
