@@ -20,6 +20,8 @@ const UnknownValue = -1
 //   - a write places the object, with the size it has after the write, at the top of the LRU
 //     order, without counting as a read; a write whose resulting size is unknown moves a
 //     tracked object to the top with the size it had;
+//   - a write that leaves the value at least some length (memcached's incr and decr) keeps
+//     a larger size the object had;
 //   - a delete takes the object off the stack, so it no longer counts in other reads'
 //     distances and its next read is a first access.
 type Recorder struct {
@@ -75,6 +77,14 @@ func (r *Recorder) Read(h uint64, hit bool, keyLen, valueLen int) int64 {
 func (r *Recorder) Write(h uint64, keyLen, valueLen int) int64 {
 	size := r.objectBytes(keyLen, valueLen)
 	r.tracker.WriteHash(h, size)
+	return size
+}
+
+// Grow records a write that leaves the key hashed h a value of at least valueLen bytes
+// (memcached's incr and decr, which tell the number but pad it to the length it had).
+func (r *Recorder) Grow(h uint64, keyLen, valueLen int) int64 {
+	size := r.objectBytes(keyLen, valueLen)
+	r.tracker.GrowHash(h, size)
 	return size
 }
 

@@ -11,7 +11,7 @@ import (
 
 // op is one request a recorder is told about.
 type op struct {
-	kind     byte // 'r' read, 'w' write, 'd' delete
+	kind     byte // 'r' read, 'w' write, 'g' grow, 'd' delete
 	key      string
 	hit      bool
 	valueLen int
@@ -20,6 +20,7 @@ type op struct {
 func read(key string, hit bool, valueLen int) op { return op{'r', key, hit, valueLen} }
 func write(key string, valueLen int) op          { return op{kind: 'w', key: key, valueLen: valueLen} }
 func del(key string) op                          { return op{kind: 'd', key: key} }
+func grow(key string, valueLen int) op           { return op{kind: 'g', key: key, valueLen: valueLen} }
 
 func (o op) apply(r *Recorder) {
 	h := keyhash.Sum64String(o.key)
@@ -28,6 +29,8 @@ func (o op) apply(r *Recorder) {
 		r.Read(h, o.hit, len(o.key), o.valueLen)
 	case 'w':
 		r.Write(h, len(o.key), o.valueLen)
+	case 'g':
+		r.Grow(h, len(o.key), o.valueLen)
 	case 'd':
 		r.Delete(h)
 	}
@@ -82,6 +85,12 @@ func TestRecorderSequences(t *testing.T) {
 			b(1000), 1, 1, 1, b(1000)},
 		{"write of unknown size moves a tracked key up", []op{write("k1", 100), write("k2", 300), write("k1", UnknownValue), read("k2", true, 300)},
 			b(100) + b(300), 2, 1, 1, b(100) + b(300)},
+		{"a grow keeps a larger size", []op{write("k1", 1000), grow("k1", 5), read("k1", true, UnknownValue)},
+			b(1000), 1, 1, 1, b(1000)},
+		{"a grow past the size takes the new one", []op{write("k1", 5), grow("k1", 1000), read("k1", true, UnknownValue)},
+			b(1000), 1, 1, 1, b(1000)},
+		{"a grow of an untracked key places it", []op{grow("k1", 100)},
+			b(100), 1, 0, 0, 0},
 		{"write of unknown size leaves an untracked key out", []op{write("k1", UnknownValue)},
 			0, 0, 0, 0, 0},
 	}
@@ -141,13 +150,13 @@ func TestRecorderMatchesExactLRU(t *testing.T) {
 	for range 100000 {
 		key := fmt.Sprintf("key-%d", zipf.Uint64())
 		h := keyhash.Sum64String(key)
-		switch x := rng.IntN(20); {
-		case x == 0: // DEL
+		switch rng.IntN(20) {
+		case 0: // DEL
 			delete(valueLen, key)
 			engine.Remove(key)
 			exact.Delete(key)
 			r.Delete(h)
-		case x == 1: // SET with another size
+		case 1: // SET with another size
 			n := 10 + rng.IntN(2000)
 			valueLen[key] = n
 			engine.Remove(key)

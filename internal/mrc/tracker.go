@@ -167,14 +167,27 @@ func (t *Tracker) ReadHash(h uint64, size int64, hit bool) {
 // counts them) at the top of the LRU order; size 0 (unknown) moves a tracked key to the top
 // with the size it had and leaves an untracked one out. Writes are not reads: counting the
 // write that follows every miss in a look-aside cache would make each miss look like a hit.
-func (t *Tracker) WriteHash(h uint64, size int64) {
+func (t *Tracker) WriteHash(h uint64, size int64) { t.write(h, size, false) }
+
+// GrowHash is WriteHash for a write that leaves the object at least size bytes: a tracked
+// key keeps a larger size it had (memcached's incr and decr pad a number they rewrite in
+// place to the length it had).
+func (t *Tracker) GrowHash(h uint64, size int64) { t.write(h, size, true) }
+
+// write places the key hashed h at the top of the LRU order with size (0: unknown), or with
+// the larger of size and its own when grow is set.
+func (t *Tracker) write(h uint64, size int64, grow bool) {
 	s := keyhash.Derive(h, samplingSalt)
 	if s > t.limit.Load() {
 		return
 	}
 	t.mu.Lock()
 	if s <= t.limit.Load() {
-		t.track(s, knownSize(size))
+		placed := knownSize(size)
+		if i, tracked := t.stack.slotOf[s]; grow && tracked {
+			placed = max(placed, t.stack.slots[i].size)
+		}
+		t.track(s, placed)
 	}
 	t.mu.Unlock()
 }
