@@ -168,11 +168,11 @@ func replayAside(t *testing.T, protocol Protocol, tr accuracyTrace, limit int64)
 	c.readsPerSecond = tr.readsPerSecondPerMiB * float64(limit) / (1 << 20)
 	c.run(gen, tr.warmup+tr.warmupPerMiB*int(limit>>20))
 	ps := (*n.p.tenants.Load())[acct.id].part.Load()
-	if err := ps.curves.tracker.Decay(0); err != nil { // the measured window starts now
+	if err := ps.curves.Tracker().Decay(0); err != nil { // the measured window starts now
 		t.Fatal(err)
 	}
 	reads, hits := c.run(gen, tr.measure)
-	curve := ps.curves.tracker.SnapshotAt([]int64{limit}, ps.curves.model.Load().Capacity)
+	curve := ps.curves.Tracker().SnapshotAt([]int64{limit}, ps.curves.Model().Capacity)
 	if math.Abs(curve.AchievedHitRatio-float64(hits)/float64(reads)) > 1e-9 {
 		t.Errorf("the proxy counted a hit ratio of %.4f, the clients %.4f", curve.AchievedHitRatio, float64(hits)/float64(reads))
 	}

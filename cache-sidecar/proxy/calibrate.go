@@ -36,7 +36,7 @@ func (p *Proxy) calibrateEvery(ctx context.Context, _ *tenant, ps *partitionStat
 		if err != nil {
 			return err
 		}
-		if err := ps.curves.calibrate(stats); err != nil {
+		if err := calibrate(ps.curves, stats); err != nil {
 			return err
 		}
 		select {
@@ -50,8 +50,8 @@ func (p *Proxy) calibrateEvery(ctx context.Context, _ *tenant, ps *partitionStat
 // calibrate fits the engine model to the engine's own accounting: memcached's slab classes
 // from its settings; redis' memory per key beyond its baseline against the modelled size of
 // the objects an LRU cache of its key count holds now.
-func (pc *partitionCurves) calibrate(stats engine.Stats) error {
-	model := pc.model.Load()
+func calibrate(curves *mrc.Recorder, stats engine.Stats) error {
+	model := curves.Model()
 	if stats.Slabs != nil {
 		if current := model.Slabs(); current != nil && *current == *stats.Slabs {
 			return nil
@@ -60,15 +60,15 @@ func (pc *partitionCurves) calibrate(stats engine.Stats) error {
 		if err != nil {
 			return err
 		}
-		pc.model.Store(next)
+		curves.SetModel(next)
 		return nil
 	}
-	mean, sampled := pc.tracker.RecentMeanSize(stats.Items)
+	mean, sampled := curves.Tracker().RecentMeanSize(stats.Items)
 	if sampled < minCalibrationSample {
 		return nil
 	}
 	if next, ok := model.Calibrate(stats.UsedBytes, stats.BaselineBytes, stats.Items, mean); ok {
-		pc.model.Store(next)
+		curves.SetModel(next)
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cacheqos/cacheqos/internal/mrc"
 	"github.com/cacheqos/cacheqos/internal/protocol/memcache"
 	"github.com/cacheqos/cacheqos/internal/protocol/resp"
 )
@@ -43,6 +44,8 @@ const (
 	accessReadMulti
 	// accessWrite: a write of one key, which puts it back in the cache (ghost list).
 	accessWrite
+	// accessDelete: a removal of one key (keyHash) or several (more.keyHashes).
+	accessDelete
 )
 
 // entry describes a request for the code that produces its reply. The reader sets it before
@@ -59,8 +62,9 @@ type entry struct {
 	// measured (peer connections: the ingress node measures).
 	start   int64
 	keyHash uint64
-	// keyLen and valueLen size the object of a one-key read or write (valueLen: writes only,
-	// unknownValue when the request does not tell the stored value).
+	// keyLen and valueLen size the object of a one-key read or write (valueLen: writes only;
+	// unknownValue when neither request nor reply tells the stored value, valueInReply or
+	// lengthInReply when the reply does).
 	keyLen, valueLen int32
 	split            *split
 	more             *entryMore
@@ -68,7 +72,7 @@ type entry struct {
 
 // entryMore holds the fields of the less common entries.
 type entryMore struct {
-	keyHashes []uint64 // accessReadMulti: the keys' hashes in request order
+	keyHashes []uint64 // accessReadMulti, accessDelete of several keys: the keys' hashes in request order
 	keyLens   []int32  // redis accessReadMulti: the keys' lengths in request order
 	// scanNode and scanNodes place a SCAN reply in the tenant's node order.
 	scanNode, scanNodes int
@@ -86,10 +90,12 @@ type split struct {
 	cmd   memcache.Command // memcached: the retrieval command
 	// owner is, per key in request order, the index of the part that has it.
 	owner []int
-	// keyHashes are the keys' hashes in request order, for counting reads of the local
-	// partition (nil for commands that are not reads); keyLens their lengths (redis).
+	// keyHashes are the keys' hashes in request order, for counting reads or deletes of the
+	// local partition (nil for other commands); keyLens their lengths (redis reads).
 	keyHashes []uint64
 	keyLens   []int32
+	// deletes: the command removes its keys (DEL, UNLINK; keyHashes set).
+	deletes bool
 }
 
 // pending is a request in a connection's pipeline, from the moment the reader queues it until
@@ -811,8 +817,8 @@ func (t *tenant) served(replyBytes int) {
 }
 
 // recordRead counts a read of one key served by the local partition and reports it to the
-// partition's curve tracker and ghost list. A hit tells the object's size (its key and value
-// lengths); a miss does not, and the write that follows it brings the size (recordWrite).
+// partition's curve (mrc.Recorder.Read) and ghost list. A hit tells the object's size (its
+// key and value lengths, unknownValue when the reply holds no value); a miss does not.
 func (t *tenant) recordRead(h uint64, hit bool, keyLen, valueLen int) {
 	if hit {
 		t.stats.hits.Add(1)
@@ -826,11 +832,7 @@ func (t *tenant) recordRead(h uint64, hit bool, keyLen, valueLen int) {
 	if ps == nil {
 		return
 	}
-	var size int64 // 0: unknown
-	if hit && valueLen >= 0 {
-		size = ps.curves.objectBytes(keyLen, valueLen)
-	}
-	ps.curves.tracker.ReadHash(h, size, hit)
+	size := ps.curves.Read(h, hit, keyLen, valueLen) // 0: unknown
 	ghostSize := size
 	if size == 0 {
 		ghostSize = t.meanValueSize()
@@ -840,26 +842,44 @@ func (t *tenant) recordRead(h uint64, hit bool, keyLen, valueLen int) {
 	}
 }
 
-// unknownValue is the value length of a write whose stored size the request does not tell
-// (APPEND, INCR, DEL...): it does not move the curve's objects.
-const unknownValue = -1
+// Value lengths of a write (entry.valueLen) that the request does not tell.
+const (
+	// unknownValue: nor does the reply (memcached append, touch); the curve keeps the size
+	// it knows.
+	unknownValue = mrc.UnknownValue
+	// valueInReply: the reply is the new value (INCR, INCRBYFLOAT, memcached incr).
+	valueInReply = -2
+	// lengthInReply: the reply is the new value's length (APPEND, SETRANGE).
+	lengthInReply = -3
+)
 
-// recordWrite tells the curve that a written key now holds its value (valueLen bytes, or
-// unknownValue) at the top of the LRU order, and the ghost list that it is back in the cache.
-// Writes are not accesses of the miss-ratio curve, which describes reads: counting the write
-// that follows every read miss in a look-aside cache would make each miss look like a hit.
+// recordWrite tells the curve that a written key now holds a value of valueLen bytes (or
+// unknownValue) at the top of the LRU order (mrc.Recorder.Write), and the ghost list that it
+// is back in the cache.
 func (t *tenant) recordWrite(h uint64, keyLen, valueLen int) {
 	ps := t.part.Load()
 	if ps == nil {
 		return
 	}
-	if valueLen == unknownValue {
-		ps.ghost.AccessHash(h, t.meanValueSize())
-		return
+	size := ps.curves.Write(h, keyLen, valueLen)
+	if size == 0 {
+		size = t.meanValueSize()
 	}
-	size := ps.curves.objectBytes(keyLen, valueLen)
-	ps.curves.tracker.WriteHash(h, size)
 	ps.ghost.AccessHash(h, size)
+}
+
+// recordGrow is recordWrite for a write that leaves a value of at least valueLen bytes.
+func (t *tenant) recordGrow(h uint64, keyLen, valueLen int) {
+	if ps := t.part.Load(); ps != nil {
+		ps.ghost.AccessHash(h, ps.curves.Grow(h, keyLen, valueLen))
+	}
+}
+
+// recordDelete tells the curve that the key hashed h left the local partition.
+func (t *tenant) recordDelete(h uint64) {
+	if ps := t.part.Load(); ps != nil {
+		ps.curves.Delete(h)
+	}
 }
 
 // protocolError counts a protocol error.

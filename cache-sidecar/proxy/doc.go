@@ -161,7 +161,8 @@
 // miss-ratio curve are measured where the partition lives, for every read its local engine
 // serves (from local clients or peers): a null or empty reply is a miss, a value a hit (per
 // key for MGET and multi-key get); replies that say nothing about presence (integers,
-// statuses) are not counted. The curve (internal/mrc, SHARDS) sees reads only, and the ghost
-// list follows the engine's evictions (redis keyspace events, memcached "watch evictions")
+// statuses) are not counted. The curve (internal/mrc, SHARDS) counts reads only; writes and
+// deletes move and size its objects (mrc.Recorder, per command family in docs/metrics.md), and
+// the ghost list follows the engine's evictions (redis keyspace events, memcached "watch evictions")
 // to count misses a quarter larger partition would have served.
 package proxy

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 
 	"github.com/cacheqos/cacheqos/internal/keyhash"
 	"github.com/cacheqos/cacheqos/internal/protocol"
@@ -165,6 +166,8 @@ func accessOfRequest(cmd memcache.Command) access {
 	case cmd.IsStorage(), cmd == memcache.CmdMetaSet, cmd == memcache.CmdMetaArithmetic,
 		cmd == memcache.CmdIncr, cmd == memcache.CmdDecr, cmd == memcache.CmdTouch:
 		return accessWrite
+	case cmd == memcache.CmdDelete, cmd == memcache.CmdMetaDelete:
+		return accessDelete
 	default:
 		return accessNone
 	}
@@ -185,8 +188,11 @@ func (h *memcacheHandler) route(req *memcache.Request, start int64) {
 	}
 	e := entry{kind: entryForward, start: start, keyHash: full, access: accessOfRequest(req.Command),
 		keyLen: int32(len(req.Key())), valueLen: unknownValue}
-	if storesValue(req.Command) {
+	switch {
+	case storesValue(req.Command):
 		e.valueLen = int32(len(req.Data))
+	case req.Command == memcache.CmdIncr, req.Command == memcache.CmdDecr, req.Command == memcache.CmdMetaArithmetic:
+		e.valueLen = valueInReply
 	}
 	h.forward(rt, node, req, e)
 }
@@ -318,8 +324,26 @@ func countMemcache(p *pending, r *memcache.Response) {
 			next += recordValue(t, h, r.Values, next)
 		}
 	case accessWrite:
-		if r.Status == memcache.StatusStored || r.Status == memcache.StatusHD {
-			t.recordWrite(p.keyHash, int(p.keyLen), int(p.valueLen))
+		valueLen := int(p.valueLen)
+		if valueLen == valueInReply {
+			valueLen = unknownValue // HD: ma without v
+		}
+		switch r.Status {
+		// incr, decr, ma with v tell the new number; memcached pads it to the length the
+		// value had when it rewrites it in place (not when another connection holds the
+		// item: then the item has the number's length, which the curve cannot tell).
+		case memcache.StatusNumber:
+			t.recordGrow(p.keyHash, int(p.keyLen), len(strconv.AppendUint(nil, r.Number, 10)))
+		case memcache.StatusVA:
+			t.recordGrow(p.keyHash, int(p.keyLen), len(r.Data))
+		case memcache.StatusStored, memcache.StatusHD, memcache.StatusTouched:
+			t.recordWrite(p.keyHash, int(p.keyLen), valueLen)
+		}
+	case accessDelete:
+		switch r.Status {
+		case memcache.StatusDeleted, memcache.StatusNotFound, memcache.StatusHD, memcache.StatusNF,
+			memcache.StatusSuppressed: // md q: gone either way
+			t.recordDelete(p.keyHash)
 		}
 	}
 }

@@ -195,8 +195,8 @@ func (p *Proxy) collectCurve(ch chan<- prometheus.Metric, id string, ps *partiti
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
-	model := ps.curves.model.Load()
-	now := ps.curves.tracker.SnapshotAt([]int64{max(ps.bytes, 1)}, model.Capacity)
+	model := ps.curves.Model()
+	now := ps.curves.Tracker().SnapshotAt([]int64{max(ps.bytes, 1)}, model.Capacity)
 	gauge(descPredicted, now.HitRatio[0], id)
 	gauge(descAchieved, now.AchievedHitRatio, id)
 	gauge(descSamplingRate, now.SampleRate, id)
@@ -205,7 +205,7 @@ func (p *Proxy) collectCurve(ch chan<- prometheus.Metric, id string, ps *partiti
 	gauge(descFootprint, now.FootprintBytes, id)
 	footprint := int64(now.FootprintBytes) + model.Baseline()
 	if grid, err := mrc.PartitionSizes(max(ps.bytes, 1), footprint, p.opts.MRCCurvePoints); err == nil {
-		curve := ps.curves.tracker.SnapshotAt(grid, model.Capacity)
+		curve := ps.curves.Tracker().SnapshotAt(grid, model.Capacity)
 		for i, size := range curve.Sizes {
 			gauge(descMRC, curve.HitRatio[i], id, strconv.FormatInt(size, 10))
 		}

@@ -464,7 +464,7 @@ func (p *Proxy) decayLoop() {
 		case <-ticker.C:
 			for _, t := range *p.tenants.Load() {
 				if ps := t.part.Load(); ps != nil {
-					if err := ps.curves.tracker.Decay(0.5); err != nil {
+					if err := ps.curves.Tracker().Decay(0.5); err != nil {
 						p.log.Error("decaying a miss-ratio curve", "tenant", t.id, "err", err)
 					}
 				}

@@ -48,6 +48,25 @@ var writeValueArg = map[*resp.CommandSpec]int{
 	resp.Lookup([]byte("psetex")): 3,
 }
 
+// writeValueInReply is, for the writes whose request does not tell the value they leave, what
+// the reply says of it: the value itself (valueInReply) or its length (lengthInReply).
+var writeValueInReply = map[*resp.CommandSpec]int32{
+	resp.Lookup([]byte("incr")):        valueInReply,
+	resp.Lookup([]byte("incrby")):      valueInReply,
+	resp.Lookup([]byte("decr")):        valueInReply,
+	resp.Lookup([]byte("decrby")):      valueInReply,
+	resp.Lookup([]byte("incrbyfloat")): valueInReply,
+	resp.Lookup([]byte("append")):      lengthInReply,
+	resp.Lookup([]byte("setrange")):    lengthInReply,
+}
+
+// deletesKeys are the commands that remove their keys (not members of them, as HDEL does).
+var deletesKeys = map[*resp.CommandSpec]bool{
+	resp.Lookup([]byte("del")):    true,
+	resp.Lookup([]byte("unlink")): true,
+	resp.Lookup([]byte("getdel")): true,
+}
+
 // SCAN cursors: the low scanNodeBits bits number the tenant's node (in node ID order) and the
 // rest is that node's engine cursor. Cursor 0 starts at the first node; when a node's engine
 // cursor returns to 0 the proxy moves on to the next node, and answers 0 after the last.
@@ -357,6 +376,9 @@ func (h *redisHandler) local(spec *resp.CommandSpec, args [][]byte, start int64)
 
 // accessOf says what a routed command's reply tells the curves.
 func accessOf(spec *resp.CommandSpec) access {
+	if deletesKeys[spec] {
+		return accessDelete
+	}
 	switch spec.Class {
 	case protocol.ClassRead:
 		return accessRead
@@ -405,6 +427,8 @@ func (h *redisHandler) route(spec *resp.CommandSpec, cmd *resp.Command, start in
 		if e.access == accessWrite {
 			if i, ok := writeValueArg[spec]; ok && i < len(args) {
 				e.valueLen = int32(len(args[i]))
+			} else if v, ok := writeValueInReply[spec]; ok {
+				e.valueLen = v
 			}
 		}
 	}
@@ -435,14 +459,20 @@ func (h *redisHandler) split(spec *resp.CommandSpec, cmd *resp.Command, start in
 	owners := make([]int, len(idx))
 	var hashes []uint64
 	var lens []int32
-	if spec == specMGet {
+	switch {
+	case spec == specMGet:
 		hashes, lens = make([]uint64, len(idx)), make([]int32, len(idx))
+	case deletesKeys[spec]:
+		hashes = make([]uint64, len(idx))
 	}
 	same := true
 	for n, i := range idx {
 		routing, full := keyHashes(args[i])
 		if hashes != nil {
-			hashes[n], lens[n] = full, int32(len(args[i]))
+			hashes[n] = full
+		}
+		if lens != nil {
+			lens[n] = int32(len(args[i]))
 		}
 		if c.peer {
 			continue
@@ -457,8 +487,11 @@ func (h *redisHandler) split(spec *resp.CommandSpec, cmd *resp.Command, start in
 	}
 	if same {
 		e := entry{kind: entryForward, start: start}
-		if hashes != nil {
+		switch {
+		case lens != nil:
 			e.access, e.more = accessReadMulti, &entryMore{keyHashes: hashes, keyLens: lens}
+		case hashes != nil:
+			e.access, e.more = accessDelete, &entryMore{keyHashes: hashes}
 		}
 		if err := c.forward(rt, owners[0], cmd.Raw(), len(cmd.Raw()), e); err != nil {
 			h.failed(err, start)
@@ -468,7 +501,7 @@ func (h *redisHandler) split(spec *resp.CommandSpec, cmd *resp.Command, start in
 	// One sub-command per node, in the order nodes first appear among the keys.
 	var nodes []int
 	var subArgs [][][]byte
-	s := &split{merge: spec.Merge, owner: make([]int, len(idx)), keyHashes: hashes, keyLens: lens}
+	s := &split{merge: spec.Merge, owner: make([]int, len(idx)), keyHashes: hashes, keyLens: lens, deletes: deletesKeys[spec]}
 	for n, i := range idx {
 		part := slices.Index(nodes, owners[n])
 		if part < 0 {
@@ -573,6 +606,9 @@ func (p *pending) completeRESP(l *link, part int, reply resp.Reply) {
 		pr.isError = reply.IsError()
 		if l.local {
 			p.tenant.served(len(raw))
+			if p.split.deletes && !pr.isError {
+				recordPartDeletes(p.tenant, p.split, part)
+			}
 		}
 	case l.local && p.kind == entryForward:
 		countRESP(p, reply)
@@ -603,10 +639,50 @@ func countRESP(p *pending, reply resp.Reply) {
 			}
 		}
 	case accessWrite:
-		if stored(reply) {
-			t.recordWrite(p.keyHash, int(p.keyLen), int(p.valueLen))
+		if valueLen, ok := writtenValueLen(p.valueLen, reply); ok {
+			t.recordWrite(p.keyHash, int(p.keyLen), valueLen)
+		}
+	case accessDelete:
+		if reply.IsError() {
+			return
+		}
+		if p.more == nil {
+			t.recordDelete(p.keyHash)
+			return
+		}
+		for _, h := range p.more.keyHashes {
+			t.recordDelete(h)
 		}
 	}
+}
+
+// recordPartDeletes records the removal of the keys a split delete sent to part.
+func recordPartDeletes(t *tenant, s *split, part int) {
+	for n, owner := range s.owner {
+		if owner == part {
+			t.recordDelete(s.keyHashes[n])
+		}
+	}
+}
+
+// writtenValueLen is the length of the value a write left (valueLen as the request told it,
+// read from the reply for valueInReply and lengthInReply), and whether it stored anything.
+func writtenValueLen(valueLen int32, reply resp.Reply) (int, bool) {
+	raw := reply.Raw()
+	switch {
+	case valueLen != valueInReply && valueLen != lengthInReply:
+		return int(valueLen), stored(reply)
+	case reply.IsError():
+		return 0, false
+	case reply.Type() == resp.TypeInteger && len(raw) > 3 && valueLen == lengthInReply:
+		n, ok := protocol.ParseUint(raw[1 : len(raw)-2])
+		return int(n), ok
+	case reply.Type() == resp.TypeInteger && len(raw) > 3:
+		return len(raw) - 3, true // the integer's digits and sign, as the value's string
+	case reply.Type() == resp.TypeBulkString:
+		return payloadLen(raw), true
+	}
+	return 0, false
 }
 
 // failureReply is the error reply for a request whose reply will not come.
@@ -768,7 +844,7 @@ func (h *redisHandler) mergeArrays(p *pending, values []resp.Value) {
 	for n, part := range s.owner {
 		elem := values[part].Elems[next[part]]
 		next[part]++
-		if p.parts[part].local && s.keyHashes != nil {
+		if p.parts[part].local && s.keyLens != nil {
 			recordElement(p.tenant, s.keyHashes[n], int(s.keyLens[n]), elem)
 		}
 		c.write(elem.Raw)

@@ -121,22 +121,12 @@ type tenant struct {
 type partitionState struct {
 	engine string
 	bytes  int64
-	curves *partitionCurves
+	// curves records the tenant's requests to the partition in its miss-ratio curve. It
+	// describes the tenant's accesses, not the engine's contents, so it outlives resizes and
+	// engine changes and ends only with the partition.
+	curves *mrc.Recorder
 	ghost  *mrc.Ghost
 	stop   context.CancelFunc // stops the eviction watcher and the calibration
-}
-
-// partitionCurves are the local partition's curve and the engine model its sizes are counted
-// in. They describe the tenant's accesses, not the engine's contents, so they outlive resizes
-// and engine restarts and end only with the partition.
-type partitionCurves struct {
-	tracker *mrc.Tracker
-	model   atomic.Pointer[mrc.EngineModel]
-}
-
-// objectBytes is what an object of key and value bytes takes in the engine.
-func (pc *partitionCurves) objectBytes(key, value int) int64 {
-	return pc.model.Load().ObjectBytes(key, value)
 }
 
 // defaultValueSize stands in for the mean value size before any value was seen.
@@ -257,7 +247,7 @@ func (p *Proxy) applyPartition(t *tenant, tc *Tenant) error {
 	}
 	var ps *partitionState
 	if tc.LocalEngine != "" {
-		var curves *partitionCurves
+		var curves *mrc.Recorder
 		if old != nil {
 			curves = old.curves
 		} else {
@@ -279,23 +269,18 @@ func (p *Proxy) applyPartition(t *tenant, tc *Tenant) error {
 	return nil
 }
 
-// newCurves returns an empty curve tracker with the engine's uncalibrated model.
-func (p *Proxy) newCurves() (*partitionCurves, error) {
-	tracker, err := mrc.NewTracker(mrc.Config{
-		Sizes:      []int64{1}, // read at each partition's own grid (SnapshotAt)
-		SampleRate: p.opts.MRCSampleRate,
-		MaxBytes:   mrc.BudgetForKeys(p.opts.MRCMaxTrackedKeys),
-	})
-	if err != nil {
-		return nil, err
-	}
+// newCurves returns an empty curve recorder with the engine's uncalibrated model.
+func (p *Proxy) newCurves() (*mrc.Recorder, error) {
 	model := mrc.NewRedisModel()
 	if p.opts.Protocol == Memcached {
+		var err error
 		if model, err = mrc.NewMemcachedModel(mrc.DefaultMemcachedSettings); err != nil {
 			return nil, err
 		}
 	}
-	pc := &partitionCurves{tracker: tracker}
-	pc.model.Store(model)
-	return pc, nil
+	return mrc.NewRecorder(mrc.Config{
+		Sizes:      []int64{1}, // read at each partition's own grid (SnapshotAt)
+		SampleRate: p.opts.MRCSampleRate,
+		MaxBytes:   mrc.BudgetForKeys(p.opts.MRCMaxTrackedKeys),
+	}, model)
 }

@@ -208,7 +208,7 @@ func TestCurveSurvivesResize(t *testing.T) {
 		if ps == nil {
 			return -1
 		}
-		return ps.curves.tracker.Snapshot().SampledAccesses
+		return ps.curves.Tracker().Snapshot().SampledAccesses
 	}
 	if got := sampled(); got != 200 {
 		t.Fatalf("%v sampled reads before the resize, want 200", got)

@@ -36,6 +36,16 @@ func (e *ExactLRU) Access(key string, size int64) (distance int64, seen bool) {
 	return distance, true
 }
 
+// Write records that key now holds an object of size bytes at the top of the LRU order, as an
+// engine's SET places it, without counting as an access.
+func (e *ExactLRU) Write(key string, size int64) { e.stack.access(key, clampSize(size)) }
+
+// Delete records that key left the cache: its next access is a first one.
+func (e *ExactLRU) Delete(key string) { e.stack.remove(key) }
+
+// FootprintBytes is the bytes of every key on the stack, at its latest size.
+func (e *ExactLRU) FootprintBytes() int64 { return e.stack.total }
+
 // Curve returns the exact curve of every access so far.
 func (e *ExactLRU) Curve() Curve {
 	c := e.hist.curve()

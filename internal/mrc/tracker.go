@@ -80,7 +80,7 @@ type Tracker struct {
 
 	mu      sync.Mutex
 	stack   reuseStack[uint64] // keyed by sampling hash, a bijection of the key hash
-	largest hashHeap           // sampling hashes of the tracked keys
+	largest hashHeap           // sampling hashes of the tracked keys, and of deleted keys not popped yet
 	maxKeys int
 	hist    fineHistogram
 	sizes   []int64 // Config.Sizes
@@ -164,19 +164,50 @@ func (t *Tracker) ReadHash(h uint64, size int64, hit bool) {
 }
 
 // WriteHash records that the key hashed h now holds an object of size bytes (as the engine
-// counts them) at the top of the LRU order. Writes are not reads: counting the write that
-// follows every miss in a look-aside cache would make each miss look like a hit.
-func (t *Tracker) WriteHash(h uint64, size int64) {
-	if size <= 0 {
-		return
-	}
+// counts them) at the top of the LRU order; size 0 (unknown) moves a tracked key to the top
+// with the size it had and leaves an untracked one out. Writes are not reads: counting the
+// write that follows every miss in a look-aside cache would make each miss look like a hit.
+func (t *Tracker) WriteHash(h uint64, size int64) { t.write(h, size, false) }
+
+// GrowHash is WriteHash for a write that leaves the object at least size bytes: a tracked
+// key keeps a larger size it had (memcached's incr and decr pad a number they rewrite in
+// place to the length it had).
+func (t *Tracker) GrowHash(h uint64, size int64) { t.write(h, size, true) }
+
+// write places the key hashed h at the top of the LRU order with size (0: unknown), or with
+// the larger of size and its own when grow is set.
+func (t *Tracker) write(h uint64, size int64, grow bool) {
 	s := keyhash.Derive(h, samplingSalt)
 	if s > t.limit.Load() {
 		return
 	}
 	t.mu.Lock()
 	if s <= t.limit.Load() {
-		t.track(s, clampSize(size))
+		placed := knownSize(size)
+		if i, tracked := t.stack.slotOf[s]; grow && tracked {
+			placed = max(placed, t.stack.slots[i].size)
+		}
+		t.track(s, placed)
+	}
+	t.mu.Unlock()
+}
+
+// DeleteHash records that the key hashed h left the engine: it no longer takes room between
+// other keys' accesses, and its next access is a first one.
+func (t *Tracker) DeleteHash(h uint64) {
+	s := keyhash.Derive(h, samplingSalt)
+	if s > t.limit.Load() {
+		return
+	}
+	t.mu.Lock()
+	t.stack.remove(s)
+	// The heap keeps the hash until it is popped (popLargestTracked skips it); rebuilt when
+	// such stale hashes would outgrow the tracked ones, so deletes never grow it unbounded.
+	if len(t.largest) > 2*t.stack.len()+minTrackedKeys {
+		t.largest = t.largest[:0]
+		for k := range t.stack.slotOf {
+			t.largest.push(k)
+		}
 	}
 	t.mu.Unlock()
 }
@@ -220,11 +251,23 @@ func (t *Tracker) track(s uint64, size uint32) (above int64, prevSize uint32, se
 		// Fixed-size SHARDS: forget the key with the largest sampling hash and sample only
 		// below it from now on. The evicted keys can never be sampled again, so no key's
 		// history is lost while it is still sampled.
-		evict := t.largest.pop()
+		evict := t.popLargestTracked()
 		t.stack.remove(evict)
 		t.limit.Store(evict - 1)
 	}
 	return above, prevSize, seen
+}
+
+// popLargestTracked pops the largest hash of a tracked key off the heap, dropping the hashes
+// of deleted keys above it (and second copies of keys deleted and tracked again); t.mu is
+// held, and more keys are tracked than the heap may be empty of.
+func (t *Tracker) popLargestTracked() uint64 {
+	for {
+		s := t.largest.pop()
+		if _, tracked := t.stack.slotOf[s]; tracked {
+			return s
+		}
+	}
 }
 
 // Decay multiplies the curve's accumulated counts by keep in [0, 1]: 0 resets the window,

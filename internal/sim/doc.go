@@ -12,7 +12,7 @@
 //     them (mrc.EngineModel, redis or memcached). Partitions with bandwidth or ops limits pass
 //     requests through the real token buckets (internal/tokenbucket) on simulated time.
 //   - Each partition feeds a real SHARDS tracker (internal/mrc) with the sidecar's defaults,
-//     recording a look-aside client's GETs and SETs as the proxy does, and is read at the
+//     recording a look-aside client's GETs and SETs through the proxy's own mrc.Recorder, and is read at the
 //     sidecar's per-partition size grid.
 //     At the end of the interval a planning snapshot is built the way the operator builds it
 //     from Prometheus (per-node rates, observed hit ratio, merged miss-ratio curve, history,

@@ -131,10 +131,11 @@ type tenantState struct {
 }
 
 type partition struct {
-	cache   Cache
-	tracker *mrc.Tracker
-	limiter *tokenbucket.Limiter
-	memory  int64
+	cache Cache
+	// recorder records the partition's reads and writes in its curve, as the sidecar's.
+	recorder *mrc.Recorder
+	limiter  *tokenbucket.Limiter
+	memory   int64
 }
 
 func (ts *tenantState) memory() int64 {
@@ -293,7 +294,7 @@ func (e *engine) request(ts *tenantState) {
 			}
 			wait = d.Seconds()
 		}
-		hit = p.access(a.Key, h, stored)
+		hit = p.access(a, h, stored)
 	}
 	st.bytes += size
 	before := wait + miss
@@ -374,7 +375,7 @@ func (e *engine) plan(ctx context.Context, next int) error {
 		for _, p := range ts.parts {
 			if p != nil {
 				// The sidecar halves the weight of the past once per interval.
-				if err := p.tracker.Decay(0.5); err != nil {
+				if err := p.recorder.Tracker().Decay(0.5); err != nil {
 					return err
 				}
 			}
@@ -546,11 +547,11 @@ func (e *engine) applyPartition(ts *tenantState, j int, p planning.Partition) er
 		if err != nil {
 			return err
 		}
-		tr, err := e.sc.newTracker()
+		rec, err := e.sc.newRecorder(e.model)
 		if err != nil {
 			return err
 		}
-		part = &partition{cache: c, tracker: tr}
+		part = &partition{cache: c, recorder: rec}
 		ts.parts[j] = part
 	} else if err := part.cache.SetCapacity(cacheCapacity(e.model, p.MemoryBytes)); err != nil {
 		return err

@@ -43,40 +43,41 @@ func cacheCapacity(model *mrc.EngineModel, limit int64) int64 {
 	return int64(model.Capacity(limit))
 }
 
-// newTracker returns a partition's curve tracker configured as the sidecar's: it is read at
-// the partition's own grid (partition.curve), so its configured sizes are a placeholder.
-func (s *Scenario) newTracker() (*mrc.Tracker, error) {
-	return mrc.NewTracker(mrc.Config{
+// newRecorder returns a partition's curve recorder configured as the sidecar's, counting
+// sizes with model: it is read at the partition's own grid (partition.curve), so its
+// configured sizes are a placeholder.
+func (s *Scenario) newRecorder(model *mrc.EngineModel) (*mrc.Recorder, error) {
+	return mrc.NewRecorder(mrc.Config{
 		Sizes:      []int64{1},
 		SampleRate: s.sampleRate(),
 		MaxBytes:   mrc.BudgetForKeys(DefaultMRCMaxTrackedKeys),
-	})
+	}, model)
 }
 
-// access serves one read of a cache-aside client (GET, then SET on a miss) from the
-// partition and records it in the partition's curve as the proxy does: a hit's read carries
-// the object's size; a miss's read does not (the engine does not have it), and the SET that
-// follows brings it.
-func (p *partition) access(key string, h uint64, size int64) (hit bool) {
-	hit = p.cache.Access(key, size)
+// access serves one read of a cache-aside client (GET, then SET on a miss) of a's object,
+// which takes stored bytes in the engine, from the partition, and records both requests in
+// the partition's curve as the sidecar records them.
+func (p *partition) access(a workload.Access, h uint64, stored int64) (hit bool) {
+	hit = p.cache.Access(a.Key, stored)
 	if hit {
-		p.tracker.ReadHash(h, size, true)
+		p.recorder.Read(h, true, len(a.Key), int(a.Size))
 		return true
 	}
-	p.tracker.ReadHash(h, 0, false)
-	p.tracker.WriteHash(h, size)
+	p.recorder.Read(h, false, len(a.Key), mrc.UnknownValue)
+	p.recorder.Write(h, len(a.Key), int(a.Size))
 	return false
 }
 
 // curve reads the partition's curve as the sidecar exports it: at the grid that follows the
 // partition's limit and its tenant's footprint (mrc.PartitionSizes), each size holding what
 // the engine model says a partition of that limit holds.
-func (p *partition) curve(model *mrc.EngineModel) (mrc.Curve, error) {
+func (p *partition) curve() (mrc.Curve, error) {
+	model := p.recorder.Model()
 	limit := max(p.memory, 1)
-	now := p.tracker.SnapshotAt([]int64{limit}, model.Capacity)
+	now := p.recorder.Tracker().SnapshotAt([]int64{limit}, model.Capacity)
 	grid, err := mrc.PartitionSizes(limit, int64(now.FootprintBytes)+model.Baseline(), DefaultMRCCurvePoints)
 	if err != nil {
 		return mrc.Curve{}, err
 	}
-	return p.tracker.SnapshotAt(grid, model.Capacity), nil
+	return p.recorder.Tracker().SnapshotAt(grid, model.Capacity), nil
 }

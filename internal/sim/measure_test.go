@@ -55,7 +55,7 @@ func TestPartitionHoldsWhatTheEngineHolds(t *testing.T) {
 				for i := range keys {
 					keys[i] = fmt.Sprintf("key-%012d", i) // 16 bytes
 					a := accessOf(keys[i], tc.value)
-					p.access(a.Key, keyhash.Sum64String(a.Key), objectBytes(e.model, a))
+					p.access(a, keyhash.Sum64String(a.Key), objectBytes(e.model, a))
 				}
 				want := limit / tc.perObject
 				if got := p.cache.Bytes() / tc.perObject; got != want || p.cache.Bytes()%tc.perObject != 0 {
@@ -82,9 +82,10 @@ func TestPartitionHoldsWhatTheEngineHolds(t *testing.T) {
 }
 
 // TestPartitionRecordsAsTheProxy feeds one access sequence to a simulated partition and, as
-// the proxy records a look-aside client's requests (a GET's read with the object's size on a
-// hit and none on a miss, then the miss's SET), to a tracker beside an LRU cache of the same
-// limit: the curves read at the partition's grid must be the same.
+// the proxy records a look-aside client's requests through its own mrc.Recorder (a GET's
+// reply: a hit with its value, or a miss; then the miss's SET with its value), to a recorder
+// beside an LRU cache of the same limit: the curves read at the partition's grid must be the
+// same.
 func TestPartitionRecordsAsTheProxy(t *testing.T) {
 	const limit = 2 * mib
 	for _, engine := range []string{EngineRedis, EngineMemcached} {
@@ -94,25 +95,25 @@ func TestPartitionRecordsAsTheProxy(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			proxy, err := e.sc.newTracker()
+			proxy, err := e.sc.newRecorder(e.model)
 			if err != nil {
 				t.Fatal(err)
 			}
 			for _, a := range requests(t, "zipf:keys=40000,skew=0.9,value=100-1000", 200000) {
 				size, h := objectBytes(e.model, a), keyhash.Sum64String(a.Key)
-				p.access(a.Key, h, size)
+				p.access(a, h, size)
 				if cache.Access(a.Key, size) {
-					proxy.ReadHash(h, size, true)
+					proxy.Read(h, true, len(a.Key), int(a.Size))
 				} else {
-					proxy.ReadHash(h, 0, false)
-					proxy.WriteHash(h, size)
+					proxy.Read(h, false, len(a.Key), mrc.UnknownValue)
+					proxy.Write(h, len(a.Key), int(a.Size))
 				}
 			}
-			got, err := p.curve(e.model)
+			got, err := p.curve()
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := proxy.SnapshotAt(got.Sizes, e.model.Capacity)
+			want := proxy.Tracker().SnapshotAt(got.Sizes, e.model.Capacity)
 			if fmt.Sprint(got.HitRatio) != fmt.Sprint(want.HitRatio) || got.AchievedHitRatio != want.AchievedHitRatio {
 				t.Errorf("simulated partition's curve %v (achieved %v), the proxy's recording gives %v (achieved %v)",
 					got.HitRatio, got.AchievedHitRatio, want.HitRatio, want.AchievedHitRatio)
@@ -128,14 +129,14 @@ func TestPartitionRecordsAsTheProxy(t *testing.T) {
 func TestCurveOutlivesResize(t *testing.T) {
 	e, p := partitionOf(t, EngineRedis, CacheLRU, mib)
 	for _, a := range requests(t, "zipf:keys=20000,skew=0.9,value=100-1000", 20000) {
-		p.access(a.Key, keyhash.Sum64String(a.Key), objectBytes(e.model, a))
+		p.access(a, keyhash.Sum64String(a.Key), objectBytes(e.model, a))
 	}
-	before, _ := p.curve(e.model)
+	before, _ := p.curve()
 	ts := e.tenants[0]
 	if err := e.applyPartition(ts, 0, planning.Partition{Node: e.sc.Nodes[0].Name, MemoryBytes: 3 * mib}); err != nil {
 		t.Fatal(err)
 	}
-	after, _ := ts.parts[0].curve(e.model)
+	after, _ := ts.parts[0].curve()
 	if ts.parts[0] != p || after.Requests != before.Requests || after.Requests == 0 {
 		t.Errorf("after a resize the curve counts %d reads, before it %d", after.Requests, before.Requests)
 	}

@@ -102,8 +102,8 @@ func (e *engine) snapshotTenant(ts *tenantState, seconds float64) planning.Tenan
 			pt.Rates = append(pt.Rates, planning.NodeRate{Node: e.sc.Nodes[j].Name, RequestsPerSecond: rate, BytesPerSecond: float64(st.bytes) / seconds})
 			hits += st.hits
 			reads += st.served()
-			if p := ts.parts[j]; p != nil && p.tracker != nil {
-				if c, err := p.curve(e.model); err == nil {
+			if p := ts.parts[j]; p != nil && p.recorder != nil {
+				if c, err := p.curve(); err == nil {
 					curves = append(curves, nodeCurve{requestsPerSecond: rate, curve: c})
 				}
 			}
