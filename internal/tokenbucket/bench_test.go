@@ -52,19 +52,3 @@ func BenchmarkLimiterWaitParallel(b *testing.B) {
 		}
 	})
 }
-
-// BenchmarkLimiterPaceBytesNoDelay is the cost a limited tenant's link pays per read of reply
-// bytes when the limit is not reached: one mutex round, no allocation.
-func BenchmarkLimiterPaceBytesNoDelay(b *testing.B) {
-	l, err := NewLimiter(Limit{Rate: 1e15, Burst: 1e12}, Limit{Rate: 1e12, Burst: 1e9}, Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx := context.Background()
-	b.ReportAllocs()
-	for b.Loop() {
-		if err := l.PaceBytes(ctx, 16<<10); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
