@@ -222,36 +222,3 @@ func runPacedFetch(t *testing.T, n *testNode, tenant Tenant, rate float64, fetch
 		t.Errorf("other connection's request during the large reply: %q, want %q", otherReply, want)
 	}
 }
-
-// TestPacedReplyIsNotCutByTheBackendTimeout paces a reply so slowly that one paced read (16
-// KiB at 100 KB/s: 164ms) outlasts the backend timeout (100ms): the wait is the tenant's
-// limit, not engine silence, so the reply and the request behind it are served.
-func TestPacedReplyIsNotCutByTheBackendTimeout(t *testing.T) {
-	const valueLen = 200 * 1000
-	acct := newAccount(t, "team-a/app")
-	engine := startEngine(t, Redis)
-	n := startNode(t, "node-a", Options{Protocol: Redis, MaxValueBytes: 64 << 10, BurstWindow: 10 * time.Millisecond,
-		ThrottleMaxWait: 50 * time.Millisecond, BackendTimeout: 100 * time.Millisecond})
-	tenant := Tenant{ID: acct.id, CredentialHash: acct.hash, LocalEngine: engine, Routes: []Route{n.route(1)}}
-	n.update(t, tenant)
-	c := loginRESP(t, n, acct)
-	value := strings.Repeat("v", valueLen)
-	if c.do("SET", "big", value) != "+OK\r\n" {
-		t.Fatal("SET failed")
-	}
-	tenant.BytesPerSecond = 100e3
-	n.update(t, tenant)
-	start := time.Now()
-	replies := pipeline(c, [][]string{{"GET", "big"}, {"PING"}})
-	took := time.Since(start)
-	if want := fmt.Sprintf("$%d\r\n%s\r\n", valueLen, value); replies[0] != want {
-		t.Errorf("paced reply: %q", replies[0][:min(len(replies[0]), 200)])
-	}
-	if replies[1] != "+PONG\r\n" {
-		t.Errorf("request behind the paced reply: %q", replies[1])
-	}
-	// (200 KB - 64 KiB) at 100 KB/s.
-	if took < time.Second {
-		t.Errorf("paced reply took %v, want at least 1s", took)
-	}
-}
