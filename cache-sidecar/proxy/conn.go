@@ -488,7 +488,8 @@ func (c *conn) backend(rt *routes, i int) (*link, error) {
 	if l := c.links[node.id]; l != nil && l.key == key && l.usable() {
 		return l, nil
 	}
-	l, err := c.p.sharedLink(key, node.id, c.id, c.tenant)
+	stats := &c.tenant.stats
+	l, err := c.p.sharedLink(key, node.id, c.id, func() *atomic.Uint64 { return stats.forwardedTo(node.id) })
 	if err != nil {
 		return nil, err
 	}
@@ -505,7 +506,7 @@ func (c *conn) localLink() (*link, error) {
 	if l := c.local; l != nil && l.key.address == engine && l.key.proto == c.proto && l.key.tenant == c.tenant.id && l.usable() {
 		return l, nil
 	}
-	l, err := c.p.sharedLink(linkKey{address: engine, tenant: c.tenant.id, proto: c.proto}, c.p.nodeID(), c.id, c.tenant)
+	l, err := c.p.sharedLink(linkKey{address: engine, tenant: c.tenant.id, proto: c.proto}, c.p.nodeID(), c.id, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -814,6 +815,7 @@ func (c *conn) lostClient() {
 func (t *tenant) served(replyBytes int) {
 	t.stats.served.Add(1)
 	t.stats.bytesOut.Add(uint64(replyBytes))
+	t.charge(replyBytes)
 }
 
 // recordRead counts a read of one key served by the local partition and reports it to the

@@ -137,13 +137,9 @@
 // requests, since those before it are on their links already. One that would wait longer than
 // Options.ThrottleMaxWait is answered "-ERR cacheqos: throttled: tenant over its bandwidth
 // limit" (or "... operations limit"; memcached: "SERVER_ERROR throttled: ..."). A reply's
-// size is known only once it arrives, so its bytes are paced instead: the link reading the
-// partition's replies takes them from the bucket as it reads them, 16 KiB at a time, and waits
-// (with no bound) while the bucket is empty, so a large reply reaches the client at the
-// tenant's rate, the engine keeping what is not read yet, and leaves no debt behind it. The
-// tenant's requests queued behind a paced read wait at most one such read per link longer.
-// Bucket depth is the rate times Options.BurstWindow, at least Options.MaxValueBytes bytes; a
-// larger request passes when the bucket is full and leaves it in debt.
+// size is known only after the request passed, so its bytes are charged to the bucket when it
+// arrives, which may leave it in debt for the tenant's next requests to pay. Bucket depth is the rate times Options.BurstWindow, at least Options.MaxValueBytes
+// bytes; a larger request passes when the bucket is full and leaves it in debt.
 //
 // # Configuration
 //

@@ -78,9 +78,6 @@ type link struct {
 	nc    net.Conn
 	// forwarded counts requests sent on a peer link, by tenant and peer (a metrics series).
 	forwarded *atomic.Uint64
-	// tenant is whose local partition the link serves, so whose bandwidth limit paces the
-	// replies it reads (nil on a peer link: the peer's local partition paces them).
-	tenant *tenant
 
 	open atomic.Bool // state == linkOpen, read without the lock on every request
 
@@ -507,8 +504,8 @@ func newLinkSet() *linkSet { return &linkSet{slots: make(map[linkKey]*linkSlot)}
 
 // sharedLink returns an open link for key, dialing it if needed. pick chooses among the key's links
 // (a client connection always picks the same one, so its replies mostly come in order from
-// one link); t is the tenant the link serves.
-func (p *Proxy) sharedLink(key linkKey, node string, pick int64, t *tenant) (*link, error) {
+// one link); forwarded is the counter of a peer link.
+func (p *Proxy) sharedLink(key linkKey, node string, pick int64, forwarded func() *atomic.Uint64) (*link, error) {
 	s := p.links
 	s.mu.Lock()
 	if s.closed {
@@ -542,9 +539,7 @@ func (p *Proxy) sharedLink(key linkKey, node string, pick int64, t *tenant) (*li
 	}
 	slot.failedAt, slot.failure = time.Time{}, nil
 	if key.peer {
-		l.forwarded = t.stats.forwardedTo(node)
-	} else {
-		l.tenant = t
+		l.forwarded = forwarded()
 	}
 	if !l.start() {
 		l.nc.Close()
@@ -667,47 +662,20 @@ func (p *Proxy) dialLink(key linkKey, node string) (*link, error) {
 	return l, nil
 }
 
-// progressReader reads a link's connection for the link's reader. A limited tenant's reply
-// bytes are paced through its bandwidth bucket as they are read, and every read that brings
+// progressReader reads a link's connection for the link's reader, and every read that brings
 // bytes moves the read deadline forward: Options.BackendTimeout bounds a stall, not a reply,
-// so a long reply that keeps arriving (or is paced) does not fail the requests in flight
-// behind it.
+// so a long reply that keeps arriving does not fail the requests in flight behind it.
 type progressReader struct {
 	nc net.Conn
 	l  *link // nil during the handshake, which has its own deadline
 }
 
-// paceChunk is the most reply bytes a paced link reads at once: a request of the tenant's
-// queued behind a paced reply waits at most this much longer per link for it.
-const paceChunk = ioBufferSize
-
 func (r *progressReader) Read(b []byte) (int, error) {
-	paced := r.l != nil && r.l.paced()
-	if paced && len(b) > paceChunk {
-		b = b[:paceChunk]
-	}
 	n, err := r.nc.Read(b)
 	if n > 0 && r.l != nil {
-		if paced {
-			r.l.paceReply(n)
-		}
 		r.l.progressed()
 	}
 	return n, err
-}
-
-// paced reports whether the link's reply bytes go through a bandwidth bucket: it serves the
-// local partition of a tenant with limits.
-func (l *link) paced() bool { return l.tenant != nil && l.tenant.cfg.Load().limited }
-
-// paceReply holds the link's reader until the tenant's bandwidth bucket lets n more reply
-// bytes through, so a large reply reaches the client at the tenant's rate instead of at once
-// followed by a long debt, and the engine keeps what is not read yet. The replies already
-// complete go out first.
-func (l *link) paceReply(n int) {
-	l.wakeTouched()
-	// An error is the proxy closing: the link closes with it.
-	_ = l.tenant.limiter.PaceBytes(l.p.ctx, int64(n))
 }
 
 // progressed moves a set read deadline to one backend timeout from now once half of it has

@@ -134,7 +134,7 @@ var (
 	descRefused = desc("refused_requests_total",
 		"Requests for the tenant's partition on this node refused because they would have waited too long for tokens.", "tenant")
 	descThrottleSeconds = desc("throttled_seconds_total",
-		"Time requests for the tenant's partition on this node spent waiting for tokens, and its replies paced at the bandwidth limit.", "tenant")
+		"Time requests for the tenant's partition on this node spent waiting for tokens.", "tenant")
 	descConnections = desc("connections",
 		"Client connections authenticated as the tenant on this node.", "tenant")
 	descForwarded = desc("forwarded_requests_total",

@@ -203,6 +203,14 @@ func (t *tenant) admit(ctx context.Context, n int) error {
 	return err
 }
 
+// charge takes a reply's bytes from the bucket. A reply's size is known only after its
+// request went through, so the bucket may go into debt, which the tenant's next requests pay.
+func (t *tenant) charge(n int) {
+	if t.cfg.Load().limited {
+		t.limiter.Charge(int64(n))
+	}
+}
+
 // limits returns the token bucket limits for a tenant's rates.
 func (p *Proxy) limits(tc *Tenant) (bytes, ops tokenbucket.Limit) {
 	window := p.opts.BurstWindow.Seconds()

@@ -14,8 +14,6 @@
 //   - Because a request's place in the queue is a position in the token stream, a live limit
 //     change (SetLimit) re-times every waiter without reordering them: waiters are never
 //     overtaken, and none starves.
-//   - Pace takes tokens with no maximum wait, for bytes already on their way (a reply): a large
-//     reply is paced at the rate instead of passing at once and leaving a debt behind.
 //   - Rate 0 means unlimited.
 //
 // A bucket is one mutex and a few words: no goroutine per bucket, no allocation per request
@@ -34,9 +32,6 @@ import (
 
 // tokenEpsilon is the token fraction below which float rounding is ignored.
 const tokenEpsilon = 1e-9
-
-// unboundedWait is the maximum wait of a pace: none.
-const unboundedWait = time.Duration(math.MaxInt64)
 
 // DefaultMaxWait is the longest a request waits when Options.MaxWait is 0.
 const DefaultMaxWait = time.Second
@@ -105,7 +100,7 @@ type Stats struct {
 	Delayed       uint64  // requests that waited before proceeding
 	Throttled     uint64  // requests refused with ErrThrottled (or false from Allow)
 	Cancelled     uint64  // waits ended by their context
-	WaitedSeconds float64 // total time requests (granted or not) and paces spent waiting
+	WaitedSeconds float64 // total time requests spent waiting, granted or not
 }
 
 // counters are Stats kept with atomics, so reading them never contends with requests.
@@ -228,15 +223,19 @@ func (b *Bucket) Reserve(n int64) time.Duration {
 	return d
 }
 
-// Pace takes n tokens whatever the wait (n <= 0 takes none) and blocks until the bucket lets
-// them through, as Wait does but with no maximum wait, or until ctx ends (its error; the
-// tokens are given back as when Wait is cancelled). It is for bytes already on their way, such
-// as a reply being read from an engine: paced in chunks, a large reply arrives at the rate,
-// where charging it once it arrived let it through at once and then held the requests that
-// followed until the debt was paid. A pace of n <= depth returns only once its tokens have
-// accrued, so it leaves no debt: a request queued behind it waits at most n/rate longer. Paces
-// are not requests: only their waiting time counts, in Stats.WaitedSeconds.
-func (b *Bucket) Pace(ctx context.Context, n int64) error { return pace(ctx, b, &b.stats, n) }
+// Charge takes n tokens now, without waiting and whatever the bucket holds (n <= 0 takes
+// none). It is for costs known only after the fact, such as a reply's size: the bucket may go
+// into debt, which requests queued later pay off by waiting longer. Charges are not requests,
+// so they do not count in Stats.
+func (b *Bucket) Charge(n int64) {
+	if n <= 0 {
+		return
+	}
+	b.mu.Lock()
+	b.refill(b.clock.Now())
+	b.granted += n
+	b.mu.Unlock()
+}
 
 // Wait blocks until n tokens may be used, the maximum wait would be exceeded
 // (*ThrottledError) or ctx ends (its error). Only a nil return takes the tokens.

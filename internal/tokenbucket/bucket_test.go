@@ -406,87 +406,45 @@ func TestRealClock(t *testing.T) {
 	}
 }
 
-// paceAll paces each of ns in turn on a goroutine, advancing the manual clock whenever the
-// pacer waits, and returns the clock time the paces took.
-func paceAll(t *testing.T, pace func(context.Context, int64) error, clock *ManualClock, ns ...int64) time.Duration {
-	t.Helper()
-	start := clock.Now()
-	var running atomic.Int64
-	running.Add(1)
-	go func() {
-		defer running.Add(-1)
-		for _, n := range ns {
-			if err := pace(context.Background(), n); err != nil {
-				t.Error(err)
-			}
-		}
-	}()
-	drive(clock, func() int { return int(running.Load()) })
-	return clock.Now().Sub(start)
-}
-
-// TestPace: a pace takes its tokens whatever the wait and returns once they have accrued, so
-// paced bytes move at the rate and leave no debt for the request that follows; it is not a
-// request in the stats, only its waiting time counts.
-func TestPace(t *testing.T) {
+// TestCharge: a charge takes tokens at once, even past empty, and later requests pay the
+// debt; it is not a request in the stats.
+func TestCharge(t *testing.T) {
 	tests := []struct {
 		name     string
-		limit    Limit
-		paces    []int64
-		wantPace time.Duration // clock time the paces took
-		wantNext time.Duration // wait of a 1-token request right after
+		charge   int64
+		wantWait time.Duration // of a 1-token request right after the charge
 	}{
-		{"within the bucket", Limit{Rate: 1000, Burst: 1000}, []int64{500}, 0, 0},
-		{"empties the bucket", Limit{Rate: 1000, Burst: 1000}, []int64{1000}, 0, time.Millisecond},
-		{"paced at the rate past the bucket", Limit{Rate: 1000, Burst: 1000}, []int64{1000, 1000, 1000, 500}, 2500 * time.Millisecond, time.Millisecond},
-		{"larger than the bucket: waits for a full bucket", Limit{Rate: 1000, Burst: 1000}, []int64{1000, 1500}, time.Second, 501 * time.Millisecond},
-		{"zero and negative take nothing", Limit{Rate: 1000, Burst: 1000}, []int64{0, -500}, 0, 0},
-		{"unlimited", Limit{}, []int64{1 << 40, 1 << 40}, 0, 0},
+		{"within the bucket", 50, 0},
+		{"empties the bucket", 100, 10 * time.Millisecond},
+		{"into debt", 300, 2010 * time.Millisecond},
+		{"zero", 0, 0},
+		{"negative takes nothing", -500, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b, clock := newManual(t, tt.limit, time.Second)
-			if got := paceAll(t, b.Pace, clock, tt.paces...); got != tt.wantPace {
-				t.Errorf("paces %v took %v, want %v", tt.paces, got, tt.wantPace)
+			b, _ := newManual(t, Limit{Rate: 100, Burst: 100}, time.Minute)
+			b.Charge(tt.charge)
+			if d := b.Reserve(1); d != tt.wantWait {
+				t.Errorf("wait after charging %d: %v, want %v", tt.charge, d, tt.wantWait)
 			}
-			if s := b.Stats(); s.Requests != 0 || s.Delayed != 0 || s.WaitedSeconds != tt.wantPace.Seconds() {
-				t.Errorf("stats %+v, want no request and %v waited", s, tt.wantPace)
-			}
-			if d := b.Reserve(1); d != tt.wantNext {
-				t.Errorf("request after the paces waits %v, want %v", d, tt.wantNext)
+			if s := b.Stats(); s.Requests != 1 || s.Throttled != 0 {
+				t.Errorf("stats %+v, want only the Reserve counted", s)
 			}
 		})
 	}
-	t.Run("a raised limit re-times the pace", func(t *testing.T) {
-		b, clock := newManual(t, Limit{Rate: 100, Burst: 100}, time.Second)
-		b.Reserve(100)
-		done := make(chan error, 1)
-		go func() { done <- b.Pace(context.Background(), 100) }() // 1 s at the old rate
-		waitTimers(t, clock, 1)
-		clock.Advance(100 * time.Millisecond) // 10 tokens accrued
-		if err := b.SetLimit(Limit{Rate: 1000, Burst: 100}); err != nil {
-			t.Fatal(err)
-		}
-		waitTimers(t, clock, 1)
-		clock.Advance(90 * time.Millisecond) // the other 90 at the new rate
-		if err := <-done; err != nil || clock.Now().Sub(epoch) != 190*time.Millisecond {
-			t.Errorf("pace ended with %v at %v, want nil at 190ms", err, clock.Now().Sub(epoch))
+	t.Run("refills after a debt", func(t *testing.T) {
+		b, clock := newManual(t, Limit{Rate: 100, Burst: 100}, time.Minute)
+		b.Charge(300)
+		clock.Advance(3 * time.Second) // pays 200 tokens of debt, then refills 100
+		if !b.Allow(100) || b.Allow(1) {
+			t.Error("want exactly a full bucket once the debt is paid and the bucket refilled")
 		}
 	})
-	t.Run("cancelled", func(t *testing.T) {
-		b, clock := newManual(t, Limit{Rate: 100, Burst: 100}, time.Second)
-		b.Reserve(100)
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- b.Pace(ctx, 50) }()
-		waitTimers(t, clock, 1)
-		cancel()
-		if err := <-done; !errors.Is(err, context.Canceled) {
-			t.Errorf("cancelled pace: %v", err)
-		}
-		// Nothing queued behind it: its tokens were given back.
-		if d := b.Reserve(1); d != 10*time.Millisecond {
-			t.Errorf("request after a cancelled pace waits %v, want 10ms", d)
+	t.Run("unlimited", func(t *testing.T) {
+		b, _ := newManual(t, Limit{}, time.Minute)
+		b.Charge(1 << 40)
+		if d := b.Reserve(1); d != 0 {
+			t.Errorf("unlimited bucket waits %v after a charge", d)
 		}
 	})
 }

@@ -65,11 +65,9 @@ func (l *Limiter) TryReserve(n int64) (time.Duration, bool) {
 	return wait, true
 }
 
-// PaceBytes paces n bytes through the bytes bucket (see Bucket.Pace): for bytes a request
-// brings after it went through, such as its reply's. It takes no operation.
-func (l *Limiter) PaceBytes(ctx context.Context, n int64) error {
-	return pace(ctx, l.bytes, &l.stats, n)
-}
+// Charge takes n bytes from the bytes bucket now, allowing debt (see Bucket.Charge): for
+// bytes known only after a request went through, such as its reply's.
+func (l *Limiter) Charge(n int64) { l.bytes.Charge(n) }
 
 // SetLimits changes both limits (see Bucket.SetLimit). Both are validated before either
 // changes.

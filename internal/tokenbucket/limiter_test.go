@@ -114,21 +114,22 @@ func TestLimiterSetLimits(t *testing.T) {
 	}
 }
 
-// TestLimiterPaceBytes: a pace takes bytes only, so a later request waits for the bytes
-// bucket but not for an ops token, and the pace's wait counts in the limiter's stats.
-func TestLimiterPaceBytes(t *testing.T) {
+// TestLimiterCharge: Charge takes bytes only, so a later request waits for the bytes debt but
+// not for an ops token.
+func TestLimiterCharge(t *testing.T) {
 	l, clock := newManualLimiter(t, Limit{Rate: 1000, Burst: 1000}, Limit{Rate: 1, Burst: 1}, time.Minute)
-	if got := paceAll(t, l.PaceBytes, clock, 1000, 500, 500); got != time.Second {
-		t.Errorf("2000 bytes paced in %v, want 1s", got)
-	}
+	l.Charge(1499) // the 1-byte request below then misses 500 bytes: half a second
 	result := make(chan error, 1)
-	go func() { result <- l.Wait(context.Background(), 1) }() // the ops token is still there
+	go func() { result <- l.Wait(context.Background(), 1) }()
 	waitTimers(t, clock, 1)
-	clock.Advance(time.Millisecond)
+	clock.Advance(500 * time.Millisecond)
 	if err := <-result; err != nil {
 		t.Fatal(err)
 	}
-	if s := l.Stats(); s.Requests != 1 || s.Delayed != 1 || s.WaitedSeconds != 1.001 {
-		t.Errorf("stats %+v, want 1 request, delayed, 1.001 s waited", s)
+	if got := clock.Now().Sub(epoch); got != 500*time.Millisecond {
+		t.Errorf("request after a 499-byte debt proceeded at %v, want 500ms", got)
+	}
+	if s := l.Stats(); s.Requests != 1 || s.Delayed != 1 {
+		t.Errorf("stats %+v, want 1 request, delayed", s)
 	}
 }

@@ -80,18 +80,6 @@ func reserveAll(now time.Time, claims []claim, tickets []ticket) (wait time.Dura
 	return wait, worst, changed
 }
 
-// pace takes n tokens of b with no maximum wait (see Bucket.Pace) and adds the time waited to
-// stats, counting no request.
-func pace(ctx context.Context, b *Bucket, stats *counters, n int64) error {
-	if n <= 0 {
-		return nil
-	}
-	var paced counters
-	err := waitAll(ctx, b.clock, unboundedWait, &paced, claim{b, n})
-	stats.waitedNanos.Add(paced.waitedNanos.Load())
-	return err
-}
-
 func throttled(c claim, wait, maxWait time.Duration) error {
 	return &ThrottledError{Limit: c.bucket.name, Tokens: c.n, Wait: wait, MaxWait: maxWait}
 }
