@@ -104,3 +104,7 @@ chart-sync: ## Copy the generated CRDs and operator RBAC rules into the Helm cha
 .PHONY: chart-test
 chart-test: ## Lint and render the Helm chart, check it against a real API server, the Dockerfile and the metrics.
 	go test $(GO_TEST_FLAGS) ./test/chart/...
+
+.PHONY: bench-operator
+bench-operator: ## The operator at fleet scale (envtest, real Prometheus): 500 and 2,000 tenants, cold start and a 10% change (SIZE=500 or 2000 runs one).
+	go test -run '^$$' -bench 'BenchmarkOperator/tenants=$(SIZE)' -benchtime 1x -timeout 60m -v ./test/scale/
