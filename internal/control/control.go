@@ -145,7 +145,7 @@ func (l *Loop) Decide(ctx context.Context, cfg Config, in Input) (*Decision, err
 	d := &Decision{Plan: chosen.plan, Proposed: chosen.plan, Fallback: chosen.fallback, Fed: chosen.snap, Taken: true}
 	d.Desired = l.quantize(chosen.plan)
 	if !in.SpecsChanged {
-		if current, reason := l.keepCurrent(ctx, in, chosen); reason != "" {
+		if current, reason := l.keepCurrent(in, chosen); reason != "" {
 			d.Taken, d.Kept, d.Desired, d.Plan = false, reason, in.Current, current
 		}
 	}

@@ -1,7 +1,6 @@
 package control
 
 import (
-	"context"
 	"fmt"
 	"math"
 
@@ -27,9 +26,9 @@ const (
 )
 
 // keepCurrent decides whether the plan in force stays instead of the candidate's plan, and
-// says why ("": take the new plan). current is the plan in force as the allocator evaluates it
-// under the same fed snapshot, when that was possible.
-func (l *Loop) keepCurrent(ctx context.Context, in Input, c *candidate) (current *planning.Plan, reason string) {
+// says why ("": take the new plan). current is the plan in force as the allocator assesses it
+// under the same fed snapshot (nil under policies other than optimal).
+func (l *Loop) keepCurrent(in Input, c *candidate) (current *planning.Plan, reason string) {
 	proposed := c.plan
 	current = l.evaluateCurrent(c.snap)
 	if current != nil {
