@@ -48,6 +48,12 @@ const (
 	// shrink below what admitted tenants were guaranteed, or when waiting tenants ask for more
 	// than is left; the message gives both totals and the capacity.
 	ConditionGuaranteesFit = "GuaranteesFit"
+	// ConditionCurveAccurate (TenantSLO): the tenant's miss-ratio curve, read at its partitions'
+	// current sizes, predicts the hit ratio they achieve within the tolerance (0.05, or three
+	// standard deviations of the sampling noise when larger). False (CurveOff) names both
+	// values: the allocator plans on the curve, so an off curve means plans on a wrong premise
+	// until the control loop has corrected it.
+	ConditionCurveAccurate = "CurveAccurate"
 )
 
 // Condition reasons (CamelCase, as metav1.Condition requires).
@@ -115,7 +121,15 @@ const (
 	ReasonTargetMet = "TargetMet"
 	// ReasonTargetMissed (SLOMet=False): observed value is worse than the target.
 	ReasonTargetMissed = "TargetMissed"
-	// ReasonAwaitingMetrics (SLOMet=Unknown): not enough traffic observed yet to judge.
+	// ReasonCurveMatches (CurveAccurate=True).
+	ReasonCurveMatches = "CurveMatches"
+	// ReasonCurveOff (CurveAccurate=False): the curve's prediction and the achieved hit ratio
+	// differ by more than the tolerance.
+	ReasonCurveOff = "CurveOff"
+	// ReasonTooFewSamples (CurveAccurate=Unknown): the curve rests on too few sampled reads.
+	ReasonTooFewSamples = "TooFewSamples"
+	// ReasonAwaitingMetrics (SLOMet=Unknown, CurveAccurate=Unknown): not enough traffic observed
+	// yet to judge.
 	ReasonAwaitingMetrics = "AwaitingMetrics"
 
 	// ReasonBandwidthLimited (Throttled=True): requests waited for the bytes/s token bucket.

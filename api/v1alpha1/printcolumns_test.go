@@ -89,6 +89,7 @@ func TestPrinterColumns(t *testing.T) {
 	}
 	setCondition(&tenantSLO.Status.Conditions, v1.ConditionSLOMet, metav1.ConditionTrue, v1.ReasonTargetMet, tenantSLO.Generation)
 	setCondition(&tenantSLO.Status.Conditions, v1.ConditionAdmitted, metav1.ConditionTrue, v1.ReasonAdmitted, tenantSLO.Generation)
+	setCondition(&tenantSLO.Status.Conditions, v1.ConditionCurveAccurate, metav1.ConditionFalse, v1.ReasonCurveOff, tenantSLO.Generation)
 	setCondition(&tenantSLO.Status.Conditions, v1.ConditionReady, metav1.ConditionFalse, "PartitionsPending", tenantSLO.Generation)
 
 	nodePlan.Status = v1.CacheNodePlanStatus{
@@ -115,8 +116,8 @@ func TestPrinterColumns(t *testing.T) {
 	}{
 		{"cacheclusters", []string{"Name", "Engine", "Nodes", "Tenants", "Ready", "Reason", "Age"},
 			map[string]string{"Name": "shared-redis", "Engine": "redis", "Nodes": "3", "Tenants": "12", "Ready": "True", "Reason": v1.ReasonAllNodesReady, "Policy": "optimal", "Meeting SLO": "11", "Solver": "Optimal"}},
-		{"tenantslos", []string{"Name", "Ready", "Reason", "Objective", "Observed", "Memory", "Age"},
-			map[string]string{"Name": "sessions", "Ready": "False", "Reason": "PartitionsPending", "Objective": "hit>=0.95", "Observed": "0.9612", "Memory": "1536Mi", "Nodes": "2", "SLO": "True", "Cluster": "shared-redis", "Class": "strict", "Admitted": v1.ReasonAdmitted}},
+		{"tenantslos", []string{"Name", "Ready", "Reason", "Objective", "Observed", "Memory", "Curve", "Age"},
+			map[string]string{"Name": "sessions", "Ready": "False", "Reason": "PartitionsPending", "Objective": "hit>=0.95", "Observed": "0.9612", "Memory": "1536Mi", "Curve": v1.ReasonCurveOff, "Nodes": "2", "SLO": "True", "Cluster": "shared-redis", "Class": "strict", "Admitted": v1.ReasonAdmitted}},
 		{"cachenodeplans", []string{"Name", "Node", "Partitions", "Generation", "Applied", "Age"},
 			map[string]string{"Name": "shared-redis-node-a", "Node": "node-a", "Partitions": "1", "Generation": "7", "Applied": "6", "Cluster": "shared-redis"}},
 	} {

@@ -468,6 +468,7 @@ type TenantObservation struct {
 // +kubebuilder:printcolumn:name="Objective",type=string,JSONPath=`.status.objective`
 // +kubebuilder:printcolumn:name="Observed",type=string,JSONPath=`.status.observed.objectiveValue`
 // +kubebuilder:printcolumn:name="Memory",type=string,JSONPath=`.status.allocation.memory`
+// +kubebuilder:printcolumn:name="Curve",type=string,JSONPath=`.status.conditions[?(@.type=="CurveAccurate")].reason`
 // +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.allocation.nodeCount`,priority=1
 // +kubebuilder:printcolumn:name="SLO",type=string,JSONPath=`.status.conditions[?(@.type=="SLOMet")].status`,priority=1
 // +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.clusterRef.name`,priority=1

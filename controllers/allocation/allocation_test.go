@@ -145,9 +145,11 @@ func TestAllocationWithPrometheus(t *testing.T) {
 	for _, s := range []*promtest.Sidecar{nodeA, nodeB} {
 		s.SetTraffic("alloc-team/web", web)
 		s.SetCurve("alloc-team/web", webCurve)
+		s.SetCurveCheck("alloc-team/web", promquery.CurveCheck{Predicted: 0.91, Achieved: 0.9, SampledReads: 2000})
 		s.SetPlanGeneration(0)
 	}
 	nodeA.SetTraffic("alloc-team/batch", batch)
+	nodeA.SetCurveCheck("alloc-team/batch", promquery.CurveCheck{Predicted: 0.7, Achieved: 0.4, SampledReads: 800})
 	prom := promtest.Start(t, []string{nodeA.Address(), nodeB.Address()}, time.Second)
 	prom.WaitFor(t, `count_over_time(`+promquery.MetricRequests+`[8s]) >= 7`, 3, 30*time.Second)
 
@@ -240,6 +242,13 @@ func TestAllocationWithPrometheus(t *testing.T) {
 		}
 		if thr := condition(webSLO.Status.Conditions, v1.ConditionThrottled); thr.Status != metav1.ConditionFalse {
 			return fmt.Errorf("web Throttled %+v", thr)
+		}
+		// The sidecars' curve checks: web's curve holds on both nodes, batch's is off.
+		if c := condition(webSLO.Status.Conditions, v1.ConditionCurveAccurate); c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "achieved 0.900") {
+			return fmt.Errorf("web CurveAccurate %+v", c)
+		}
+		if c := condition(batchSLO.Status.Conditions, v1.ConditionCurveAccurate); c.Reason != v1.ReasonCurveOff || !strings.Contains(c.Message, "predicts hit ratio 0.700") {
+			return fmt.Errorf("batch CurveAccurate %+v", c)
 		}
 		return nil
 	})

@@ -444,3 +444,33 @@ func TestUnpackableMessages(t *testing.T) {
 		}
 	}
 }
+
+func TestCurveCondition(t *testing.T) {
+	measured := func(c *promquery.CurveCheck) *promquery.TenantMeasurement {
+		return &promquery.TenantMeasurement{Nodes: map[string]*promquery.TenantNodeMeasurement{"a": {CurveCheck: c}}}
+	}
+	tests := []struct {
+		name   string
+		tm     *promquery.TenantMeasurement
+		status metav1.ConditionStatus
+		reason string
+		says   string // in the message
+	}{
+		{"not measured", nil, metav1.ConditionUnknown, v1.ReasonAwaitingMetrics, "no partition"},
+		{"no curve exported", measured(nil), metav1.ConditionUnknown, v1.ReasonAwaitingMetrics, "no partition"},
+		{"few samples", measured(&promquery.CurveCheck{Predicted: 0.9, Achieved: 0.2, SampledReads: 40}), metav1.ConditionUnknown, v1.ReasonTooFewSamples, "40 sampled reads"},
+		{"matches", measured(&promquery.CurveCheck{Predicted: 0.80, Achieved: 0.77, SampledReads: 5000}), metav1.ConditionTrue, v1.ReasonCurveMatches, "predicts hit ratio 0.800"},
+		{"optimistic curve", measured(&promquery.CurveCheck{Predicted: 0.80, Achieved: 0.64, SampledReads: 5000}), metav1.ConditionFalse, v1.ReasonCurveOff, "achieved 0.640 (difference -0.160"},
+		{"pessimistic curve", measured(&promquery.CurveCheck{Predicted: 0.40, Achieved: 0.52, SampledReads: 5000}), metav1.ConditionFalse, v1.ReasonCurveOff, "difference +0.120"},
+		// 150 reads at 0.5: three standard deviations are 0.122, so 0.1 is noise.
+		{"within the noise of a small sample", measured(&promquery.CurveCheck{Predicted: 0.5, Achieved: 0.6, SampledReads: 150}), metav1.ConditionTrue, v1.ReasonCurveMatches, "tolerance 0.122"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := curveCondition(tt.tm)
+			if c.Type != v1.ConditionCurveAccurate || c.Status != tt.status || c.Reason != tt.reason || !strings.Contains(c.Message, tt.says) {
+				t.Errorf("%s %s/%s (%s), want %s/%s saying %q", c.Type, c.Status, c.Reason, c.Message, tt.status, tt.reason, tt.says)
+			}
+		})
+	}
+}

@@ -54,6 +54,7 @@ func hasLoopStatus(t *v1.TenantSLO) bool {
 	return t.Status.Allocation != nil || t.Status.Observed != nil || t.Status.PredictedHitRatio != "" ||
 		meta.FindStatusCondition(t.Status.Conditions, v1.ConditionSLOMet) != nil ||
 		meta.FindStatusCondition(t.Status.Conditions, v1.ConditionThrottled) != nil ||
+		meta.FindStatusCondition(t.Status.Conditions, v1.ConditionCurveAccurate) != nil ||
 		meta.FindStatusCondition(t.Status.Conditions, v1.ConditionAllocated) != nil
 }
 
@@ -95,7 +96,7 @@ func (l *Loop) writeTenantStatuses(ctx context.Context, in *inputs, mr metricsRe
 			st.Observed = observation(tm, j)
 			slo := sloCondition(t, j, predictions[id], st.PredictedHitRatio, mr.window)
 			throttled := throttledCondition(tm, st.Allocation)
-			conds := []metav1.Condition{slo, throttled}
+			conds := []metav1.Condition{slo, throttled, curveCondition(tm)}
 			if hasAllocated {
 				conds = append(conds, allocated)
 			}
@@ -105,7 +106,7 @@ func (l *Loop) writeTenantStatuses(ctx context.Context, in *inputs, mr metricsRe
 			opmetrics.SetTenantObserved(cluster, id, &t.Spec.Objective, j.measured, j.met != nil)
 		} else {
 			st.Observed = t.Status.Observed
-			for _, typ := range []string{v1.ConditionSLOMet, v1.ConditionThrottled} {
+			for _, typ := range []string{v1.ConditionSLOMet, v1.ConditionThrottled, v1.ConditionCurveAccurate} {
 				if c := meta.FindStatusCondition(t.Status.Conditions, typ); c != nil {
 					st.Conditions = append(st.Conditions, *c)
 				}

@@ -56,6 +56,35 @@ type TenantNodeMeasurement struct {
 	BytesPerSecond float64
 	// Curve is the local partition's sampled hit-ratio curve, sorted by size.
 	Curve []CurvePoint
+	// CurveCheck compares the curve with the partition's own hits; nil when not exported.
+	CurveCheck *CurveCheck
+}
+
+// CurveCheck is a partition's curve read at its current memory limit against the hit ratio
+// the partition achieved, both over the curve's (decayed) window. A value not exported is NaN.
+type CurveCheck struct {
+	Predicted, Achieved float64
+	// SampledReads is the number of sampled reads the curve rests on in that window.
+	SampledReads float64
+}
+
+// CurveCheck combines the partitions' checks, each weighted by its sampled reads; false when
+// no partition exported a complete check with a sampled read.
+func (t *TenantMeasurement) CurveCheck() (CurveCheck, bool) {
+	var sum CurveCheck
+	for _, n := range t.Nodes {
+		c := n.CurveCheck
+		if c == nil || math.IsNaN(c.Predicted) || math.IsNaN(c.Achieved) || math.IsNaN(c.SampledReads) || c.SampledReads <= 0 {
+			continue
+		}
+		sum.Predicted += c.Predicted * c.SampledReads
+		sum.Achieved += c.Achieved * c.SampledReads
+		sum.SampledReads += c.SampledReads
+	}
+	if sum.SampledReads <= 0 {
+		return CurveCheck{}, false
+	}
+	return CurveCheck{Predicted: sum.Predicted / sum.SampledReads, Achieved: sum.Achieved / sum.SampledReads, SampledReads: sum.SampledReads}, true
 }
 
 // CurvePoint is the hit ratio a partition of SizeBytes would have.
@@ -188,6 +217,9 @@ func measureSteps(sel string, w time.Duration) []measureStep {
 		{tenantRate(MetricRequestDuration+"_count", sel, w), addTenant(func(t *TenantMeasurement, v float64) { t.LatencyCountPerSecond = v })},
 		{tenantLatencyBuckets(sel, w), addBucket},
 		{tenantNodeCurve(sel), addCurvePoint},
+		{tenantNodeGauge(MetricMRCPredicted, sel), addCurveCheck(func(c *CurveCheck, v float64) { c.Predicted = v })},
+		{tenantNodeGauge(MetricMRCAchieved, sel), addCurveCheck(func(c *CurveCheck, v float64) { c.Achieved = v })},
+		{tenantNodeGauge(MetricMRCSampledReads, sel), addCurveCheck(func(c *CurveCheck, v float64) { c.SampledReads = v })},
 	}
 }
 
@@ -338,4 +370,15 @@ func addCurvePoint(m *Measurements, smp Sample) error {
 	n := m.tenant(id).node(node)
 	n.Curve = append(n.Curve, CurvePoint{SizeBytes: size, HitRatio: smp.Value})
 	return nil
+}
+
+// addCurveCheck records one value of a partition's curve check; the others stay NaN until
+// their queries record them.
+func addCurveCheck(set func(*CurveCheck, float64)) func(*Measurements, Sample) error {
+	return addTenantNode(func(n *TenantNodeMeasurement, v float64) {
+		if n.CurveCheck == nil {
+			n.CurveCheck = &CurveCheck{Predicted: math.NaN(), Achieved: math.NaN(), SampledReads: math.NaN()}
+		}
+		set(n.CurveCheck, v)
+	})
 }

@@ -33,6 +33,8 @@ func TestMeasureAgainstPrometheus(t *testing.T) {
 	nodeA.SetTraffic("ads/batch", promtest.Traffic{RequestsPerSecond: 100, HitRatio: 0.5, BytesInPerSecond: 1000, BytesOutPerSecond: 1000,
 		HitLatency: 200 * time.Microsecond, MissLatency: time.Millisecond, ThrottledPerSecond: 10})
 	nodeA.SetCurve("shop/web", []promquery.CurvePoint{{SizeBytes: 1 << 20, HitRatio: 0.3}, {SizeBytes: 1 << 30, HitRatio: 0.9}})
+	nodeA.SetCurveCheck("shop/web", promquery.CurveCheck{Predicted: 0.8, Achieved: 0.7, SampledReads: 300})
+	nodeB.SetCurveCheck("shop/web", promquery.CurveCheck{Predicted: 0.6, Achieved: 0.6, SampledReads: 100})
 	for _, s := range []*promtest.Sidecar{nodeA, nodeB} {
 		s.SetPlanGeneration(1)
 	}
@@ -90,6 +92,13 @@ func TestMeasureAgainstPrometheus(t *testing.T) {
 	curve := webM.Nodes["node-a"].Curve
 	if len(curve) != 2 || curve[0] != (promquery.CurvePoint{SizeBytes: 1 << 20, HitRatio: 0.3}) || curve[1].SizeBytes != 1<<30 {
 		t.Errorf("shop/web curve on node-a = %v", curve)
+	}
+	// The curve checks of both partitions, weighted by their sampled reads.
+	if c, ok := webM.CurveCheck(); !ok || !within(c.Predicted, 0.75, 1e-9) || !within(c.Achieved, 0.675, 1e-9) || c.SampledReads != 400 {
+		t.Errorf("shop/web curve check %+v (%v), want predicted 0.75, achieved 0.675 over 400 reads", c, ok)
+	}
+	if _, ok := batchM.CurveCheck(); ok {
+		t.Error("ads/batch has a curve check although its sidecar exports none")
 	}
 
 	// Only the nodes in scope are read.

@@ -88,3 +88,40 @@ func TestTenantSums(t *testing.T) {
 		t.Fatal("hit ratio without reads")
 	}
 }
+
+func TestCurveCheckWeighsPartitionsBySampledReads(t *testing.T) {
+	nan := math.NaN()
+	tests := []struct {
+		name  string
+		nodes map[string]*CurveCheck
+		want  CurveCheck
+		ok    bool
+	}{
+		{name: "no check exported", nodes: map[string]*CurveCheck{"a": nil}},
+		{name: "one partition", nodes: map[string]*CurveCheck{"a": {Predicted: 0.9, Achieved: 0.8, SampledReads: 50}},
+			want: CurveCheck{Predicted: 0.9, Achieved: 0.8, SampledReads: 50}, ok: true},
+		{name: "weighted by sampled reads", nodes: map[string]*CurveCheck{
+			"a": {Predicted: 0.9, Achieved: 0.5, SampledReads: 300},
+			"b": {Predicted: 0.5, Achieved: 0.5, SampledReads: 100}},
+			want: CurveCheck{Predicted: 0.8, Achieved: 0.5, SampledReads: 400}, ok: true},
+		{name: "incomplete and unsampled partitions are left out", nodes: map[string]*CurveCheck{
+			"a": {Predicted: 0.9, Achieved: nan, SampledReads: 300},
+			"b": {Predicted: 0.2, Achieved: 0.1, SampledReads: 0},
+			"c": {Predicted: 0.6, Achieved: 0.4, SampledReads: 10}},
+			want: CurveCheck{Predicted: 0.6, Achieved: 0.4, SampledReads: 10}, ok: true},
+		{name: "nothing sampled", nodes: map[string]*CurveCheck{"a": {Predicted: 0.9, Achieved: 0.9, SampledReads: 0}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := &TenantMeasurement{Nodes: map[string]*TenantNodeMeasurement{}}
+			for node, c := range tt.nodes {
+				m.Nodes[node] = &TenantNodeMeasurement{CurveCheck: c}
+			}
+			got, ok := m.CurveCheck()
+			near := func(a, b float64) bool { return math.Abs(a-b) < 1e-12 }
+			if ok != tt.ok || !near(got.Predicted, tt.want.Predicted) || !near(got.Achieved, tt.want.Achieved) || got.SampledReads != tt.want.SampledReads {
+				t.Errorf("CurveCheck() = %+v, %v; want %+v, %v", got, ok, tt.want, tt.ok)
+			}
+		})
+	}
+}

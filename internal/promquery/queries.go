@@ -22,6 +22,9 @@ const (
 	MetricRequestDuration   = "cacheqos_sidecar_request_duration_seconds"
 	MetricThrottledRequests = "cacheqos_sidecar_throttled_requests_total"
 	MetricMRCHitRatio       = "cacheqos_sidecar_mrc_hit_ratio"
+	MetricMRCPredicted      = "cacheqos_sidecar_mrc_predicted_hit_ratio"
+	MetricMRCAchieved       = "cacheqos_sidecar_mrc_achieved_hit_ratio"
+	MetricMRCSampledReads   = "cacheqos_sidecar_mrc_sampled_accesses"
 	MetricPlanGeneration    = "cacheqos_sidecar_plan_generation"
 )
 
@@ -96,6 +99,10 @@ func tenantLatencyBuckets(sel string, w time.Duration) string {
 
 func tenantNodeCurve(sel string) string {
 	return fmt.Sprintf("max by (%s, %s, %s) (%s%s)", LabelTenant, LabelNode, LabelSizeBytes, MetricMRCHitRatio, sel)
+}
+
+func tenantNodeGauge(metric, sel string) string {
+	return fmt.Sprintf("max by (%s, %s) (%s%s)", LabelTenant, LabelNode, metric, sel)
 }
 
 // nodeSampleAge is, per node, how old the newest sample of the sidecar's always-present

@@ -255,7 +255,7 @@ type Sidecar struct {
 
 	requests, hits, misses, bytesIn, bytesOut, throttled *prometheus.CounterVec
 	duration                                             *prometheus.HistogramVec
-	curve                                                *prometheus.GaugeVec
+	curve, predicted, achieved, sampledReads             *prometheus.GaugeVec
 	planGeneration                                       prometheus.Gauge
 
 	mu      sync.Mutex
@@ -285,9 +285,13 @@ func NewSidecar(t testing.TB, node string) *Sidecar {
 			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16),
 		}, tenant),
 		curve:          prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: promquery.MetricMRCHitRatio, Help: "predicted hit ratio"}, []string{promquery.LabelTenant, promquery.LabelSizeBytes}),
+		predicted:      prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: promquery.MetricMRCPredicted, Help: "curve at the current size"}, tenant),
+		achieved:       prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: promquery.MetricMRCAchieved, Help: "achieved hit ratio"}, tenant),
+		sampledReads:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: promquery.MetricMRCSampledReads, Help: "sampled reads"}, tenant),
 		planGeneration: prometheus.NewGauge(prometheus.GaugeOpts{Name: promquery.MetricPlanGeneration, Help: "applied plan generation"}),
 	}
-	for _, c := range []prometheus.Collector{s.requests, s.hits, s.misses, s.bytesIn, s.bytesOut, s.throttled, s.duration, s.curve, s.planGeneration} {
+	for _, c := range []prometheus.Collector{s.requests, s.hits, s.misses, s.bytesIn, s.bytesOut, s.throttled, s.duration, s.curve,
+		s.predicted, s.achieved, s.sampledReads, s.planGeneration} {
 		wrapped.MustRegister(c)
 	}
 	s.server = httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
@@ -312,6 +316,14 @@ func (s *Sidecar) SetCurve(tenant string, points []promquery.CurvePoint) {
 	for _, p := range points {
 		s.curve.WithLabelValues(tenant, strconv.FormatInt(p.SizeBytes, 10)).Set(p.HitRatio)
 	}
+}
+
+// SetCurveCheck sets a tenant's curve read at its partition's size, the hit ratio the partition
+// achieved and the sampled reads behind both.
+func (s *Sidecar) SetCurveCheck(tenant string, c promquery.CurveCheck) {
+	s.predicted.WithLabelValues(tenant).Set(c.Predicted)
+	s.achieved.WithLabelValues(tenant).Set(c.Achieved)
+	s.sampledReads.WithLabelValues(tenant).Set(c.SampledReads)
 }
 
 // SetPlanGeneration sets the applied plan generation gauge.
