@@ -46,6 +46,8 @@ const (
 	accessWrite
 	// accessDelete: a removal of one key (keyHash) or several (more.keyHashes).
 	accessDelete
+	// accessTake: a read of one key (keyHash) that removes it (GETDEL).
+	accessTake
 )
 
 // entry describes a request for the code that produces its reply. The reader sets it before

@@ -54,7 +54,8 @@ func TestCommandSizesReachTheCurve(t *testing.T) {
 			{redis: []string{"GET", "n"}, reads: []string{"n"}},
 			{redis: []string{"SET", "n", v(5)}, writes: []string{"n"}},
 			{redis: []string{"SET", "b", v(400)}, writes: []string{"b"}},
-			{redis: []string{"GETDEL", "b"}, delete: []string{"b"}},
+			{redis: []string{"GETDEL", "b"}, reads: []string{"b"}, delete: []string{"b"}}, // a read that hits, then gone
+			{redis: []string{"GETDEL", "b"}, reads: []string{"b"}, delete: []string{"b"}}, // a read that misses
 			{redis: []string{"MGET", "a", "b"}, reads: []string{"a", "b"}},
 			{redis: []string{"SET", "b", v(30)}, writes: []string{"b"}},
 			{redis: []string{"GET", "m"}, reads: []string{"m"}},

@@ -23,6 +23,7 @@ var (
 	specHello = resp.Lookup([]byte("hello"))
 	specQuit  = resp.Lookup([]byte("quit"))
 	specMGet  = resp.Lookup([]byte("mget"))
+	specTake  = resp.Lookup([]byte("getdel"))
 	specMulti = resp.Lookup([]byte("multi"))
 	specExec  = resp.Lookup([]byte("exec"))
 	specDisc  = resp.Lookup([]byte("discard"))
@@ -64,7 +65,6 @@ var writeValueInReply = map[*resp.CommandSpec]int32{
 var deletesKeys = map[*resp.CommandSpec]bool{
 	resp.Lookup([]byte("del")):    true,
 	resp.Lookup([]byte("unlink")): true,
-	resp.Lookup([]byte("getdel")): true,
 }
 
 // SCAN cursors: the low scanNodeBits bits number the tenant's node (in node ID order) and the
@@ -376,7 +376,10 @@ func (h *redisHandler) local(spec *resp.CommandSpec, args [][]byte, start int64)
 
 // accessOf says what a routed command's reply tells the curves.
 func accessOf(spec *resp.CommandSpec) access {
-	if deletesKeys[spec] {
+	switch {
+	case spec == specTake:
+		return accessTake
+	case deletesKeys[spec]:
 		return accessDelete
 	}
 	switch spec.Class {
@@ -641,6 +644,11 @@ func countRESP(p *pending, reply resp.Reply) {
 	case accessWrite:
 		if valueLen, ok := writtenValueLen(p.valueLen, reply); ok {
 			t.recordWrite(p.keyHash, int(p.keyLen), valueLen)
+		}
+	case accessTake:
+		if hit, counted := classifyRead(reply); counted {
+			t.recordRead(p.keyHash, hit, int(p.keyLen), payloadLen(reply.Raw()))
+			t.recordDelete(p.keyHash)
 		}
 	case accessDelete:
 		if reply.IsError() {
