@@ -25,7 +25,7 @@ var images = testenv.Images
 
 func TestMain(m *testing.M) {
 	var err error
-	env, err = testenv.Start(controllers.Options{Images: images})
+	env, err = testenv.Start(controllers.Options{Images: images, SidecarDefaults: sidecarDefaults})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
