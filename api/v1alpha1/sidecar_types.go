@@ -109,18 +109,19 @@ type SecretReference struct {
 	Name string `json:"name"`
 }
 
-// SidecarResources are requests and limits of the sidecar container.
+// SidecarResources are requests and limits of the sidecar container: CPU and memory, the
+// only resources that are the sidecar's to claim.
 type SidecarResources struct {
 	// requests of the sidecar container.
 	// +optional
-	Requests *SidecarResourceList `json:"requests,omitempty"`
+	Requests *SidecarRequests `json:"requests,omitempty"`
 	// limits of the sidecar container.
 	// +optional
-	Limits *SidecarResourceList `json:"limits,omitempty"`
+	Limits *SidecarLimits `json:"limits,omitempty"`
 }
 
-// SidecarResourceList is CPU and memory; other resources are not the sidecar's to claim.
-type SidecarResourceList struct {
+// SidecarRequests are the sidecar container's requests (their messages name requests).
+type SidecarRequests struct {
 	// cpu in cores: 2, 1.5 or 500m.
 	// +optional
 	// +kubebuilder:validation:MaxLength=16
@@ -132,28 +133,60 @@ type SidecarResourceList struct {
 	// +kubebuilder:validation:Schemaless
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') && isQuantity(self)",messageExpression="'resources.memory ' + self + ' is not a quantity of bytes: ' + (self.matches('^[0-9.]+[kKMGTPE]i?[bB]$') ? 'drop the B: 10G or 10Gi, not 10GB' : 'write a number with an optional suffix Ki, Mi, Gi, Ti, Pi or k, M, G, T, P, e.g. 8Gi')"
-	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') || quantity(self).compareTo(quantity('4Mi')) >= 0",messageExpression="'resources.memory ' + self + ' is below the minimum 4Mi (the smallest partition an engine runs)'"
-	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') || quantity(self).compareTo(quantity('1Pi')) <= 0",messageExpression="'resources.memory ' + self + ' is above the maximum 1Pi'"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') && isQuantity(self)",messageExpression="'requests.memory ' + self + ' is not a quantity of bytes: ' + (self.matches('^[0-9.]+[kKMGTPE]i?[bB]$') ? 'drop the B: 10G or 10Gi, not 10GB' : 'write a number with an optional suffix Ki, Mi, Gi, Ti, Pi or k, M, G, T, P, e.g. 8Gi')"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') || quantity(self).compareTo(quantity('4Mi')) >= 0",messageExpression="'requests.memory ' + self + ' is below the minimum 4Mi (the smallest partition an engine runs)'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') || quantity(self).compareTo(quantity('1Pi')) <= 0",messageExpression="'requests.memory ' + self + ' is above the maximum 1Pi'"
 	Memory *resource.Quantity `json:"memory,omitempty"`
 }
 
-// ResourceList converts the list into the core API's form; cpu went through the schema's
-// pattern, so it parses.
-func (l *SidecarResourceList) ResourceList() (corev1.ResourceList, error) {
-	out := corev1.ResourceList{}
+// ResourceList converts the requests into the core API's form.
+func (l *SidecarRequests) ResourceList() (corev1.ResourceList, error) {
 	if l == nil {
-		return out, nil
+		return corev1.ResourceList{}, nil
 	}
-	if l.CPU != "" {
-		cpu, err := resource.ParseQuantity(l.CPU)
+	return resourceList(l.CPU, l.Memory)
+}
+
+// SidecarLimits are the sidecar container's limits (their messages name limits).
+type SidecarLimits struct {
+	// cpu in cores: 2, 1.5 or 500m.
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:Pattern=`^([1-9][0-9]{0,5}([.][0-9]{1,3})?|0[.][0-9]{0,2}[1-9]|[1-9][0-9]{0,8}m)$`
+	CPU string `json:"cpu,omitempty"`
+
+	// memory in bytes, e.g. 9Gi.
+	// +optional
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') && isQuantity(self)",messageExpression="'limits.memory ' + self + ' is not a quantity of bytes: ' + (self.matches('^[0-9.]+[kKMGTPE]i?[bB]$') ? 'drop the B: 10G or 10Gi, not 10GB' : 'write a number with an optional suffix Ki, Mi, Gi, Ti, Pi or k, M, G, T, P, e.g. 8Gi')"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') || quantity(self).compareTo(quantity('4Mi')) >= 0",messageExpression="'limits.memory ' + self + ' is below the minimum 4Mi (the smallest partition an engine runs)'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') || quantity(self).compareTo(quantity('1Pi')) <= 0",messageExpression="'limits.memory ' + self + ' is above the maximum 1Pi'"
+	Memory *resource.Quantity `json:"memory,omitempty"`
+}
+
+// ResourceList converts the limits into the core API's form.
+func (l *SidecarLimits) ResourceList() (corev1.ResourceList, error) {
+	if l == nil {
+		return corev1.ResourceList{}, nil
+	}
+	return resourceList(l.CPU, l.Memory)
+}
+
+// resourceList converts cpu and memory; cpu went through the schema's pattern, so it parses
+// (an error names it for values that did not pass the API server, the chart's defaults).
+func resourceList(cpu string, memory *resource.Quantity) (corev1.ResourceList, error) {
+	out := corev1.ResourceList{}
+	if cpu != "" {
+		q, err := resource.ParseQuantity(cpu)
 		if err != nil {
-			return nil, fmt.Errorf("cpu %q: %w", l.CPU, err)
+			return nil, fmt.Errorf("cpu %q: %w", cpu, err)
 		}
-		out[corev1.ResourceCPU] = cpu
+		out[corev1.ResourceCPU] = q
 	}
-	if l.Memory != nil {
-		out[corev1.ResourceMemory] = l.Memory.DeepCopy()
+	if memory != nil {
+		out[corev1.ResourceMemory] = memory.DeepCopy()
 	}
 	return out, nil
 }

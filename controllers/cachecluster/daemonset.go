@@ -207,10 +207,30 @@ func (r *Reconciler) podSettings(c *v1.CacheCluster) v1.SidecarPodSettings {
 		if out.Resources == nil {
 			out.Resources = &v1.SidecarResources{}
 		}
-		out.Resources.Requests = mergeResourceList(out.Resources.Requests, r.Requests)
-		out.Resources.Limits = mergeResourceList(out.Resources.Limits, r.Limits)
+		if r.Requests != nil {
+			if out.Resources.Requests == nil {
+				out.Resources.Requests = &v1.SidecarRequests{}
+			}
+			overlay(&out.Resources.Requests.CPU, &out.Resources.Requests.Memory, r.Requests.CPU, r.Requests.Memory)
+		}
+		if r.Limits != nil {
+			if out.Resources.Limits == nil {
+				out.Resources.Limits = &v1.SidecarLimits{}
+			}
+			overlay(&out.Resources.Limits.CPU, &out.Resources.Limits.Memory, r.Limits.CPU, r.Limits.Memory)
+		}
 	}
 	return out
+}
+
+// overlay sets cpu and memory to the overrides that are set.
+func overlay(cpu *string, memory **resource.Quantity, overCPU string, overMemory *resource.Quantity) {
+	if overCPU != "" {
+		*cpu = overCPU
+	}
+	if overMemory != nil {
+		*memory = overMemory
+	}
 }
 
 func pullSecrets(refs []v1.SecretReference) []corev1.LocalObjectReference {
@@ -232,23 +252,6 @@ func mergeMaps(base, over map[string]string) map[string]string {
 	}
 	maps.Copy(out, over)
 	return out
-}
-
-func mergeResourceList(base, over *v1.SidecarResourceList) *v1.SidecarResourceList {
-	if over == nil {
-		return base
-	}
-	if base == nil {
-		return over
-	}
-	out := *base
-	if over.CPU != "" {
-		out.CPU = over.CPU
-	}
-	if over.Memory != nil {
-		out.Memory = over.Memory
-	}
-	return &out
 }
 
 // restrictedContainer is the container security context unless spec.sidecar replaces it.

@@ -36,19 +36,19 @@ func TestSidecarResources(t *testing.T) {
 	}{
 		{"derived", nil, list("2", "8448Mi"), list("", "8448Mi"), nil},
 		{"more memory and a CPU limit",
-			&v1.SidecarResources{Requests: &v1.SidecarResourceList{Memory: q("10Gi")}, Limits: &v1.SidecarResourceList{CPU: "3", Memory: q("10Gi")}},
+			&v1.SidecarResources{Requests: &v1.SidecarRequests{Memory: q("10Gi")}, Limits: &v1.SidecarLimits{CPU: "3", Memory: q("10Gi")}},
 			list("2", "10Gi"), list("3", "10Gi"), nil},
 		{"half a core",
-			&v1.SidecarResources{Requests: &v1.SidecarResourceList{CPU: "500m"}},
+			&v1.SidecarResources{Requests: &v1.SidecarRequests{CPU: "500m"}},
 			list("500m", "8448Mi"), list("", "8448Mi"), nil},
 		{"memory limit below the engines' need",
-			&v1.SidecarResources{Requests: &v1.SidecarResourceList{CPU: "1"}, Limits: &v1.SidecarResourceList{Memory: q("4Gi")}},
+			&v1.SidecarResources{Requests: &v1.SidecarRequests{CPU: "1"}, Limits: &v1.SidecarLimits{Memory: q("4Gi")}},
 			list("1", "8448Mi"), list("", "8448Mi"), []string{"spec.sidecar.resources.limits.memory 4Gi is below the 8448Mi the engines need (capacity.memory 8Gi plus the sidecar's 256Mi)"}},
 		{"memory request above the derived limit",
-			&v1.SidecarResources{Requests: &v1.SidecarResourceList{Memory: q("9Gi")}},
+			&v1.SidecarResources{Requests: &v1.SidecarRequests{Memory: q("9Gi")}},
 			list("2", "8448Mi"), list("", "8448Mi"), []string{"the memory request 9Gi is above its limit 8448Mi"}},
 		{"CPU limit below the derived request",
-			&v1.SidecarResources{Limits: &v1.SidecarResourceList{CPU: "1"}},
+			&v1.SidecarResources{Limits: &v1.SidecarLimits{CPU: "1"}},
 			list("2", "8448Mi"), list("", "8448Mi"), []string{"the cpu request 2 is above its limit 1"}},
 	}
 	for _, tt := range tests {
@@ -75,13 +75,13 @@ func TestPodSettingsMerge(t *testing.T) {
 		ImagePullSecrets:  []v1.SecretReference{{Name: "chart"}},
 		PriorityClassName: "default",
 		PodLabels:         map[string]string{"a": "1", "b": "1"},
-		Resources:         &v1.SidecarResources{Requests: &v1.SidecarResourceList{CPU: "1", Memory: ptr.To(resource.MustParse("9Gi"))}},
+		Resources:         &v1.SidecarResources{Requests: &v1.SidecarRequests{CPU: "1", Memory: ptr.To(resource.MustParse("9Gi"))}},
 	}
 	r := &Reconciler{SidecarDefaults: defaults}
 	c := &v1.CacheCluster{Spec: v1.CacheClusterSpec{Sidecar: v1.SidecarPodSettings{
 		ImagePullSecrets: []v1.SecretReference{{Name: "own"}, {Name: "chart"}},
 		PodLabels:        map[string]string{"b": "2"},
-		Resources:        &v1.SidecarResources{Requests: &v1.SidecarResourceList{CPU: "2"}, Limits: &v1.SidecarResourceList{CPU: "3"}},
+		Resources:        &v1.SidecarResources{Requests: &v1.SidecarRequests{CPU: "2"}, Limits: &v1.SidecarLimits{CPU: "3"}},
 	}}}
 	got := r.podSettings(c)
 	want := v1.SidecarPodSettings{
@@ -89,8 +89,8 @@ func TestPodSettingsMerge(t *testing.T) {
 		PriorityClassName: "default",
 		PodLabels:         map[string]string{"a": "1", "b": "2"},
 		Resources: &v1.SidecarResources{
-			Requests: &v1.SidecarResourceList{CPU: "2", Memory: ptr.To(resource.MustParse("9Gi"))},
-			Limits:   &v1.SidecarResourceList{CPU: "3"},
+			Requests: &v1.SidecarRequests{CPU: "2", Memory: ptr.To(resource.MustParse("9Gi"))},
+			Limits:   &v1.SidecarLimits{CPU: "3"},
 		},
 	}
 	if !equality.Semantic.DeepEqual(got, want) {

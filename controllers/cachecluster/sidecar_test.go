@@ -51,8 +51,8 @@ func TestSidecarPodOverrides(t *testing.T) {
 		PodSecurityContext: podSecurity,
 		SecurityContext:    containerSecurity,
 		Resources: &v1.SidecarResources{
-			Requests: &v1.SidecarResourceList{CPU: "3", Memory: ptr.To(resource.MustParse("5Gi"))},
-			Limits:   &v1.SidecarResourceList{CPU: "4", Memory: ptr.To(resource.MustParse("5Gi"))},
+			Requests: &v1.SidecarRequests{CPU: "3", Memory: ptr.To(resource.MustParse("5Gi"))},
+			Limits:   &v1.SidecarLimits{CPU: "4", Memory: ptr.To(resource.MustParse("5Gi"))},
 		},
 	}
 	create(t, c)
