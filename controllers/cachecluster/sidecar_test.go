@@ -3,7 +3,6 @@ package cachecluster_test
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -96,7 +95,7 @@ func TestSidecarPodOverrides(t *testing.T) {
 	if got := pod.Containers[0].Resources; !equality.Semantic.DeepEqual(got, wantResources) {
 		t.Errorf("resources %+v, want %+v", got, wantResources)
 	}
-	testenv.Eventually(t, timeout, wantOverrides(c, metav1.ConditionTrue, conditions.ReasonOverridesApplied, ""))
+	testenv.Eventually(t, timeout, clusterCondition(c, conditions.SidecarOverridesApplied, metav1.ConditionTrue, conditions.ReasonOverridesApplied, "", nil))
 
 	// A memory limit below the 4352Mi the engines need (4Gi capacity + 256Mi) is refused:
 	// the derived memory stays, the CPU override is kept, and the condition names the field.
@@ -104,8 +103,8 @@ func TestSidecarPodOverrides(t *testing.T) {
 	if err := env.Client.Patch(ctx, c, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, timeout, wantOverrides(c, metav1.ConditionFalse, conditions.ReasonUnsafeResources,
-		"spec.sidecar.resources.limits.memory 1Gi is below the 4352Mi the engines need"))
+	testenv.Eventually(t, timeout, clusterCondition(c, conditions.SidecarOverridesApplied, metav1.ConditionFalse, conditions.ReasonUnsafeResources,
+		"spec.sidecar.resources.limits.memory 1Gi is below the 4352Mi the engines need", nil))
 	testenv.Eventually(t, timeout, func() error {
 		if err := get(ds, ns, "shaped-sidecar"); err != nil {
 			return err
@@ -126,7 +125,7 @@ func TestSidecarPodOverrides(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, timeout, wantPlans(c, "overrides-big", "overrides-small"))
-	testenv.Eventually(t, timeout, wantOverrides(c, metav1.ConditionTrue, conditions.ReasonOverridesApplied, ""))
+	testenv.Eventually(t, timeout, clusterCondition(c, conditions.SidecarOverridesApplied, metav1.ConditionTrue, conditions.ReasonOverridesApplied, "", nil))
 	testenv.Eventually(t, timeout, func() error {
 		if err := get(ds, ns, "shaped-sidecar"); err != nil {
 			return err
@@ -142,20 +141,4 @@ func TestSidecarPodOverrides(t *testing.T) {
 		}
 		return nil
 	})
-}
-
-func wantOverrides(c *v1.CacheCluster, status metav1.ConditionStatus, reason, message string) func() error {
-	return func() error {
-		if err := get(c, c.Namespace, c.Name); err != nil {
-			return err
-		}
-		cond, err := conditionIs(c.Status.Conditions, conditions.SidecarOverridesApplied, status, reason)
-		if err != nil {
-			return err
-		}
-		if !strings.Contains(cond.Message, message) {
-			return fmt.Errorf("message %q lacks %q", cond.Message, message)
-		}
-		return nil
-	}
 }
