@@ -66,9 +66,8 @@ type SidecarPodSettings struct {
 	// +optional
 	// +kubebuilder:validation:MaxProperties=32
 	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 317 && k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'))",message="every key must be a label key: an optional DNS subdomain prefix and '/', then at most 63 of A-Z a-z 0-9 - _ . starting and ending alphanumeric"
-	// +kubebuilder:validation:XValidation:rule="self.all(k, size(self[k]) <= 63)",message="every value must be a label value of at most 63 characters"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['app.kubernetes.io/name', 'app.kubernetes.io/instance', 'app.kubernetes.io/managed-by']) && !k.startsWith('cacheqos.io/'))",message="app.kubernetes.io/name, app.kubernetes.io/instance, app.kubernetes.io/managed-by and cacheqos.io/ labels are the operator's own (its selectors use them)"
-	PodLabels map[string]string `json:"podLabels,omitempty"`
+	PodLabels map[string]LabelValue `json:"podLabels,omitempty"`
 
 	// podAnnotations are added to the sidecar pods (merged over the operator's defaults); the
 	// cacheqos.io/ prefix is the operator's own.
@@ -98,6 +97,13 @@ type SidecarPodSettings struct {
 	// +optional
 	SecurityContext *corev1.SecurityContext `json:"securityContext,omitempty"`
 }
+
+// LabelValue is a Kubernetes label value. As a map's value type it puts the pattern on the
+// schema's additionalProperties, which the API server checks without CEL (a CEL rule over the
+// values of a map costs 6 to 12 times the budget).
+// +kubebuilder:validation:MaxLength=63
+// +kubebuilder:validation:Pattern=`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`
+type LabelValue string
 
 // SecretReference names a Secret in the object's namespace.
 type SecretReference struct {
@@ -198,7 +204,7 @@ func (s *SidecarPodSettings) Validate() error {
 	var errs []string
 	for k, v := range s.PodLabels {
 		errs = append(errs, keyErrors("podLabels", k)...)
-		for _, e := range validation.IsValidLabelValue(v) {
+		for _, e := range validation.IsValidLabelValue(string(v)) {
 			errs = append(errs, fmt.Sprintf("podLabels[%s]: %s", k, e))
 		}
 		for _, reserved := range ReservedPodLabels {

@@ -239,16 +239,22 @@ func TestInvalidObjectsRejected(t *testing.T) {
 			c.Spec.NodeSelector = map[string]string{"pool": strings.Repeat("v", 70)}
 		}), "spec.nodeSelector", "every value must be a label value of at most 63 characters"},
 		{"sidecar pod label the selector uses", cluster(func(c *v1.CacheCluster) {
-			c.Spec.Sidecar.PodLabels = map[string]string{"app.kubernetes.io/instance": "other"}
+			c.Spec.Sidecar.PodLabels = map[string]v1.LabelValue{"app.kubernetes.io/instance": "other"}
 		}), "spec.sidecar.podLabels", "labels are the operator's own (its selectors use them)"},
 		{"sidecar pod label with the operator's prefix", cluster(func(c *v1.CacheCluster) {
-			c.Spec.Sidecar.PodLabels = map[string]string{"cacheqos.io/tenant": "x"}
+			c.Spec.Sidecar.PodLabels = map[string]v1.LabelValue{"cacheqos.io/tenant": "x"}
 		}), "spec.sidecar.podLabels", "labels are the operator's own"},
-		{"sidecar pod label key with a space", cluster(func(c *v1.CacheCluster) { c.Spec.Sidecar.PodLabels = map[string]string{"team name": "x"} }),
+		{"sidecar pod label key with a space", cluster(func(c *v1.CacheCluster) { c.Spec.Sidecar.PodLabels = map[string]v1.LabelValue{"team name": "x"} }),
 			"spec.sidecar.podLabels", "every key must be a label key"},
 		{"sidecar pod label value of 70 characters", cluster(func(c *v1.CacheCluster) {
-			c.Spec.Sidecar.PodLabels = map[string]string{"team": strings.Repeat("v", 70)}
-		}), "spec.sidecar.podLabels", "every value must be a label value of at most 63 characters"},
+			c.Spec.Sidecar.PodLabels = map[string]v1.LabelValue{"team": v1.LabelValue(strings.Repeat("v", 70))}
+		}), "spec.sidecar.podLabels.team", "may not be longer than 63"},
+		{"sidecar pod label value with a space", cluster(func(c *v1.CacheCluster) {
+			c.Spec.Sidecar.PodLabels = map[string]v1.LabelValue{"team": "check out"}
+		}), "spec.sidecar.podLabels.team", "should match"},
+		{"sidecar pod label value ending in a dash", cluster(func(c *v1.CacheCluster) {
+			c.Spec.Sidecar.PodLabels = map[string]v1.LabelValue{"team": "checkout-"}
+		}), "spec.sidecar.podLabels.team", "should match"},
 		{"sidecar pod annotation with the operator's prefix", cluster(func(c *v1.CacheCluster) {
 			c.Spec.Sidecar.PodAnnotations = map[string]string{"cacheqos.io/spec-hash": "x"}
 		}), "spec.sidecar.podAnnotations", "cacheqos.io/ annotations are the operator's own"},

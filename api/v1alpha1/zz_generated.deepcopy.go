@@ -763,7 +763,7 @@ func (in *SidecarPodSettings) DeepCopyInto(out *SidecarPodSettings) {
 	}
 	if in.PodLabels != nil {
 		in, out := &in.PodLabels, &out.PodLabels
-		*out = make(map[string]string, len(*in))
+		*out = make(map[string]LabelValue, len(*in))
 		for key, val := range *in {
 			(*out)[key] = val
 		}

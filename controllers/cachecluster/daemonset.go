@@ -242,15 +242,25 @@ func pullSecrets(refs []v1.SecretReference) []corev1.LocalObjectReference {
 }
 
 // mergeMaps returns base with over's entries added (over wins); nil when both are empty.
-func mergeMaps(base, over map[string]string) map[string]string {
+func mergeMaps[M ~map[string]V, V any](base, over M) M {
 	if len(base)+len(over) == 0 {
 		return nil
 	}
 	out := maps.Clone(base)
 	if out == nil {
-		out = map[string]string{}
+		out = M{}
 	}
 	maps.Copy(out, over)
+	return out
+}
+
+// podLabels are the settings' labels with the operator's own over them.
+func podLabels(settings map[string]v1.LabelValue, own map[string]string) map[string]string {
+	out := make(map[string]string, len(settings)+len(own))
+	for k, v := range settings {
+		out[k] = string(v)
+	}
+	maps.Copy(out, own)
 	return out
 }
 
@@ -285,7 +295,7 @@ func (r *Reconciler) desiredDaemonSet(c *v1.CacheCluster) (*appsv1.DaemonSet, []
 	}
 	settings := r.podSettings(c)
 	labels := objects.SidecarLabels(c.Name)
-	podLabels := mergeMaps(settings.PodLabels, labels)
+	podLabels := podLabels(settings.PodLabels, labels)
 	restricted, podSecurity := restrictedContainer(), restrictedPod()
 	if settings.SecurityContext != nil {
 		restricted = settings.SecurityContext

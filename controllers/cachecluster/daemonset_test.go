@@ -74,20 +74,20 @@ func TestPodSettingsMerge(t *testing.T) {
 	defaults := v1.SidecarPodSettings{
 		ImagePullSecrets:  []v1.SecretReference{{Name: "chart"}},
 		PriorityClassName: "default",
-		PodLabels:         map[string]string{"a": "1", "b": "1"},
+		PodLabels:         map[string]v1.LabelValue{"a": "1", "b": "1"},
 		Resources:         &v1.SidecarResources{Requests: &v1.SidecarRequests{CPU: "1", Memory: ptr.To(resource.MustParse("9Gi"))}},
 	}
 	r := &Reconciler{SidecarDefaults: defaults}
 	c := &v1.CacheCluster{Spec: v1.CacheClusterSpec{Sidecar: v1.SidecarPodSettings{
 		ImagePullSecrets: []v1.SecretReference{{Name: "own"}, {Name: "chart"}},
-		PodLabels:        map[string]string{"b": "2"},
+		PodLabels:        map[string]v1.LabelValue{"b": "2"},
 		Resources:        &v1.SidecarResources{Requests: &v1.SidecarRequests{CPU: "2"}, Limits: &v1.SidecarLimits{CPU: "3"}},
 	}}}
 	got := r.podSettings(c)
 	want := v1.SidecarPodSettings{
 		ImagePullSecrets:  []v1.SecretReference{{Name: "chart"}, {Name: "own"}},
 		PriorityClassName: "default",
-		PodLabels:         map[string]string{"a": "1", "b": "2"},
+		PodLabels:         map[string]v1.LabelValue{"a": "1", "b": "2"},
 		Resources: &v1.SidecarResources{
 			Requests: &v1.SidecarRequests{CPU: "2", Memory: ptr.To(resource.MustParse("9Gi"))},
 			Limits:   &v1.SidecarLimits{CPU: "3"},

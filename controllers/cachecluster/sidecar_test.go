@@ -45,7 +45,7 @@ func TestSidecarPodOverrides(t *testing.T) {
 		ImagePullSecrets:   []v1.SecretReference{{Name: "team-registry"}, {Name: "chart-registry"}},
 		PriorityClassName:  "cache-critical",
 		Affinity:           affinity,
-		PodLabels:          map[string]string{"team": "checkout"},
+		PodLabels:          map[string]v1.LabelValue{"team": "checkout"},
 		PodAnnotations:     map[string]string{"team": "checkout"},
 		PodSecurityContext: podSecurity,
 		SecurityContext:    containerSecurity,
