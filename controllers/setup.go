@@ -35,8 +35,8 @@ type Options struct {
 	// Images are the defaults for CacheClusters that name none.
 	Images cachecluster.Images
 	// SidecarDefaults shape the sidecar pods of CacheClusters whose spec.sidecar leaves a
-	// field unset.
-	SidecarDefaults v1.SidecarPodSettings
+	// field unset, and add tolerations to every cluster's.
+	SidecarDefaults cachecluster.SidecarDefaults
 	// Allocation tunes the allocation loop.
 	Allocation allocation.Options
 }

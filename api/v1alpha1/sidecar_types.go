@@ -240,6 +240,32 @@ func (s *SidecarPodSettings) Validate() error {
 	return nil
 }
 
+// TolerationErrors checks tolerations as the CRD's rules on spec.tolerations do, for
+// tolerations that reach the operator without the API server (the Helm chart's defaults).
+func TolerationErrors(field string, tolerations []corev1.Toleration) []string {
+	var errs []string
+	for i, t := range tolerations {
+		at := fmt.Sprintf("%s[%d]", field, i)
+		switch {
+		case t.Operator != "" && t.Operator != corev1.TolerationOpExists && t.Operator != corev1.TolerationOpEqual:
+			errs = append(errs, fmt.Sprintf("%s: operator %q, want Exists or Equal", at, t.Operator))
+		case t.Operator == corev1.TolerationOpExists && t.Value != "":
+			errs = append(errs, fmt.Sprintf("%s: a toleration with operator Exists takes no value", at))
+		case t.Key == "" && t.Operator != corev1.TolerationOpExists:
+			errs = append(errs, fmt.Sprintf("%s: a toleration without a key must use operator Exists", at))
+		}
+		if t.Effect != "" && t.Effect != corev1.TaintEffectNoSchedule && t.Effect != corev1.TaintEffectPreferNoSchedule && t.Effect != corev1.TaintEffectNoExecute {
+			errs = append(errs, fmt.Sprintf("%s: effect %q, want NoSchedule, PreferNoSchedule or NoExecute (or empty for all effects)", at, t.Effect))
+		}
+		if t.Key != "" {
+			for _, e := range validation.IsQualifiedName(t.Key) {
+				errs = append(errs, fmt.Sprintf("%s: key %q: %s", at, t.Key, e))
+			}
+		}
+	}
+	return errs
+}
+
 func keyErrors(field, key string) []string {
 	var errs []string
 	for _, e := range validation.IsQualifiedName(key) {

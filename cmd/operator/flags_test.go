@@ -94,13 +94,13 @@ func TestPrometheusHTTPConfigFlag(t *testing.T) {
 // misspelt field, a malformed quantity or a reserved label stops the operator at start with
 // an error naming the flag.
 func TestSidecarDefaultsFlag(t *testing.T) {
-	s, err := parseFlags([]string{`--sidecar-defaults={"imagePullSecrets":[{"name":"registry"}],"priorityClassName":"caches","podLabels":{"team":"platform"},"resources":{"requests":{"cpu":"500m","memory":"9Gi"}}}`})
+	s, err := parseFlags([]string{`--sidecar-defaults={"imagePullSecrets":[{"name":"registry"}],"priorityClassName":"caches","podLabels":{"team":"platform"},"resources":{"requests":{"cpu":"500m","memory":"9Gi"}},"tolerations":[{"key":"dedicated","operator":"Exists"}]}`})
 	if err != nil {
 		t.Fatal(err)
 	}
 	d := s.opts.SidecarDefaults
 	if len(d.ImagePullSecrets) != 1 || d.ImagePullSecrets[0].Name != "registry" || d.PriorityClassName != "caches" || d.PodLabels["team"] != "platform" ||
-		d.Resources.Requests.CPU != "500m" || d.Resources.Requests.Memory.String() != "9Gi" {
+		d.Resources.Requests.CPU != "500m" || d.Resources.Requests.Memory.String() != "9Gi" || len(d.Tolerations) != 1 || d.Tolerations[0].Key != "dedicated" {
 		t.Errorf("sidecar defaults %+v", d)
 	}
 	for _, tt := range []struct{ value, want string }{
@@ -111,6 +111,7 @@ func TestSidecarDefaultsFlag(t *testing.T) {
 		{`{"podAnnotations":{"cacheqos.io/x":"y"}}`, `podAnnotations key "cacheqos.io/x": the cacheqos.io/ prefix is the operator's own`},
 		{`{"imagePullSecrets":[{"name":"Bad_Name"}]}`, `imagePullSecrets[0].name "Bad_Name"`},
 		{`{} {}`, "more than one JSON value"},
+		{`{"tolerations":[{"key":"a","operator":"Equals"}]}`, `tolerations[0]: operator "Equals"`},
 	} {
 		_, err := parseFlags([]string{"--sidecar-defaults=" + tt.value})
 		if err == nil || !strings.Contains(err.Error(), "--sidecar-defaults") || !strings.Contains(err.Error(), tt.want) {

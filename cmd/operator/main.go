@@ -64,7 +64,7 @@ func parseFlags(args []string) (settings, error) {
 	fs.StringVar(&s.opts.Images.Sidecar, "sidecar-image", "cacheqos/cache-sidecar:"+version, "default cache-sidecar image")
 	fs.StringVar(&s.opts.Images.Redis, "redis-image", "", "default image the sidecar runs in for redis clusters (default: the sidecar image)")
 	fs.StringVar(&s.opts.Images.Memcached, "memcached-image", "", "default image the sidecar runs in for memcached clusters (default: the sidecar image)")
-	fs.StringVar(&sidecarDefaults, "sidecar-defaults", "", "JSON object in the form of a CacheCluster's spec.sidecar (imagePullSecrets, priorityClassName, affinity, podLabels, podAnnotations, resources, podSecurityContext, securityContext) for the fields a cluster leaves unset")
+	fs.StringVar(&sidecarDefaults, "sidecar-defaults", "", "JSON object in the form of a CacheCluster's spec.sidecar (imagePullSecrets, priorityClassName, affinity, podLabels, podAnnotations, resources, podSecurityContext, securityContext) for the fields a cluster leaves unset, and tolerations added to every cluster's")
 	fs.IntVar(&s.opts.Allocation.SolverWorkers, "solver-workers", allocation.DefaultSolverWorkers, "CP-SAT workers per solve (1 makes plans reproducible)")
 	fs.DurationVar(&s.opts.Allocation.Debounce, "allocation-debounce", allocation.DefaultDebounce, "delay between a change and the allocation it triggers")
 	fs.IntVar(&s.opts.Allocation.ApplyDeadlineIntervals, "apply-deadline-intervals", allocation.DefaultApplyDeadlineIntervals, "allocation intervals a sidecar may take to apply a plan before the cluster is Degraded")

@@ -67,7 +67,7 @@ type Reconciler struct {
 	Forget func(types.NamespacedName)
 	Images Images
 	// SidecarDefaults shape the sidecar pods where a CacheCluster's spec.sidecar says nothing.
-	SidecarDefaults v1.SidecarPodSettings
+	SidecarDefaults SidecarDefaults
 
 	controller controller.Controller
 	// watching records the monitoring kinds a watch was started for, once they were found.

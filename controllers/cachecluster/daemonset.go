@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -178,11 +179,40 @@ func httpProbe(path string, period, failures int32) *corev1.Probe {
 	}
 }
 
+// SidecarDefaults are the operator's defaults for the sidecar pods (the Helm chart's sidecar
+// values): what a CacheCluster's spec.sidecar can override, and tolerations added to every
+// cluster's spec.tolerations (a taint all cache nodes carry, say).
+type SidecarDefaults struct {
+	v1.SidecarPodSettings
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+}
+
+// Validate checks the defaults as the API server checks a CacheCluster's fields.
+func (d *SidecarDefaults) Validate() error {
+	err := d.SidecarPodSettings.Validate()
+	if errs := v1.TolerationErrors("tolerations", d.Tolerations); len(errs) > 0 {
+		err = errors.Join(err, fmt.Errorf("sidecar settings: %s", strings.Join(errs, "; ")))
+	}
+	return err
+}
+
+// tolerations are the cluster's spec.tolerations and then the defaults' it does not repeat.
+func (r *Reconciler) tolerations(c *v1.CacheCluster) []corev1.Toleration {
+	out := slices.Clone(c.Spec.Tolerations)
+	for _, t := range r.SidecarDefaults.Tolerations {
+		if !slices.ContainsFunc(out, func(have corev1.Toleration) bool { return have.MatchToleration(&t) }) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
 // podSettings are the cluster's spec.sidecar laid over the operator's defaults: pull secrets
 // are added to the defaults', labels and annotations merged over them (the cluster's win),
 // resources merged per resource, and every other field replaces the default when set.
 func (r *Reconciler) podSettings(c *v1.CacheCluster) v1.SidecarPodSettings {
-	out := *r.SidecarDefaults.DeepCopy()
+	defaults := r.SidecarDefaults.SidecarPodSettings
+	out := *defaults.DeepCopy()
 	own := c.Spec.Sidecar.DeepCopy()
 	for _, secret := range own.ImagePullSecrets {
 		if !slices.Contains(out.ImagePullSecrets, secret) {
@@ -323,7 +353,7 @@ func (r *Reconciler) desiredDaemonSet(c *v1.CacheCluster) (*appsv1.DaemonSet, []
 				AutomountServiceAccountToken:  ptr.To(true),
 				EnableServiceLinks:            ptr.To(false),
 				NodeSelector:                  c.Spec.NodeSelector,
-				Tolerations:                   c.Spec.Tolerations,
+				Tolerations:                   r.tolerations(c),
 				TerminationGracePeriodSeconds: ptr.To[int64](60),
 				SecurityContext:               podSecurity,
 				Containers: []corev1.Container{{

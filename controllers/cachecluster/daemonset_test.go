@@ -77,7 +77,7 @@ func TestPodSettingsMerge(t *testing.T) {
 		PodLabels:         map[string]v1.LabelValue{"a": "1", "b": "1"},
 		Resources:         &v1.SidecarResources{Requests: &v1.SidecarRequests{CPU: "1", Memory: ptr.To(resource.MustParse("9Gi"))}},
 	}
-	r := &Reconciler{SidecarDefaults: defaults}
+	r := &Reconciler{SidecarDefaults: SidecarDefaults{SidecarPodSettings: defaults}}
 	c := &v1.CacheCluster{Spec: v1.CacheClusterSpec{Sidecar: v1.SidecarPodSettings{
 		ImagePullSecrets: []v1.SecretReference{{Name: "own"}, {Name: "chart"}},
 		PodLabels:        map[string]v1.LabelValue{"b": "2"},
@@ -96,7 +96,37 @@ func TestPodSettingsMerge(t *testing.T) {
 	if !equality.Semantic.DeepEqual(got, want) {
 		t.Errorf("merged %+v\nwant %+v", got, want)
 	}
-	if !equality.Semantic.DeepEqual(r.SidecarDefaults, defaults) || len(r.SidecarDefaults.PodLabels) != 2 || r.SidecarDefaults.PodLabels["b"] != "1" {
+	if !equality.Semantic.DeepEqual(r.SidecarDefaults.SidecarPodSettings, defaults) || len(r.SidecarDefaults.PodLabels) != 2 || r.SidecarDefaults.PodLabels["b"] != "1" {
 		t.Errorf("merging changed the defaults: %+v", r.SidecarDefaults)
+	}
+}
+
+// TestDefaultTolerations: the operator's tolerations follow the cluster's own, without the
+// ones the cluster already has; bad ones stop the operator at start.
+func TestDefaultTolerations(t *testing.T) {
+	dedicated := corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "cache", Effect: corev1.TaintEffectNoSchedule}
+	spot := corev1.Toleration{Key: "spot", Operator: corev1.TolerationOpExists}
+	r := &Reconciler{SidecarDefaults: SidecarDefaults{Tolerations: []corev1.Toleration{dedicated, spot}}}
+	c := &v1.CacheCluster{Spec: v1.CacheClusterSpec{Tolerations: []corev1.Toleration{spot}}}
+	if got, want := r.tolerations(c), []corev1.Toleration{spot, dedicated}; !equality.Semantic.DeepEqual(got, want) {
+		t.Errorf("tolerations %+v, want %+v", got, want)
+	}
+	if err := r.SidecarDefaults.Validate(); err != nil {
+		t.Errorf("valid defaults refused: %v", err)
+	}
+	for _, tt := range []struct {
+		toleration corev1.Toleration
+		want       string
+	}{
+		{corev1.Toleration{Key: "a", Operator: "Equals"}, `tolerations[0]: operator "Equals", want Exists or Equal`},
+		{corev1.Toleration{Key: "a", Operator: corev1.TolerationOpExists, Value: "x"}, "tolerations[0]: a toleration with operator Exists takes no value"},
+		{corev1.Toleration{Operator: corev1.TolerationOpEqual, Value: "x"}, "tolerations[0]: a toleration without a key must use operator Exists"},
+		{corev1.Toleration{Key: "a", Effect: "NoScheduling"}, `tolerations[0]: effect "NoScheduling"`},
+		{corev1.Toleration{Key: "bad key", Operator: corev1.TolerationOpExists}, `tolerations[0]: key "bad key"`},
+	} {
+		d := SidecarDefaults{Tolerations: []corev1.Toleration{tt.toleration}}
+		if err := d.Validate(); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%+v: error %v, want one containing %q", tt.toleration, err, tt.want)
+		}
 	}
 }

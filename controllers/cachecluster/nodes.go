@@ -37,10 +37,10 @@ var conditionTolerations = []corev1.Toleration{
 
 // selectNodes returns, sorted by name, the nodes the cluster's sidecar DaemonSet runs on:
 // labels match spec.nodeSelector, the pods' required node affinity (if any) matches, and
-// every NoSchedule/NoExecute taint is tolerated.
-func selectNodes(nodes []corev1.Node, spec *v1.CacheClusterSpec, affinity *corev1.Affinity) []corev1.Node {
-	selector := labels.SelectorFromSet(spec.NodeSelector)
-	tolerations := append(slices.Clone(spec.Tolerations), conditionTolerations...)
+// every NoSchedule/NoExecute taint is tolerated by the pods' tolerations.
+func selectNodes(nodes []corev1.Node, nodeSelector map[string]string, podTolerations []corev1.Toleration, affinity *corev1.Affinity) []corev1.Node {
+	selector := labels.SelectorFromSet(nodeSelector)
+	tolerations := append(slices.Clone(podTolerations), conditionTolerations...)
 	var required *corev1.NodeSelector
 	if affinity != nil && affinity.NodeAffinity != nil {
 		required = affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution
@@ -138,7 +138,7 @@ func (r *Reconciler) reconcileNodePlans(ctx context.Context, s *scope) error {
 	if err := r.Client.List(ctx, &nodes); err != nil {
 		return fmt.Errorf("listing nodes: %w", err)
 	}
-	s.nodes = selectNodes(nodes.Items, &s.cluster.Spec, r.podSettings(s.cluster).Affinity)
+	s.nodes = selectNodes(nodes.Items, s.cluster.Spec.NodeSelector, r.tolerations(s.cluster), r.podSettings(s.cluster).Affinity)
 	plans, err := r.listPlans(ctx, s.cluster)
 	if err != nil {
 		return err

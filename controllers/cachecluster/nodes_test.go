@@ -107,7 +107,7 @@ func TestSelectNodes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var got []string
-			for _, node := range selectNodes(nodes, &tt.spec, tt.affinity) {
+			for _, node := range selectNodes(nodes, tt.spec.NodeSelector, tt.spec.Tolerations, tt.affinity) {
 				got = append(got, node.Name)
 			}
 			if !slices.Equal(got, tt.want) {

@@ -14,26 +14,35 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
+	"github.com/cacheqos/cacheqos/controllers/cachecluster"
 	"github.com/cacheqos/cacheqos/controllers/conditions"
 	"github.com/cacheqos/cacheqos/controllers/internal/testenv"
 )
 
+// defaultToleration is the chart's sidecar.tolerations: every cluster's sidecars tolerate it.
+var defaultToleration = corev1.Toleration{Key: "cacheqos-test/cache-node", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
+
 // sidecarDefaults stand for the Helm chart's sidecar values the operator of this package runs
-// with (images.pullSecrets, sidecar.priorityClassName, sidecar.podAnnotations).
-var sidecarDefaults = v1.SidecarPodSettings{
-	ImagePullSecrets:  []v1.SecretReference{{Name: "chart-registry"}},
-	PriorityClassName: "cache-default",
-	PodAnnotations:    map[string]string{"team": "platform", "scrape": "yes"},
+// with (images.pullSecrets, sidecar.priorityClassName, sidecar.podAnnotations, sidecar.tolerations).
+var sidecarDefaults = cachecluster.SidecarDefaults{
+	SidecarPodSettings: v1.SidecarPodSettings{
+		ImagePullSecrets:  []v1.SecretReference{{Name: "chart-registry"}},
+		PriorityClassName: "cache-default",
+		PodAnnotations:    map[string]string{"team": "platform", "scrape": "yes"},
+	},
+	Tolerations: []corev1.Toleration{defaultToleration},
 }
 
 // TestSidecarPodOverrides: spec.sidecar reaches the DaemonSet's pod template over the
 // operator's defaults, a required node affinity narrows the planned nodes as it narrows the
-// pods, and a memory override below what the engines need is refused with a condition.
+// pods, the default tolerations admit tainted nodes, and a memory override below what the
+// engines need is refused with a condition.
 func TestSidecarPodOverrides(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t, "overrides")
 	node(t, "overrides-big", map[string]string{"pool": "overrides", "size": "big"})
 	node(t, "overrides-small", map[string]string{"pool": "overrides", "size": "small"})
+	node(t, "overrides-tainted", map[string]string{"pool": "overrides", "size": "big"}, corev1.Taint{Key: defaultToleration.Key, Effect: corev1.TaintEffectNoSchedule})
 	c := newCluster(ns, "shaped", "overrides")
 	affinity := &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
 		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "size", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"small"}}}}},
@@ -55,7 +64,7 @@ func TestSidecarPodOverrides(t *testing.T) {
 		},
 	}
 	create(t, c)
-	testenv.Eventually(t, timeout, wantPlans(c, "overrides-big"))
+	testenv.Eventually(t, timeout, wantPlans(c, "overrides-big", "overrides-tainted"))
 
 	ds := &appsv1.DaemonSet{}
 	testenv.Eventually(t, timeout, func() error { return get(ds, ns, "shaped-sidecar") })
@@ -63,6 +72,9 @@ func TestSidecarPodOverrides(t *testing.T) {
 	pod := tpl.Spec
 	if want := []corev1.LocalObjectReference{{Name: "chart-registry"}, {Name: "team-registry"}}; !equality.Semantic.DeepEqual(pod.ImagePullSecrets, want) {
 		t.Errorf("imagePullSecrets %v, want the chart's and then the cluster's %v", pod.ImagePullSecrets, want)
+	}
+	if want := []corev1.Toleration{defaultToleration}; !equality.Semantic.DeepEqual(pod.Tolerations, want) {
+		t.Errorf("tolerations %+v, want the chart's %+v", pod.Tolerations, want)
 	}
 	if pod.PriorityClassName != "cache-critical" {
 		t.Errorf("priorityClassName %q, want the cluster's", pod.PriorityClassName)
@@ -124,7 +136,7 @@ func TestSidecarPodOverrides(t *testing.T) {
 	if err := env.Client.Patch(ctx, c, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"sidecar":null}}`))); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, timeout, wantPlans(c, "overrides-big", "overrides-small"))
+	testenv.Eventually(t, timeout, wantPlans(c, "overrides-big", "overrides-small", "overrides-tainted"))
 	testenv.Eventually(t, timeout, clusterCondition(c, conditions.SidecarOverridesApplied, metav1.ConditionTrue, conditions.ReasonOverridesApplied, "", nil))
 	testenv.Eventually(t, timeout, func() error {
 		if err := get(ds, ns, "shaped-sidecar"); err != nil {

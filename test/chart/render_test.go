@@ -9,7 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
+	"github.com/cacheqos/cacheqos/controllers/cachecluster"
 )
 
 const (
@@ -303,10 +303,11 @@ var renderCases = []renderCase{
 			"sidecar.resources.limits":   `{"memory": "40Gi"}`,
 			"sidecar.affinity":           `{"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "cache", "operator": "Exists"}]}]}}}`,
 			"sidecar.podSecurityContext": `{"runAsNonRoot": true}`,
+			"sidecar.tolerations":        `[{"key": "dedicated", "operator": "Equal", "value": "cache", "effect": "NoSchedule"}]`,
 		},
 		check: func(t *testing.T, objs []*unstructured.Unstructured) {
 			// The operator decodes the flag strictly and validates it (cmd/operator); the same here.
-			var got v1.SidecarPodSettings
+			var got cachecluster.SidecarDefaults
 			dec := json.NewDecoder(strings.NewReader(operatorArgs(t, objs)["sidecar-defaults"]))
 			dec.DisallowUnknownFields()
 			if err := dec.Decode(&got); err != nil {
@@ -319,7 +320,7 @@ var renderCases = []renderCase{
 				got.PodAnnotations["note"] != "a: b" || got.PodLabels["team"] != "platform" || got.Resources.Requests.CPU != "500m" ||
 				got.Resources.Limits.Memory.String() != "40Gi" || got.Resources.Limits.CPU != "" ||
 				got.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions[0].Key != "cache" ||
-				!*got.PodSecurityContext.RunAsNonRoot || got.SecurityContext != nil {
+				!*got.PodSecurityContext.RunAsNonRoot || got.SecurityContext != nil || len(got.Tolerations) != 1 || got.Tolerations[0].Value != "cache" {
 				t.Errorf("--sidecar-defaults decodes to %+v", got)
 			}
 		},
