@@ -34,6 +34,9 @@ import (
 type Options struct {
 	// Images are the defaults for CacheClusters that name none.
 	Images cachecluster.Images
+	// SidecarDefaults shape the sidecar pods of CacheClusters whose spec.sidecar leaves a
+	// field unset, and add tolerations to every cluster's.
+	SidecarDefaults cachecluster.SidecarDefaults
 	// Allocation tunes the allocation loop.
 	Allocation allocation.Options
 }
@@ -80,6 +83,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*allocation.Loo
 	if opts.Images.Sidecar == "" {
 		return nil, errors.New("the default sidecar image is required")
 	}
+	if err := opts.SidecarDefaults.Validate(); err != nil {
+		return nil, err
+	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1.TenantSLO{}, objects.TenantClusterIndex, func(obj client.Object) []string {
 		return []string{objects.TenantClusterIndexValue(obj.(*v1.TenantSLO))}
 	}); err != nil {
@@ -98,6 +104,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*allocation.Loo
 		Trigger:  loop,
 		Forget:   loop.Forget,
 		Images:   opts.Images,
+		// The chart's sidecar values, validated above.
+		SidecarDefaults: opts.SidecarDefaults,
 	}
 	if err := clusters.SetupWithManager(mgr); err != nil {
 		return nil, err

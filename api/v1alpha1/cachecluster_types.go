@@ -113,6 +113,12 @@ type CacheClusterSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(t, (has(t.key) && t.key != '') || (has(t.operator) && t.operator == 'Exists'))",message="a toleration without a key must use operator Exists"
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
 
+	// sidecar shapes the sidecar DaemonSet's pods: pull secrets, priority class, affinity,
+	// labels, annotations, resources and security contexts. Unset fields take the operator's
+	// defaults (the Helm chart's sidecar values).
+	// +optional
+	Sidecar SidecarPodSettings `json:"sidecar,omitempty"`
+
 	// capacity is what each selected node gives to tenant partitions.
 	// +required
 	Capacity NodeCapacity `json:"capacity"`

@@ -145,7 +145,9 @@ type PartitionPlan struct {
 	OpsLimit *int64 `json:"opsLimit,omitempty"`
 
 	// routes are the tenant's partitions on all nodes (this one included), so the proxy can
-	// route each key to the node that owns it (weighted rendezvous hashing).
+	// route each key to the node that owns it (weighted rendezvous hashing). The operator
+	// always includes the plan's own node; the schema does not check it (the rule is over
+	// the CEL cost budget at 1024 partitions of 256 routes).
 	// +optional
 	// +listType=map
 	// +listMapKey=nodeName
@@ -162,7 +164,9 @@ type TenantRoute struct {
 	// +kubebuilder:validation:MaxLength=253
 	NodeName string `json:"nodeName"`
 
-	// endpoint is host:port of that node's sidecar peer port.
+	// endpoint is host:port of that node's sidecar peer port. For the plan's own node, which
+	// its sidecar serves locally and never dials, it is the node name and the peer port until
+	// that sidecar has an address.
 	// +required
 	// +kubebuilder:validation:MaxLength=261
 	// +kubebuilder:validation:Pattern=`^([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\]):([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])$`

@@ -238,6 +238,41 @@ func TestInvalidObjectsRejected(t *testing.T) {
 		{"selector value of 70 characters", cluster(func(c *v1.CacheCluster) {
 			c.Spec.NodeSelector = map[string]string{"pool": strings.Repeat("v", 70)}
 		}), "spec.nodeSelector", "every value must be a label value of at most 63 characters"},
+		{"sidecar pod label the selector uses", cluster(func(c *v1.CacheCluster) {
+			c.Spec.Sidecar.PodLabels = map[string]v1.LabelValue{"app.kubernetes.io/instance": "other"}
+		}), "spec.sidecar.podLabels", "labels are the operator's own (its selectors use them)"},
+		{"sidecar pod label with the operator's prefix", cluster(func(c *v1.CacheCluster) {
+			c.Spec.Sidecar.PodLabels = map[string]v1.LabelValue{"cacheqos.io/tenant": "x"}
+		}), "spec.sidecar.podLabels", "labels are the operator's own"},
+		{"sidecar pod label key with a space", cluster(func(c *v1.CacheCluster) { c.Spec.Sidecar.PodLabels = map[string]v1.LabelValue{"team name": "x"} }),
+			"spec.sidecar.podLabels", "every key must be a label key"},
+		{"sidecar pod label value of 70 characters", cluster(func(c *v1.CacheCluster) {
+			c.Spec.Sidecar.PodLabels = map[string]v1.LabelValue{"team": v1.LabelValue(strings.Repeat("v", 70))}
+		}), "spec.sidecar.podLabels.team", "may not be longer than 63"},
+		{"sidecar pod label value with a space", cluster(func(c *v1.CacheCluster) {
+			c.Spec.Sidecar.PodLabels = map[string]v1.LabelValue{"team": "check out"}
+		}), "spec.sidecar.podLabels.team", "should match"},
+		{"sidecar pod label value ending in a dash", cluster(func(c *v1.CacheCluster) {
+			c.Spec.Sidecar.PodLabels = map[string]v1.LabelValue{"team": "checkout-"}
+		}), "spec.sidecar.podLabels.team", "should match"},
+		{"sidecar pod annotation with the operator's prefix", cluster(func(c *v1.CacheCluster) {
+			c.Spec.Sidecar.PodAnnotations = map[string]string{"cacheqos.io/spec-hash": "x"}
+		}), "spec.sidecar.podAnnotations", "cacheqos.io/ annotations are the operator's own"},
+		{"sidecar pull secret name", cluster(func(c *v1.CacheCluster) {
+			c.Spec.Sidecar.ImagePullSecrets = []v1.SecretReference{{Name: "Registry_Creds"}}
+		}),
+			"spec.sidecar.imagePullSecrets[0].name", "should match"},
+		{"sidecar pull secret twice", cluster(func(c *v1.CacheCluster) {
+			c.Spec.Sidecar.ImagePullSecrets = []v1.SecretReference{{Name: "registry"}, {Name: "registry"}}
+		}), "spec.sidecar.imagePullSecrets[1]", "Duplicate value"},
+		{"sidecar priority class name", cluster(func(c *v1.CacheCluster) { c.Spec.Sidecar.PriorityClassName = "High Priority" }),
+			"spec.sidecar.priorityClassName", "should match"},
+		{"sidecar cpu as an exponent", cluster(func(c *v1.CacheCluster) {
+			c.Spec.Sidecar.Resources = &v1.SidecarResources{Requests: &v1.SidecarRequests{CPU: "1e3"}}
+		}), "spec.sidecar.resources.requests.cpu", "should match"},
+		{"sidecar cpu zero", cluster(func(c *v1.CacheCluster) {
+			c.Spec.Sidecar.Resources = &v1.SidecarResources{Limits: &v1.SidecarLimits{CPU: "0"}}
+		}), "spec.sidecar.resources.limits.cpu", "should match"},
 		{"toleration operator Equals", cluster(func(c *v1.CacheCluster) {
 			c.Spec.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: "Equals", Value: "cache"}}
 		}), "spec.tolerations", "toleration operator must be Exists or Equal"},

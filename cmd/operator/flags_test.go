@@ -89,3 +89,33 @@ func TestPrometheusHTTPConfigFlag(t *testing.T) {
 		})
 	}
 }
+
+// TestSidecarDefaultsFlag: the chart's sidecar values reach the operator's options, and a
+// misspelt field, a malformed quantity or a reserved label stops the operator at start with
+// an error naming the flag.
+func TestSidecarDefaultsFlag(t *testing.T) {
+	s, err := parseFlags([]string{`--sidecar-defaults={"imagePullSecrets":[{"name":"registry"}],"priorityClassName":"caches","podLabels":{"team":"platform"},"resources":{"requests":{"cpu":"500m","memory":"9Gi"}},"tolerations":[{"key":"dedicated","operator":"Exists"}]}`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := s.opts.SidecarDefaults
+	if len(d.ImagePullSecrets) != 1 || d.ImagePullSecrets[0].Name != "registry" || d.PriorityClassName != "caches" || d.PodLabels["team"] != "platform" ||
+		d.Resources.Requests.CPU != "500m" || d.Resources.Requests.Memory.String() != "9Gi" || len(d.Tolerations) != 1 || d.Tolerations[0].Key != "dedicated" {
+		t.Errorf("sidecar defaults %+v", d)
+	}
+	for _, tt := range []struct{ value, want string }{
+		{`{"priorityClass":"caches"}`, `unknown field "priorityClass"`},
+		{`{"resources":{"requests":{"memory":"1e1.5"}}}`, "quantities must match"},
+		{`{"resources":{"limits":{"cpu":"lots"}}}`, `resources.limits.cpu "lots"`},
+		{`{"podLabels":{"app.kubernetes.io/name":"x"}}`, "podLabels[app.kubernetes.io/name]: the operator's own label"},
+		{`{"podAnnotations":{"cacheqos.io/x":"y"}}`, `podAnnotations key "cacheqos.io/x": the cacheqos.io/ prefix is the operator's own`},
+		{`{"imagePullSecrets":[{"name":"Bad_Name"}]}`, `imagePullSecrets[0].name "Bad_Name"`},
+		{`{} {}`, "more than one JSON value"},
+		{`{"tolerations":[{"key":"a","operator":"Equals"}]}`, `tolerations[0]: operator "Equals"`},
+	} {
+		_, err := parseFlags([]string{"--sidecar-defaults=" + tt.value})
+		if err == nil || !strings.Contains(err.Error(), "--sidecar-defaults") || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: error = %v, want one naming the flag and containing %q", tt.value, err, tt.want)
+		}
+	}
+}

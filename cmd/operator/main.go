@@ -3,6 +3,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -48,8 +49,9 @@ type settings struct {
 // is loaded here, so a wrong one stops the operator at start.
 func parseFlags(args []string) (settings, error) {
 	var (
-		s              settings
-		promHTTPConfig string
+		s               settings
+		promHTTPConfig  string
+		sidecarDefaults string
 	)
 	fs := flag.NewFlagSet("operator", flag.ContinueOnError)
 	fs.StringVar(&s.metricsAddr, "metrics-bind-address", ":8080", "address of the metrics endpoint (0 disables it)")
@@ -62,12 +64,21 @@ func parseFlags(args []string) (settings, error) {
 	fs.StringVar(&s.opts.Images.Sidecar, "sidecar-image", "cacheqos/cache-sidecar:"+version, "default cache-sidecar image")
 	fs.StringVar(&s.opts.Images.Redis, "redis-image", "", "default image the sidecar runs in for redis clusters (default: the sidecar image)")
 	fs.StringVar(&s.opts.Images.Memcached, "memcached-image", "", "default image the sidecar runs in for memcached clusters (default: the sidecar image)")
+	fs.StringVar(&sidecarDefaults, "sidecar-defaults", "", "JSON object in the form of a CacheCluster's spec.sidecar (imagePullSecrets, priorityClassName, affinity, podLabels, podAnnotations, resources, podSecurityContext, securityContext) for the fields a cluster leaves unset, and tolerations added to every cluster's")
 	fs.IntVar(&s.opts.Allocation.SolverWorkers, "solver-workers", allocation.DefaultSolverWorkers, "CP-SAT workers per solve (1 makes plans reproducible)")
 	fs.DurationVar(&s.opts.Allocation.Debounce, "allocation-debounce", allocation.DefaultDebounce, "delay between a change and the allocation it triggers")
 	fs.IntVar(&s.opts.Allocation.ApplyDeadlineIntervals, "apply-deadline-intervals", allocation.DefaultApplyDeadlineIntervals, "allocation intervals a sidecar may take to apply a plan before the cluster is Degraded")
 	fs.TextVar(&s.logLevel, "log-level", slog.LevelInfo, "lowest level logged: DEBUG, INFO, WARN or ERROR")
 	if err := fs.Parse(args); err != nil {
 		return s, err
+	}
+	if sidecarDefaults != "" {
+		if err := decodeStrict(sidecarDefaults, &s.opts.SidecarDefaults); err != nil {
+			return s, fmt.Errorf("--sidecar-defaults: %w", err)
+		}
+		if err := s.opts.SidecarDefaults.Validate(); err != nil {
+			return s, fmt.Errorf("--sidecar-defaults: %w", err)
+		}
 	}
 	if promHTTPConfig != "" {
 		c, err := promquery.LoadHTTPClient(promHTTPConfig)
@@ -119,6 +130,20 @@ func run() error {
 		return err
 	}
 	return mgr.Start(ctx)
+}
+
+// decodeStrict decodes one JSON object into v, refusing unknown fields (a misspelt chart
+// value must not vanish) and trailing data.
+func decodeStrict(data string, v any) error {
+	dec := json.NewDecoder(strings.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("more than one JSON value")
+	}
+	return nil
 }
 
 // namespaces splits a comma-separated list, dropping empty entries.

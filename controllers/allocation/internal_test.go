@@ -3,7 +3,9 @@ package allocation
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -92,18 +94,61 @@ func TestPlansRoundTrip(t *testing.T) {
 		t.Errorf("batch's partition: %+v", batch)
 	}
 
-	// A node whose sidecar has no address yet gets no route; reading back, its weight is its
-	// share of the tenant's memory.
+	// A node whose sidecar has no address yet gets no route in other nodes' plans, and its own
+	// plan routes to itself by node name (its sidecar serves that route locally); the
+	// allocation still reads back exactly.
 	byNode = partitionsByNode(alloc, tenants, map[string]string{"a": "10.0.0.1:7380"})
+	if routes := byNode["a"][0].Routes; len(routes) != 1 || routes[0].NodeName != "a" {
+		t.Errorf("routes of web on a without b's address: %+v, want only a", routes)
+	}
 	for _, p := range byNode["b"] {
-		if want := map[string]int{"ns/web": 1, "ns/batch": 0}[p.Tenant]; len(p.Routes) != want {
-			t.Errorf("routes of %s without b's address: %+v", p.Tenant, p.Routes)
+		want := map[string][]string{"ns/web": {"a", "b"}, "ns/batch": {"b"}}[p.Tenant]
+		var got []string
+		for _, r := range p.Routes {
+			got = append(got, r.NodeName)
+		}
+		if own := p.Routes[len(p.Routes)-1]; !slices.Equal(got, want) || own.Endpoint != "b:7380" {
+			t.Errorf("routes of %s on b without b's address: %+v, want nodes %v, b by name", p.Tenant, p.Routes, want)
 		}
 	}
 	plans[1].Spec.SetPartitions(byNode["b"])
 	plans[0].Spec.SetPartitions(byNode["a"])
-	if w := currentView(plans)["ns/web"][1].RoutingWeight; w != 250_000 {
-		t.Errorf("weight from memory share = %d, want 250000", w)
+	if got := currentView(plans); !equality.Semantic.DeepEqual(got, alloc) {
+		t.Errorf("read back without b's address %+v\nwant %+v", got, alloc)
+	}
+}
+
+// TestRoutesHoldOwnNode: whatever addresses are known and however many nodes hold a tenant,
+// every partition's routes hold its own node, once, sorted, within MaxRoutesPerTenant.
+func TestRoutesHoldOwnNode(t *testing.T) {
+	tenants := map[string]*v1.TenantSLO{"ns/wide": {}}
+	for _, nodes := range []int{1, 3, v1.MaxRoutesPerTenant, v1.MaxRoutesPerTenant + 5} {
+		for _, known := range []int{0, 1, nodes / 2, nodes} {
+			var parts []planning.Partition
+			endpoints := map[string]string{}
+			for i := range nodes {
+				node := fmt.Sprintf("node-%04d", i)
+				parts = append(parts, planning.Partition{Node: node, MemoryBytes: 64 << 20, RoutingWeight: int32(1 + i%7)})
+				if i < known {
+					endpoints[node] = fmt.Sprintf("10.0.%d.%d:7380", i/256, i%256)
+				}
+			}
+			for node, partitions := range partitionsByNode(view{"ns/wide": parts}, tenants, endpoints) {
+				routes := partitions[0].Routes
+				own := 0
+				for i, r := range routes {
+					if r.NodeName == node {
+						own++
+					}
+					if i > 0 && routes[i-1].NodeName >= r.NodeName {
+						t.Fatalf("%d nodes, %d known: routes of %s not sorted by node: %v", nodes, known, node, routes)
+					}
+				}
+				if own != 1 || len(routes) > v1.MaxRoutesPerTenant {
+					t.Fatalf("%d nodes, %d known: %s's routes hold it %d times, %d routes", nodes, known, node, own, len(routes))
+				}
+			}
+		}
 	}
 }
 

@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"net"
 	"slices"
+	"strconv"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -20,7 +22,8 @@ import (
 
 // partitionsByNode turns an allocation into each node's partitions: partitions with memory,
 // with the tenant's eviction policy and limits, and routes to every node holding a partition
-// of the tenant whose sidecar address is known (weights from the allocation).
+// of the tenant whose sidecar address is known (weights from the allocation). Every
+// partition's routes hold its own node (withOwnRoute).
 func partitionsByNode(v view, tenants map[string]*v1.TenantSLO, endpoints map[string]string) map[string][]v1.PartitionPlan {
 	out := map[string][]v1.PartitionPlan{}
 	for id, parts := range v {
@@ -41,7 +44,7 @@ func partitionsByNode(v view, tenants map[string]*v1.TenantSLO, endpoints map[st
 				Tenant:         id,
 				Memory:         *resource.NewQuantity(p.MemoryBytes, resource.BinarySI),
 				EvictionPolicy: eviction,
-				Routes:         routes,
+				Routes:         withOwnRoute(routes, p),
 			}
 			if p.BandwidthLimitBytesPerSecond > 0 {
 				pp.BandwidthLimit = resource.NewQuantity(p.BandwidthLimitBytesPerSecond, resource.DecimalSI)
@@ -72,6 +75,30 @@ func routesOf(parts []planning.Partition, endpoints map[string]string) []v1.Tena
 	}
 	slices.SortFunc(routes, func(a, b v1.TenantRoute) int { return cmp.Compare(a.NodeName, b.NodeName) })
 	return routes
+}
+
+// withOwnRoute returns routes with the route of p's own node, which routesOf leaves out when
+// that node's sidecar has no address yet (or when more than MaxRoutesPerTenant nodes hold the
+// tenant). A sidecar serves its own route from its local engine and never dials its endpoint,
+// so without an address the endpoint is the node name and the peer port. When the list is
+// full, the own route takes the place of the lightest other one.
+func withOwnRoute(routes []v1.TenantRoute, p planning.Partition) []v1.TenantRoute {
+	if slices.ContainsFunc(routes, func(r v1.TenantRoute) bool { return r.NodeName == p.Node }) {
+		return routes
+	}
+	out := slices.Clone(routes)
+	if len(out) >= v1.MaxRoutesPerTenant {
+		lightest := 0
+		for i := range out {
+			if out[i].Weight < out[lightest].Weight {
+				lightest = i
+			}
+		}
+		out = slices.Delete(out, lightest, lightest+1)
+	}
+	own := v1.TenantRoute{NodeName: p.Node, Endpoint: net.JoinHostPort(p.Node, strconv.Itoa(objects.PeerPort)), Weight: p.RoutingWeight}
+	i, _ := slices.BinarySearchFunc(out, p.Node, func(r v1.TenantRoute, node string) int { return cmp.Compare(r.NodeName, node) })
+	return slices.Insert(out, i, own)
 }
 
 // planApply is what the loop owns of a CacheNodePlan.

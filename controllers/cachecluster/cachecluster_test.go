@@ -165,8 +165,9 @@ func TestSidecarObjects(t *testing.T) {
 func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, c *v1.CacheCluster) {
 	t.Helper()
 	pod := ds.Spec.Template.Spec
-	if !equality.Semantic.DeepEqual(pod.NodeSelector, c.Spec.NodeSelector) || !equality.Semantic.DeepEqual(pod.Tolerations, c.Spec.Tolerations) {
-		t.Errorf("pods select %v tolerate %v, want the cluster's %v %v", pod.NodeSelector, pod.Tolerations, c.Spec.NodeSelector, c.Spec.Tolerations)
+	wantTolerations := append(slices.Clone(c.Spec.Tolerations), defaultToleration)
+	if !equality.Semantic.DeepEqual(pod.NodeSelector, c.Spec.NodeSelector) || !equality.Semantic.DeepEqual(pod.Tolerations, wantTolerations) {
+		t.Errorf("pods select %v tolerate %v, want the cluster's %v and %v", pod.NodeSelector, pod.Tolerations, c.Spec.NodeSelector, wantTolerations)
 	}
 	if pod.ServiceAccountName != "shared-sidecar" || pod.SecurityContext == nil || !*pod.SecurityContext.RunAsNonRoot ||
 		*pod.SecurityContext.RunAsUser == 0 || pod.SecurityContext.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {

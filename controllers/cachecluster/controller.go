@@ -66,6 +66,8 @@ type Reconciler struct {
 	// Forget drops the allocation loop's state of a deleted cluster.
 	Forget func(types.NamespacedName)
 	Images Images
+	// SidecarDefaults shape the sidecar pods where a CacheCluster's spec.sidecar says nothing.
+	SidecarDefaults SidecarDefaults
 
 	controller controller.Controller
 	// watching records the monitoring kinds a watch was started for, once they were found.
@@ -132,6 +134,8 @@ type scope struct {
 	// tenantsRead is set once tenants holds the cluster's TenantSLOs.
 	tenantsRead bool
 	monitoring  monitoringResult
+	// overridesRefused says why spec.sidecar resources were not applied.
+	overridesRefused []string
 	// replan is set when the allocation loop must plan again (nodes came or went, a sidecar's
 	// address changed, the spec changed).
 	replan bool

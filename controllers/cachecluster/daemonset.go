@@ -2,8 +2,12 @@ package cachecluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -72,10 +76,10 @@ func (r *Reconciler) images(c *v1.CacheCluster) (sidecar, engine string) {
 	return sidecar, engine
 }
 
-// sidecarResources sizes the pod from the node capacity: memory request = limit (the node's
+// derivedResources sizes the pod from the node capacity: memory request = limit (the node's
 // cache memory plus the sidecar's overhead; a cache must not be the first thing evicted),
 // CPU from the node's request rate, and no CPU limit (throttling a proxy costs latency).
-func sidecarResources(capacity *v1.NodeCapacity) corev1.ResourceRequirements {
+func derivedResources(capacity *v1.NodeCapacity) corev1.ResourceRequirements {
 	memory := capacity.Memory.DeepCopy()
 	memory.Add(sidecarOverhead)
 	cpu := resource.NewMilliQuantity(capacity.OpsPerSecond*1000/opsPerCore, resource.DecimalSI)
@@ -86,6 +90,54 @@ func sidecarResources(capacity *v1.NodeCapacity) corev1.ResourceRequirements {
 		Requests: corev1.ResourceList{corev1.ResourceMemory: memory, corev1.ResourceCPU: *cpu},
 		Limits:   corev1.ResourceList{corev1.ResourceMemory: memory},
 	}
+}
+
+// sidecarResources lays the overrides over the derived resources, resource by resource. An
+// override that would starve the engines (memory below the derived value) or that the API
+// server would refuse (a request above its limit) is not applied: that resource keeps its
+// derived request and limit, and the returned problems say why.
+func sidecarResources(capacity *v1.NodeCapacity, overrides *v1.SidecarResources) (corev1.ResourceRequirements, []string) {
+	derived := derivedResources(capacity)
+	if overrides == nil {
+		return derived, nil
+	}
+	out := *derived.DeepCopy()
+	requests, errRequests := overrides.Requests.ResourceList()
+	limits, errLimits := overrides.Limits.ResourceList()
+	if err := errors.Join(errRequests, errLimits); err != nil {
+		return derived, []string{"spec.sidecar.resources: " + err.Error()}
+	}
+	maps.Copy(out.Requests, requests)
+	maps.Copy(out.Limits, limits)
+	need := derived.Limits[corev1.ResourceMemory]
+	var problems []string
+	revert := func(name corev1.ResourceName, why string) {
+		problems = append(problems, why)
+		for _, list := range []struct{ out, derived corev1.ResourceList }{{out.Requests, derived.Requests}, {out.Limits, derived.Limits}} {
+			if q, ok := list.derived[name]; ok {
+				list.out[name] = q
+			} else {
+				delete(list.out, name)
+			}
+		}
+	}
+	for _, field := range []struct {
+		path string
+		list corev1.ResourceList
+	}{{"requests", requests}, {"limits", limits}} {
+		if q, ok := field.list[corev1.ResourceMemory]; ok && q.Cmp(need) < 0 {
+			revert(corev1.ResourceMemory, fmt.Sprintf("spec.sidecar.resources.%s.memory %s is below the %s the engines need (capacity.memory %s plus the sidecar's %s); the derived %s is used",
+				field.path, q.String(), need.String(), capacity.Memory.String(), sidecarOverhead.String(), need.String()))
+		}
+	}
+	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		request, hasRequest := out.Requests[name]
+		limit, hasLimit := out.Limits[name]
+		if hasRequest && hasLimit && request.Cmp(limit) > 0 {
+			revert(name, fmt.Sprintf("spec.sidecar.resources: the %s request %s is above its limit %s; the derived %s resources are used", name, request.String(), limit.String(), name))
+		}
+	}
+	return out, problems
 }
 
 // sidecarArgs are the sidecar's flags; it reads NODE_NAME and POD_NAMESPACE from the
@@ -127,20 +179,161 @@ func httpProbe(path string, period, failures int32) *corev1.Probe {
 	}
 }
 
-// desiredDaemonSet is the sidecar DaemonSet of the cluster.
-func (r *Reconciler) desiredDaemonSet(c *v1.CacheCluster) *appsv1.DaemonSet {
-	sidecarImage, engineImage := r.images(c)
-	pullPolicy := c.Spec.Images.PullPolicy
-	if pullPolicy == "" {
-		pullPolicy = corev1.PullIfNotPresent
+// SidecarDefaults are the operator's defaults for the sidecar pods (the Helm chart's sidecar
+// values): what a CacheCluster's spec.sidecar can override, and tolerations added to every
+// cluster's spec.tolerations (a taint all cache nodes carry, say).
+type SidecarDefaults struct {
+	v1.SidecarPodSettings
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+}
+
+// Validate checks the defaults as the API server checks a CacheCluster's fields.
+func (d *SidecarDefaults) Validate() error {
+	err := d.SidecarPodSettings.Validate()
+	if errs := v1.TolerationErrors("tolerations", d.Tolerations); len(errs) > 0 {
+		err = errors.Join(err, fmt.Errorf("sidecar settings: %s", strings.Join(errs, "; ")))
 	}
-	labels := objects.SidecarLabels(c.Name)
-	restricted := &corev1.SecurityContext{
+	return err
+}
+
+// tolerations are the cluster's spec.tolerations and then the defaults' it does not repeat.
+func (r *Reconciler) tolerations(c *v1.CacheCluster) []corev1.Toleration {
+	out := slices.Clone(c.Spec.Tolerations)
+	for _, t := range r.SidecarDefaults.Tolerations {
+		if !slices.ContainsFunc(out, func(have corev1.Toleration) bool { return have.MatchToleration(&t) }) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// podSettings are the cluster's spec.sidecar laid over the operator's defaults: pull secrets
+// are added to the defaults', labels and annotations merged over them (the cluster's win),
+// resources merged per resource, and every other field replaces the default when set.
+func (r *Reconciler) podSettings(c *v1.CacheCluster) v1.SidecarPodSettings {
+	defaults := r.SidecarDefaults.SidecarPodSettings
+	out := *defaults.DeepCopy()
+	own := c.Spec.Sidecar.DeepCopy()
+	for _, secret := range own.ImagePullSecrets {
+		if !slices.Contains(out.ImagePullSecrets, secret) {
+			out.ImagePullSecrets = append(out.ImagePullSecrets, secret)
+		}
+	}
+	out.PodLabels = mergeMaps(out.PodLabels, own.PodLabels)
+	out.PodAnnotations = mergeMaps(out.PodAnnotations, own.PodAnnotations)
+	if own.PriorityClassName != "" {
+		out.PriorityClassName = own.PriorityClassName
+	}
+	if own.Affinity != nil {
+		out.Affinity = own.Affinity
+	}
+	if own.PodSecurityContext != nil {
+		out.PodSecurityContext = own.PodSecurityContext
+	}
+	if own.SecurityContext != nil {
+		out.SecurityContext = own.SecurityContext
+	}
+	if r := own.Resources; r != nil {
+		if out.Resources == nil {
+			out.Resources = &v1.SidecarResources{}
+		}
+		if r.Requests != nil {
+			if out.Resources.Requests == nil {
+				out.Resources.Requests = &v1.SidecarRequests{}
+			}
+			overlay(&out.Resources.Requests.CPU, &out.Resources.Requests.Memory, r.Requests.CPU, r.Requests.Memory)
+		}
+		if r.Limits != nil {
+			if out.Resources.Limits == nil {
+				out.Resources.Limits = &v1.SidecarLimits{}
+			}
+			overlay(&out.Resources.Limits.CPU, &out.Resources.Limits.Memory, r.Limits.CPU, r.Limits.Memory)
+		}
+	}
+	return out
+}
+
+// overlay sets cpu and memory to the overrides that are set.
+func overlay(cpu *string, memory **resource.Quantity, overCPU string, overMemory *resource.Quantity) {
+	if overCPU != "" {
+		*cpu = overCPU
+	}
+	if overMemory != nil {
+		*memory = overMemory
+	}
+}
+
+func pullSecrets(refs []v1.SecretReference) []corev1.LocalObjectReference {
+	var out []corev1.LocalObjectReference
+	for _, ref := range refs {
+		out = append(out, corev1.LocalObjectReference{Name: ref.Name})
+	}
+	return out
+}
+
+// mergeMaps returns base with over's entries added (over wins); nil when both are empty.
+func mergeMaps[M ~map[string]V, V any](base, over M) M {
+	if len(base)+len(over) == 0 {
+		return nil
+	}
+	out := maps.Clone(base)
+	if out == nil {
+		out = M{}
+	}
+	maps.Copy(out, over)
+	return out
+}
+
+// podLabels are the settings' labels with the operator's own over them.
+func podLabels(settings map[string]v1.LabelValue, own map[string]string) map[string]string {
+	out := make(map[string]string, len(settings)+len(own))
+	for k, v := range settings {
+		out[k] = string(v)
+	}
+	maps.Copy(out, own)
+	return out
+}
+
+// restrictedContainer is the container security context unless spec.sidecar replaces it.
+func restrictedContainer() *corev1.SecurityContext {
+	return &corev1.SecurityContext{
 		AllowPrivilegeEscalation: ptr.To(false),
 		ReadOnlyRootFilesystem:   ptr.To(true),
 		RunAsNonRoot:             ptr.To(true),
 		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 	}
+}
+
+// restrictedPod is the pod security context unless spec.sidecar replaces it.
+func restrictedPod() *corev1.PodSecurityContext {
+	return &corev1.PodSecurityContext{
+		RunAsNonRoot:   ptr.To(true),
+		RunAsUser:      ptr.To[int64](sidecarUser),
+		RunAsGroup:     ptr.To[int64](sidecarUser),
+		FSGroup:        ptr.To[int64](sidecarUser),
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+}
+
+// desiredDaemonSet is the sidecar DaemonSet of the cluster, and why some spec.sidecar
+// resource overrides were not applied (none when all were).
+func (r *Reconciler) desiredDaemonSet(c *v1.CacheCluster) (*appsv1.DaemonSet, []string) {
+	sidecarImage, engineImage := r.images(c)
+	pullPolicy := c.Spec.Images.PullPolicy
+	if pullPolicy == "" {
+		pullPolicy = corev1.PullIfNotPresent
+	}
+	settings := r.podSettings(c)
+	labels := objects.SidecarLabels(c.Name)
+	podLabels := podLabels(settings.PodLabels, labels)
+	restricted, podSecurity := restrictedContainer(), restrictedPod()
+	if settings.SecurityContext != nil {
+		restricted = settings.SecurityContext
+	}
+	if settings.PodSecurityContext != nil {
+		podSecurity = settings.PodSecurityContext
+	}
+	resources, problems := sidecarResources(&c.Spec.Capacity, settings.Resources)
 	emptyDir := func(name string) corev1.Volume {
 		return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}
 	}
@@ -151,21 +344,18 @@ func (r *Reconciler) desiredDaemonSet(c *v1.CacheCluster) *appsv1.DaemonSet {
 			RollingUpdate: &appsv1.RollingUpdateDaemonSet{MaxUnavailable: ptr.To(intstr.FromInt32(1))},
 		},
 		Template: corev1.PodTemplateSpec{
-			ObjectMeta: metav1.ObjectMeta{Labels: labels},
+			ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: settings.PodAnnotations},
 			Spec: corev1.PodSpec{
+				ImagePullSecrets:              pullSecrets(settings.ImagePullSecrets),
+				PriorityClassName:             settings.PriorityClassName,
+				Affinity:                      settings.Affinity,
 				ServiceAccountName:            objects.ServiceAccountName(c.Name),
 				AutomountServiceAccountToken:  ptr.To(true),
 				EnableServiceLinks:            ptr.To(false),
 				NodeSelector:                  c.Spec.NodeSelector,
-				Tolerations:                   c.Spec.Tolerations,
+				Tolerations:                   r.tolerations(c),
 				TerminationGracePeriodSeconds: ptr.To[int64](60),
-				SecurityContext: &corev1.PodSecurityContext{
-					RunAsNonRoot:   ptr.To(true),
-					RunAsUser:      ptr.To[int64](sidecarUser),
-					RunAsGroup:     ptr.To[int64](sidecarUser),
-					FSGroup:        ptr.To[int64](sidecarUser),
-					SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-				},
+				SecurityContext:               podSecurity,
 				Containers: []corev1.Container{{
 					Name:            "sidecar",
 					Image:           engineImage,
@@ -187,7 +377,7 @@ func (r *Reconciler) desiredDaemonSet(c *v1.CacheCluster) *appsv1.DaemonSet {
 						{Name: portPeer, ContainerPort: objects.PeerPort, Protocol: corev1.ProtocolTCP},
 						{Name: portMetrics, ContainerPort: objects.MetricsPort, Protocol: corev1.ProtocolTCP},
 					},
-					Resources:       sidecarResources(&c.Spec.Capacity),
+					Resources:       resources,
 					ReadinessProbe:  httpProbe(readyPath, 5, 2),
 					LivenessProbe:   httpProbe(livePath, 10, 6),
 					SecurityContext: restricted,
@@ -203,7 +393,7 @@ func (r *Reconciler) desiredDaemonSet(c *v1.CacheCluster) *appsv1.DaemonSet {
 	if engineImage != sidecarImage {
 		installSidecar(&ds.Spec.Template.Spec, sidecarImage, pullPolicy, restricted, emptyDir("tools"))
 	}
-	return ds
+	return ds, problems
 }
 
 // installSidecar makes the pod copy the sidecar binary from the sidecar image into a shared
@@ -225,7 +415,8 @@ func installSidecar(pod *corev1.PodSpec, sidecarImage string, pullPolicy corev1.
 
 // reconcileDaemonSet applies the sidecar DaemonSet and reads its pods for the status.
 func (r *Reconciler) reconcileDaemonSet(ctx context.Context, s *scope) error {
-	ds := r.desiredDaemonSet(s.cluster)
+	ds, problems := r.desiredDaemonSet(s.cluster)
+	s.overridesRefused = problems
 	if err := r.apply(ctx, s.cluster, ds, objects.DaemonSetName(s.cluster.Name)); err != nil {
 		return err
 	}

@@ -3,7 +3,6 @@ package cachecluster_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 
@@ -90,20 +89,7 @@ func tenantAdmitted(tslo *v1.TenantSLO, status metav1.ConditionStatus, reason st
 func waitGuaranteesFit(t *testing.T, c *v1.CacheCluster, status metav1.ConditionStatus, reason, want string) metav1.Condition {
 	t.Helper()
 	var got metav1.Condition
-	testenv.Eventually(t, timeout, func() error {
-		if err := get(c, c.Namespace, c.Name); err != nil {
-			return err
-		}
-		cond, err := conditionIs(c.Status.Conditions, v1.ConditionGuaranteesFit, status, reason)
-		if err != nil {
-			return err
-		}
-		if !strings.Contains(cond.Message, want) {
-			return fmt.Errorf("GuaranteesFit message %q does not contain %q", cond.Message, want)
-		}
-		got = *cond
-		return nil
-	})
+	testenv.Eventually(t, timeout, clusterCondition(c, v1.ConditionGuaranteesFit, status, reason, want, &got))
 	return got
 }
 

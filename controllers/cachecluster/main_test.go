@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -25,7 +26,7 @@ var images = testenv.Images
 
 func TestMain(m *testing.M) {
 	var err error
-	env, err = testenv.Start(controllers.Options{Images: images})
+	env, err = testenv.Start(controllers.Options{Images: images, SidecarDefaults: sidecarDefaults})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -85,4 +86,25 @@ func conditionIs(conds []metav1.Condition, typ string, status metav1.ConditionSt
 		return c, fmt.Errorf("%s is %s/%s (%s), want %s/%s", typ, c.Status, c.Reason, c.Message, status, reason)
 	}
 	return c, nil
+}
+
+// clusterCondition is a check that the cluster's condition typ has status and reason and a
+// message containing want; the condition found is copied into got when it is not nil.
+func clusterCondition(c *v1.CacheCluster, typ string, status metav1.ConditionStatus, reason, want string, got *metav1.Condition) func() error {
+	return func() error {
+		if err := get(c, c.Namespace, c.Name); err != nil {
+			return err
+		}
+		cond, err := conditionIs(c.Status.Conditions, typ, status, reason)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(cond.Message, want) {
+			return fmt.Errorf("%s message %q does not contain %q", typ, cond.Message, want)
+		}
+		if got != nil {
+			*got = *cond
+		}
+		return nil
+	}
 }

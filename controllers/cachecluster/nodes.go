@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -35,20 +36,70 @@ var conditionTolerations = []corev1.Toleration{
 }
 
 // selectNodes returns, sorted by name, the nodes the cluster's sidecar DaemonSet runs on:
-// labels match spec.nodeSelector and every NoSchedule/NoExecute taint is tolerated.
-func selectNodes(nodes []corev1.Node, spec *v1.CacheClusterSpec) []corev1.Node {
-	selector := labels.SelectorFromSet(spec.NodeSelector)
-	tolerations := append(slices.Clone(spec.Tolerations), conditionTolerations...)
+// labels match spec.nodeSelector, the pods' required node affinity (if any) matches, and
+// every NoSchedule/NoExecute taint is tolerated by the pods' tolerations.
+func selectNodes(nodes []corev1.Node, nodeSelector map[string]string, podTolerations []corev1.Toleration, affinity *corev1.Affinity) []corev1.Node {
+	selector := labels.SelectorFromSet(nodeSelector)
+	tolerations := append(slices.Clone(podTolerations), conditionTolerations...)
+	var required *corev1.NodeSelector
+	if affinity != nil && affinity.NodeAffinity != nil {
+		required = affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+	}
 	var out []corev1.Node
 	for i := range nodes {
 		n := &nodes[i]
-		if !n.DeletionTimestamp.IsZero() || !selector.Matches(labels.Set(n.Labels)) || !toleratesAll(tolerations, n.Spec.Taints) {
+		if !n.DeletionTimestamp.IsZero() || !selector.Matches(labels.Set(n.Labels)) || !toleratesAll(tolerations, n.Spec.Taints) ||
+			(required != nil && !matchesNodeSelector(required, n)) {
 			continue
 		}
 		out = append(out, *n)
 	}
 	slices.SortFunc(out, func(a, b corev1.Node) int { return strings.Compare(a.Name, b.Name) })
 	return out
+}
+
+// matchesNodeSelector evaluates a required node affinity as the scheduler does: the node
+// matches any term, a term matches when all its expressions and fields do, and a term with
+// neither (or one that cannot be parsed) matches nothing.
+func matchesNodeSelector(ns *corev1.NodeSelector, node *corev1.Node) bool {
+	return slices.ContainsFunc(ns.NodeSelectorTerms, func(term corev1.NodeSelectorTerm) bool {
+		if len(term.MatchExpressions) == 0 && len(term.MatchFields) == 0 {
+			return false
+		}
+		nodeLabels := labels.Set(node.Labels)
+		for _, e := range term.MatchExpressions {
+			if !requirementMatches(e, nodeLabels) {
+				return false
+			}
+		}
+		// metadata.name is the only field a node selector term may match, with In or NotIn.
+		for _, f := range term.MatchFields {
+			named := slices.Contains(f.Values, node.Name)
+			if f.Key != "metadata.name" || (f.Operator != corev1.NodeSelectorOpIn && f.Operator != corev1.NodeSelectorOpNotIn) ||
+				named != (f.Operator == corev1.NodeSelectorOpIn) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+var nodeSelectorOperators = map[corev1.NodeSelectorOperator]selection.Operator{
+	corev1.NodeSelectorOpIn:           selection.In,
+	corev1.NodeSelectorOpNotIn:        selection.NotIn,
+	corev1.NodeSelectorOpExists:       selection.Exists,
+	corev1.NodeSelectorOpDoesNotExist: selection.DoesNotExist,
+	corev1.NodeSelectorOpGt:           selection.GreaterThan,
+	corev1.NodeSelectorOpLt:           selection.LessThan,
+}
+
+func requirementMatches(e corev1.NodeSelectorRequirement, set labels.Set) bool {
+	op, ok := nodeSelectorOperators[e.Operator]
+	if !ok {
+		return false
+	}
+	req, err := labels.NewRequirement(e.Key, op, e.Values)
+	return err == nil && req.Matches(set)
 }
 
 func toleratesAll(tolerations []corev1.Toleration, taints []corev1.Taint) bool {
@@ -87,7 +138,7 @@ func (r *Reconciler) reconcileNodePlans(ctx context.Context, s *scope) error {
 	if err := r.Client.List(ctx, &nodes); err != nil {
 		return fmt.Errorf("listing nodes: %w", err)
 	}
-	s.nodes = selectNodes(nodes.Items, &s.cluster.Spec)
+	s.nodes = selectNodes(nodes.Items, s.cluster.Spec.NodeSelector, r.tolerations(s.cluster), r.podSettings(s.cluster).Affinity)
 	plans, err := r.listPlans(ctx, s.cluster)
 	if err != nil {
 		return err

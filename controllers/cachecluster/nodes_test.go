@@ -33,40 +33,81 @@ func TestSelectNodes(t *testing.T) {
 		n("unreachable", cache, corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute}),
 		deleting,
 	}
+	required := func(terms ...corev1.NodeSelectorTerm) *corev1.Affinity {
+		return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: terms}}}
+	}
+	expr := func(key string, op corev1.NodeSelectorOperator, values ...string) corev1.NodeSelectorTerm {
+		return corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: key, Operator: op, Values: values}}}
+	}
+	field := func(op corev1.NodeSelectorOperator, names ...string) corev1.NodeSelectorTerm {
+		return corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: op, Values: names}}}
+	}
+	nodes = append(nodes, n("big", map[string]string{"pool": "cache", "mem": "512"}), n("small", map[string]string{"pool": "cache", "mem": "64"}))
 	tests := []struct {
-		name string
-		spec v1.CacheClusterSpec
-		want []string
+		name     string
+		spec     v1.CacheClusterSpec
+		affinity *corev1.Affinity
+		want     []string
 	}{
+		{
+			name:     "required node affinity narrows the selector",
+			spec:     v1.CacheClusterSpec{NodeSelector: cache},
+			affinity: required(expr("mem", corev1.NodeSelectorOpGt, "100")),
+			want:     []string{"big"},
+		},
+		{
+			name:     "terms are alternatives",
+			spec:     v1.CacheClusterSpec{NodeSelector: cache},
+			affinity: required(expr("mem", corev1.NodeSelectorOpLt, "100"), field(corev1.NodeSelectorOpIn, "alpha")),
+			want:     []string{"alpha", "small"},
+		},
+		{
+			name:     "NotIn and DoesNotExist",
+			spec:     v1.CacheClusterSpec{NodeSelector: cache},
+			affinity: required(corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "mem", Operator: corev1.NodeSelectorOpDoesNotExist}}, MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"zeta"}}}}),
+			want:     []string{"alpha", "cordoned", "prefers-not", "starting", "unreachable"},
+		},
+		{
+			name:     "an empty term matches nothing",
+			spec:     v1.CacheClusterSpec{NodeSelector: cache},
+			affinity: required(corev1.NodeSelectorTerm{}),
+		},
+		{
+			name:     "preferred affinity and pod anti-affinity select nothing away",
+			spec:     v1.CacheClusterSpec{NodeSelector: map[string]string{"mem": "64"}},
+			affinity: &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{}, NodeAffinity: &corev1.NodeAffinity{}},
+			want:     []string{"small"},
+		},
 		{
 			name: "selector and condition taints",
 			spec: v1.CacheClusterSpec{NodeSelector: cache},
-			want: []string{"alpha", "cordoned", "prefers-not", "starting", "unreachable", "zeta"},
+			want: []string{"alpha", "big", "cordoned", "prefers-not", "small", "starting", "unreachable", "zeta"},
 		},
 		{
 			name: "tolerations admit tainted nodes",
 			spec: v1.CacheClusterSpec{NodeSelector: cache, Tolerations: []corev1.Toleration{
 				{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "x", Effect: corev1.TaintEffectNoSchedule},
 			}},
-			want: []string{"alpha", "cordoned", "dedicated", "prefers-not", "starting", "unreachable", "zeta"},
+			want: []string{"alpha", "big", "cordoned", "dedicated", "prefers-not", "small", "starting", "unreachable", "zeta"},
 		},
 		{
 			name: "a toleration for another effect does not",
 			spec: v1.CacheClusterSpec{NodeSelector: cache, Tolerations: []corev1.Toleration{
 				{Key: "gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
 			}},
-			want: []string{"alpha", "cordoned", "prefers-not", "starting", "unreachable", "zeta"},
+			want: []string{"alpha", "big", "cordoned", "prefers-not", "small", "starting", "unreachable", "zeta"},
 		},
 		{
 			name: "empty selector takes every untainted node",
 			spec: v1.CacheClusterSpec{},
-			want: []string{"alpha", "cordoned", "other-pool", "prefers-not", "starting", "unreachable", "zeta"},
+			want: []string{"alpha", "big", "cordoned", "other-pool", "prefers-not", "small", "starting", "unreachable", "zeta"},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var got []string
-			for _, node := range selectNodes(nodes, &tt.spec) {
+			for _, node := range selectNodes(nodes, tt.spec.NodeSelector, tt.spec.Tolerations, tt.affinity) {
 				got = append(got, node.Name)
 			}
 			if !slices.Equal(got, tt.want) {
@@ -96,7 +137,8 @@ func TestDaemonSetImages(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c.Spec.Images.Engine = tt.engine
-			pod := (&Reconciler{Images: tt.defaults}).desiredDaemonSet(c).Spec.Template.Spec
+			ds, _ := (&Reconciler{Images: tt.defaults}).desiredDaemonSet(c)
+			pod := ds.Spec.Template.Spec
 			sc := pod.Containers[0]
 			if sc.Image != tt.wantImage {
 				t.Errorf("sidecar container image %s, want %s", sc.Image, tt.wantImage)

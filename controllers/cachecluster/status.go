@@ -3,6 +3,7 @@ package cachecluster
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -42,7 +43,7 @@ func (r *Reconciler) applyStatus(ctx context.Context, s *scope, reconcileErr err
 	st := clusterStatus{
 		ObservedGeneration: c.Generation,
 		Conditions: ssa.OwnedConditions(c.Status.Conditions, c.Generation, now,
-			ready, progressingCondition(s, reconcileErr), planAppliedCondition(s), monitoringCondition(s.monitoring), fit),
+			ready, progressingCondition(s, reconcileErr), planAppliedCondition(s), monitoringCondition(s.monitoring), fit, overridesCondition(s)),
 		NodeCount: ptr.To(int32(len(s.plans))),
 	}
 	partitionable := c.Spec.Capacity.PartitionableMemory()
@@ -159,6 +160,15 @@ func planAppliedCondition(s *scope) metav1.Condition {
 	}
 	return metav1.Condition{Type: v1.ConditionPlanApplied, Status: metav1.ConditionTrue, Reason: v1.ReasonPlanApplied,
 		Message: fmt.Sprintf("all %d nodes applied their plans", len(s.plans))}
+}
+
+func overridesCondition(s *scope) metav1.Condition {
+	if len(s.overridesRefused) > 0 {
+		return metav1.Condition{Type: conditions.SidecarOverridesApplied, Status: metav1.ConditionFalse, Reason: conditions.ReasonUnsafeResources,
+			Message: truncate(strings.Join(s.overridesRefused, "; "))}
+	}
+	return metav1.Condition{Type: conditions.SidecarOverridesApplied, Status: metav1.ConditionTrue, Reason: conditions.ReasonOverridesApplied,
+		Message: "the sidecar pod template carries spec.sidecar and the operator's defaults"}
 }
 
 func progressingCondition(s *scope, reconcileErr error) metav1.Condition {

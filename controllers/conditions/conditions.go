@@ -10,6 +10,10 @@ const (
 	// MonitoringReady (CacheCluster): the ServiceMonitor and PrometheusRule that
 	// spec.monitoring asks for exist. False when the prometheus-operator CRDs are not served.
 	MonitoringReady = "MonitoringReady"
+	// SidecarOverridesApplied (CacheCluster): the sidecar pods carry spec.sidecar's resources.
+	// False when an override would starve the engines or is invalid; the derived values are
+	// used instead and the message names the field.
+	SidecarOverridesApplied = "SidecarOverridesApplied"
 )
 
 // Reasons.
@@ -29,6 +33,13 @@ const (
 	ReasonMonitoringNotRequested = "NotRequested"
 	// ReasonMonitoringCreated (MonitoringReady=True).
 	ReasonMonitoringCreated = "Created"
+
+	// ReasonOverridesApplied (SidecarOverridesApplied=True): every spec.sidecar field is in
+	// the pod template (also when there is none).
+	ReasonOverridesApplied = "OverridesApplied"
+	// ReasonUnsafeResources (SidecarOverridesApplied=False): a spec.sidecar.resources value
+	// was not applied; the message says which and why.
+	ReasonUnsafeResources = "UnsafeResources"
 
 	// ReasonUpToDate (Progressing=False): nothing is rolling out and every plan is applied.
 	ReasonUpToDate = "UpToDate"

@@ -1,12 +1,15 @@
 package chart
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/cacheqos/cacheqos/controllers/cachecluster"
 )
 
 const (
@@ -72,6 +75,9 @@ var renderCases = []renderCase{
 			}
 			if _, ok := args["watch-namespaces"]; ok {
 				t.Error("a cluster-scoped operator got --watch-namespaces")
+			}
+			if got, ok := args["sidecar-defaults"]; ok {
+				t.Errorf("--sidecar-defaults=%s without sidecar values or pull secrets", got)
 			}
 			container := operatorContainer(t, objs)
 			if got := nested[string](t, container, "image"); got != "cacheqos/operator:0.1.0" {
@@ -283,6 +289,39 @@ var renderCases = []renderCase{
 			}
 			if _, ok := args["prometheus-url"]; ok {
 				t.Error("--prometheus-url given although operator.prometheusURL is empty")
+			}
+		},
+	},
+	{
+		name: "sidecar defaults",
+		values: values{
+			"images.pullSecrets":         `["registry-a", "registry-b"]`,
+			"sidecar.priorityClassName":  `"caches"`,
+			"sidecar.podAnnotations":     `{"team": "platform", "note": "a: b"}`,
+			"sidecar.podLabels":          `{"team": "platform"}`,
+			"sidecar.resources.requests": `{"cpu": "500m"}`,
+			"sidecar.resources.limits":   `{"memory": "40Gi"}`,
+			"sidecar.affinity":           `{"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "cache", "operator": "Exists"}]}]}}}`,
+			"sidecar.podSecurityContext": `{"runAsNonRoot": true}`,
+			"sidecar.tolerations":        `[{"key": "dedicated", "operator": "Equal", "value": "cache", "effect": "NoSchedule"}]`,
+		},
+		check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			// The operator decodes the flag strictly and validates it (cmd/operator); the same here.
+			var got cachecluster.SidecarDefaults
+			dec := json.NewDecoder(strings.NewReader(operatorArgs(t, objs)["sidecar-defaults"]))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&got); err != nil {
+				t.Fatalf("--sidecar-defaults: %v", err)
+			}
+			if err := got.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			if len(got.ImagePullSecrets) != 2 || got.ImagePullSecrets[1].Name != "registry-b" || got.PriorityClassName != "caches" ||
+				got.PodAnnotations["note"] != "a: b" || got.PodLabels["team"] != "platform" || got.Resources.Requests.CPU != "500m" ||
+				got.Resources.Limits.Memory.String() != "40Gi" || got.Resources.Limits.CPU != "" ||
+				got.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions[0].Key != "cache" ||
+				!*got.PodSecurityContext.RunAsNonRoot || got.SecurityContext != nil || len(got.Tolerations) != 1 || got.Tolerations[0].Value != "cache" {
+				t.Errorf("--sidecar-defaults decodes to %+v", got)
 			}
 		},
 	},

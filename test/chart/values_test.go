@@ -52,6 +52,12 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"Prometheus credentials without a config", values{"operator.prometheusAuth.secretName": `"prom-creds"`}, []string{"operator.prometheusAuth.secretName", "operator.prometheusAuth.httpConfig"}},
 		{"Prometheus token without a config", values{"operator.prometheusAuth.serviceAccountToken.enabled": `true`}, []string{"operator.prometheusAuth.serviceAccountToken", "operator.prometheusAuth.httpConfig"}},
 		{"short token lifetime", values{"operator.prometheusAuth.serviceAccountToken.expirationSeconds": `60`}, []string{"operator.prometheusAuth.serviceAccountToken.expirationSeconds", "600"}},
+		{"sidecar label of the operator's", values{"sidecar.podLabels": `{"app.kubernetes.io/instance": "x"}`}, []string{"sidecar.podLabels"}},
+		{"sidecar annotation of the operator's", values{"sidecar.podAnnotations": `{"cacheqos.io/spec-hash": "x"}`}, []string{"sidecar.podAnnotations"}},
+		{"sidecar memory in milli", values{"sidecar.resources.limits": `{"memory": "512m"}`}, []string{"sidecar.resources.limits.memory", "pattern"}},
+		{"sidecar ephemeral storage", values{"sidecar.resources.requests": `{"ephemeral-storage": "1Gi"}`}, []string{"sidecar.resources.requests", "Additional property ephemeral-storage is not allowed"}},
+		{"sidecar toleration operator", values{"sidecar.tolerations": `[{"key": "a", "operator": "Equals"}]`}, []string{"sidecar.tolerations.0.operator", "Exists"}},
+		{"sidecar priority class", values{"sidecar.priorityClassName": `"High_Priority"`}, []string{"sidecar.priorityClassName", "pattern"}},
 		{"Prometheus credentials Secret name", values{"operator.prometheusAuth.secretName": `"Prom_Creds"`}, []string{"operator.prometheusAuth.secretName", "pattern"}},
 	}
 	for _, c := range cases {

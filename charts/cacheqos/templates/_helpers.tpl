@@ -150,3 +150,37 @@ prometheus-http.yaml
 {{- define "cacheqos.prometheusAuthDir" -}}
 /etc/cacheqos/prometheus
 {{- end }}
+
+{{/* The operator's --sidecar-defaults: the sidecar values that are set, and images.pullSecrets as imagePullSecrets, as one JSON object ("{}" when nothing is set). */}}
+{{- define "cacheqos.sidecarDefaults" -}}
+{{- $out := dict }}
+{{- with .Values.images.pullSecrets }}
+{{- $refs := list }}
+{{- range . }}
+{{- $refs = append $refs (dict "name" .) }}
+{{- end }}
+{{- $_ := set $out "imagePullSecrets" $refs }}
+{{- end }}
+{{- range $field, $value := .Values.sidecar }}
+{{- if eq $field "resources" }}
+{{- $resources := dict }}
+{{- range $kind, $list := $value }}
+{{- $set := dict }}
+{{- range $name, $amount := $list }}
+{{- if $amount }}
+{{- $_ := set $set $name $amount }}
+{{- end }}
+{{- end }}
+{{- if $set }}
+{{- $_ := set $resources $kind $set }}
+{{- end }}
+{{- end }}
+{{- if $resources }}
+{{- $_ := set $out "resources" $resources }}
+{{- end }}
+{{- else if $value }}
+{{- $_ := set $out $field $value }}
+{{- end }}
+{{- end }}
+{{- toJson $out }}
+{{- end }}
