@@ -111,6 +111,9 @@ type pending struct {
 	held    atomic.Int64
 	failure error       // forward, scan: why the reply will not come
 	parts   []partReply // split
+	// stream is a forward's reply the writer copies from its link (see stream.go), instead
+	// of reply.
+	stream *replyStream
 }
 
 // partReply is one part's reply of a split request.
@@ -220,7 +223,7 @@ func (p *pending) release() {
 		*pr = partReply{raw: pr.raw[:0], values: pr.values[:0]}
 	}
 	p.parts = p.parts[:0]
-	p.entry, p.c, p.failure = entry{}, nil, nil
+	p.entry, p.c, p.failure, p.stream = entry{}, nil, nil, nil
 	pendingPool.Put(p)
 }
 
@@ -630,8 +633,8 @@ const (
 )
 
 // writeReady writes the replies at the front of the queue that are ready; c.outMu is held.
-// Only the writer (blocking) writes a reply that closes the connection, and drops, once the
-// client is gone, replies still due from links.
+// Only the writer (blocking) writes a reply that closes the connection or is streamed, and
+// drops, once the client is gone, replies still due from links.
 func (c *conn) writeReady(blocking bool) writeStop {
 	for {
 		c.mu.Lock()
@@ -646,7 +649,7 @@ func (c *conn) writeReady(blocking bool) writeStop {
 		p := c.queue.front()
 		ready := p.remaining.Load() == 0
 		switch {
-		case !blocking && ready && p.close:
+		case !blocking && ready && (p.close || p.stream != nil):
 			c.mu.Unlock()
 			return writerNeeded
 		case !ready && (!blocking || !c.clientGone):
@@ -694,12 +697,14 @@ func (c *conn) deliverReady() {
 
 // finish writes a ready request's reply and records its latency; c.outMu is held.
 func (c *conn) finish(p *pending) {
-	if !c.clientGone {
-		if p.kind == entryLocal {
-			c.write(p.reply)
-		} else {
-			c.handler.deliver(p)
-		}
+	switch {
+	case p.stream != nil:
+		c.copyStream(p.stream)
+	case c.clientGone:
+	case p.kind == entryLocal:
+		c.write(p.reply)
+	default:
+		c.handler.deliver(p)
 	}
 	// Counted in out before it stops counting in p, so that the connection never looks, to a
 	// link checking its bound meanwhile, as if it held less than it does.

@@ -269,9 +269,17 @@ func (l *link) readLoop() {
 			l.awaitRoom(c)
 		}
 		var err error
-		if l.replies != nil {
+		switch {
+		case l.streams(w):
+			// The writer answered the request, or the link reads its reply away: either way
+			// the failure is the link's only.
+			if err = l.stream(w); err != nil {
+				l.fail(l.failure(err))
+				return
+			}
+		case l.replies != nil:
 			err = l.readRESP(w)
-		} else {
+		default:
 			err = l.readMemcache(w)
 		}
 		if err != nil {
