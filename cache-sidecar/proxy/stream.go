@@ -8,6 +8,7 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cacheqos/cacheqos/internal/keyhash"
 	"github.com/cacheqos/cacheqos/internal/protocol"
@@ -171,7 +172,8 @@ type streamedValue struct {
 	hit     bool
 }
 
-// copyTo copies the reply to dst (nil: reads it away) and counts it.
+// copyTo copies the reply to dst (nil: reads it away), pacing it through the tenant's
+// bandwidth bucket when the local partition serves a limited tenant, and then counts it.
 func (s *replyStream) copyTo(dst *conn) error {
 	bp := streamBuffers.Get().(*[]byte)
 	sc := &streamCopy{s: s, br: s.l.br, dst: dst, buf: (*bp)[:0]}
@@ -344,7 +346,7 @@ func (sc *streamCopy) block(n int64) error {
 }
 
 // flush passes the chunk buffer to the client (counted in the bytes the connection holds
-// while it is written).
+// while it is written), after the tenant's bandwidth bucket allowed it.
 func (sc *streamCopy) flush() {
 	n := len(sc.buf)
 	if n == 0 {
@@ -365,11 +367,27 @@ func (sc *streamCopy) flush() {
 	sc.buf = sc.buf[:0]
 }
 
-// pace charges a chunk's bytes to the bandwidth bucket of a limited tenant served by the
-// local partition.
+// pace takes a chunk's bytes from the bandwidth bucket of a limited tenant served by the local
+// partition, and holds the chunk until the bucket allows it: a large reply reaches the client
+// at the tenant's rate. A reply read away is only charged.
 func (sc *streamCopy) pace(n int) {
-	if t := sc.s.e.tenant; sc.s.l.local && t != nil {
-		t.charge(n)
+	t := sc.s.e.tenant
+	if !sc.s.l.local || t == nil || !t.cfg.Load().limited {
+		return
+	}
+	if sc.dst == nil {
+		t.limiter.Charge(int64(n))
+		return
+	}
+	wait := t.limiter.PaceBytes(int64(n))
+	if wait <= 0 {
+		return
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-sc.dst.ctx.Done():
 	}
 }
 
