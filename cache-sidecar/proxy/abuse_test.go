@@ -2,7 +2,9 @@ package proxy
 
 import (
 	"bytes"
+	"io"
 	"net"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -195,4 +197,61 @@ func linksIdle(p *Proxy, tenant string) bool {
 		slot.mu.Unlock()
 	}
 	return true
+}
+
+// TestConnectionMemoryBudget opens connections of one tenant that each read and write a value
+// just under the streaming threshold (the largest a connection's buffers keep between
+// requests) and stay open, against real engines, and checks that each costs the sidecar at
+// most ConnectionMemoryBudget of heap and goroutine stacks.
+func TestConnectionMemoryBudget(t *testing.T) {
+	const conns = 300
+	value := strings.Repeat("v", streamChunk-1<<10)
+	for _, proto := range []Protocol{Redis, Memcached} {
+		t.Run(string(proto), func(t *testing.T) {
+			acct := newAccount(t, "team-a/app")
+			n, _ := singleNode(t, proto, acct, Options{})
+			use := func() io.Closer {
+				if proto == Redis {
+					c := loginRESP(t, n, acct)
+					if got := c.do("SET", "v", value); got != "+OK\r\n" {
+						t.Fatalf("SET: %q", got)
+					}
+					if got := c.do("GET", "v"); len(got) < len(value) {
+						t.Fatalf("GET: %d bytes", len(got))
+					}
+					return c.nc
+				}
+				c := loginMC(t, n, acct)
+				c.set("v", value)
+				if got := c.get("v"); got["v"] != value {
+					t.Fatal("get: wrong value")
+				}
+				return c.nc
+			}
+			use().Close() // the links and pools the connections share
+			before := settledMemory()
+			open := make([]io.Closer, conns)
+			for i := range open {
+				open[i] = use()
+			}
+			after := settledMemory()
+			perConn := (int64(after) - int64(before)) / conns
+			t.Logf("%d connections: heap and stacks %.1f MiB before, %.1f MiB after: %d KiB per connection (budget %d KiB)",
+				conns, mib(before), mib(after), perConn>>10, ConnectionMemoryBudget>>10)
+			if perConn > ConnectionMemoryBudget {
+				t.Errorf("a connection costs %d bytes, budget %d", perConn, ConnectionMemoryBudget)
+			}
+			for _, c := range open {
+				c.Close()
+			}
+		})
+	}
+}
+
+// settledMemory is the heap and goroutine stacks in use once garbage is collected.
+func settledMemory() uint64 {
+	settledHeap()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapInuse + ms.StackInuse
 }

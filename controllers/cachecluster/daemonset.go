@@ -43,8 +43,7 @@ const (
 )
 
 // sidecarOverhead is the memory the proxy, the agent and the miss-ratio trackers need on top
-// of the engines: the pod's memory limit is the node's cache capacity (partitions plus the
-// engines' headroom) plus this.
+// of the engines, besides what the proxy's clients may make it hold (sidecarMemory).
 var sidecarOverhead = resource.MustParse("256Mi")
 
 // opsPerCore is the request rate one core of proxy is sized for.
@@ -73,11 +72,10 @@ func (r *Reconciler) images(c *v1.CacheCluster) (sidecar, engine string) {
 }
 
 // sidecarResources sizes the pod from the node capacity: memory request = limit (the node's
-// cache memory plus the sidecar's overhead; a cache must not be the first thing evicted),
-// CPU from the node's request rate, and no CPU limit (throttling a proxy costs latency).
+// cache memory plus the sidecar's bound, sidecarMemory; a cache must not be the first thing
+// evicted), CPU from the node's request rate, and no CPU limit (throttling a proxy costs latency).
 func sidecarResources(capacity *v1.NodeCapacity) corev1.ResourceRequirements {
-	memory := capacity.Memory.DeepCopy()
-	memory.Add(sidecarOverhead)
+	memory := sidecarMemory(capacity)
 	cpu := resource.NewMilliQuantity(capacity.OpsPerSecond*1000/opsPerCore, resource.DecimalSI)
 	if cpu.Cmp(minCPU) < 0 {
 		cpu = ptr.To(minCPU.DeepCopy())
