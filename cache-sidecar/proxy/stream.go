@@ -56,19 +56,24 @@ var streamBuffers = sync.Pool{New: func() any {
 }}
 
 // streams reports whether the reply due to w is one to stream. It looks at the reply's first
-// line (already buffered, or read into the buffer) without consuming it.
+// byte, and for a value its first line (already buffered, or read into the buffer), without
+// consuming them; other replies cost it one look at a buffered byte.
 func (l *link) streams(w waiter) bool {
 	p := w.p
 	if p.kind != entryForward {
 		return false
 	}
-	line := peekLine(l.br)
-	if len(line) < 2 {
+	first, err := l.br.Peek(1)
+	if err != nil {
 		return false
 	}
 	if l.replies != nil {
-		switch line[0] {
+		switch first[0] {
 		case byte(resp.TypeBulkString):
+			line := peekLine(l.br)
+			if len(line) < 2 {
+				return false
+			}
 			n, ok := protocol.ParseInt(line[1:])
 			return ok && n >= streamChunk
 		case byte(resp.TypeArray):
@@ -76,19 +81,31 @@ func (l *link) streams(w waiter) bool {
 		}
 		return false
 	}
+	if first[0] != 'V' || !w.expect.Command.IsRetrieval() || w.expect.Sentinel {
+		return false
+	}
+	return p.access == accessReadMulti || valueLineSize(peekLine(l.br)) >= streamChunk
+}
+
+// valueLineSize is the data size a memcached "VALUE <key> <flags> <bytes> [<cas>]" line
+// announces, or -1.
+func valueLineSize(line []byte) int64 {
 	rest, ok := bytes.CutPrefix(line, []byte("VALUE "))
-	if !ok || !w.expect.Command.IsRetrieval() || w.expect.Sentinel {
-		return false
+	for range 2 {
+		i := bytes.IndexByte(rest, ' ')
+		if !ok || i < 0 {
+			return -1
+		}
+		rest = rest[i+1:]
 	}
-	if p.access == accessReadMulti {
-		return true
+	if i := bytes.IndexByte(rest, ' '); i >= 0 {
+		rest = rest[:i]
 	}
-	fields := bytes.Fields(rest)
-	if len(fields) < 3 {
-		return false
+	n, ok := protocol.ParseInt(rest)
+	if !ok {
+		return -1
 	}
-	n, ok := protocol.ParseInt(fields[2])
-	return ok && n >= streamChunk
+	return n
 }
 
 // peekLine returns the reader's next line without its CRLF and without consuming it, or nil

@@ -110,3 +110,23 @@ func TestStreamedReplyFramingErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestValueLineSize(t *testing.T) {
+	tests := []struct {
+		line string
+		want int64
+	}{
+		{"VALUE k 0 70000", 70000},
+		{"VALUE k 5 12 99", 12},
+		{"VALUE k 0", -1},
+		{"VALUE k 0 x", -1},
+		{"VALUE k", -1},
+		{"END", -1},
+		{"", -1},
+	}
+	for _, tc := range tests {
+		if got := valueLineSize([]byte(tc.line)); got != tc.want {
+			t.Errorf("valueLineSize(%q) = %d, want %d", tc.line, got, tc.want)
+		}
+	}
+}
