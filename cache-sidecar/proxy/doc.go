@@ -153,9 +153,9 @@
 // client, waiting for them if need be, so a large reply reaches the client at the tenant's
 // rate and leaves no debt (TestLargeReplyIsPacedAtTheTenantsRate: 8 MB at 4 MB/s in 1.74 s,
 // ideal 1.74 s). Other replies, small, are charged when they arrive, which may leave the
-// bucket in debt for the tenant's next requests to pay: pacing them too made each wait behind
-// the tokens its own pipelined requests had taken, and a limited tenant's pipelined writes
-// fell below its limit. Bucket depth is the rate times Options.BurstWindow, at least
+// bucket in debt for the tenant's next requests to pay: paced too, a client waiting for its
+// batch's last reply left the bucket without demand, which on a loaded machine sometimes
+// lasted past its depth and dropped tokens (docs/sidecar-limits.md). Bucket depth is the rate times Options.BurstWindow, at least
 // Options.MaxValueBytes bytes; a larger request passes when the bucket is full and leaves it
 // in debt.
 //
