@@ -28,7 +28,7 @@ apt_packages=(
   redis-server redis-tools memcached libmemcached-tools prometheus nutcracker
   protobuf-compiler
   containerd runc containernetworking-plugins iptables conntrack socat iproute2 busybox-static openssl
-  python3-matplotlib
+  python3-matplotlib python3-redis
 )
 
 step_apt() {

@@ -521,6 +521,12 @@ func (c *conn) localLink() (*link, error) {
 // it. A request for the local partition first waits for the tenant's tokens. It returns the
 // error to answer instead, if any. size is what the request counts for.
 func (c *conn) forward(rt *routes, node int, raw []byte, size int, e entry) error {
+	return c.forwardSkipping(rt, node, raw, size, e, 0)
+}
+
+// forwardSkipping is forward for requests whose bytes carry skips commands before the one
+// whose reply the client gets (a transaction): their replies are read and dropped.
+func (c *conn) forwardSkipping(rt *routes, node int, raw []byte, size int, e entry, skips int) error {
 	l, err := c.backend(rt, node)
 	if err != nil {
 		return err
@@ -533,7 +539,7 @@ func (c *conn) forward(rt *routes, node int, raw []byte, size int, e entry) erro
 	e.tenant = c.tenant
 	p := c.newPending(e, 1)
 	c.push(p)
-	c.send(l, rt, node, raw, size, waiter{p: p, expect: e.expect})
+	c.send(l, rt, node, raw, size, waiter{p: p, expect: e.expect}, skips)
 	return nil
 }
 
@@ -552,12 +558,12 @@ func (c *conn) admitLocal(size int) error {
 // taking requests meanwhile. A request that cannot be sent is answered with the failure. The
 // request may be answered, and its pending entry reused, as soon as it is sent: w.p is not
 // touched afterwards.
-func (c *conn) send(l *link, rt *routes, node int, raw []byte, size int, w waiter) {
+func (c *conn) send(l *link, rt *routes, node int, raw []byte, size int, w waiter, skips int) {
 	alone := c.handler.buffered() == 0
-	err := l.send(raw, w, alone)
+	err := l.send(raw, w, skips, alone)
 	if errors.Is(err, errLinkClosed) {
 		if l, err = c.backend(rt, node); err == nil {
-			err = l.send(raw, w, alone)
+			err = l.send(raw, w, skips, alone)
 		}
 	}
 	if err != nil {
@@ -599,7 +605,7 @@ func (c *conn) sendSplit(rt *routes, nodes []int, raws [][]byte, s *split, start
 	c.push(p)
 	expect := memcache.Expect{Command: s.cmd}
 	for i, l := range links {
-		c.send(l, rt, nodes[i], raws[i], len(raws[i]), waiter{p: p, part: i, expect: expect})
+		c.send(l, rt, nodes[i], raws[i], len(raws[i]), waiter{p: p, part: i, expect: expect}, 0)
 	}
 	return nil
 }

@@ -25,8 +25,9 @@
 //
 // Sharing is safe because every command the proxy forwards is stateless on the engine: the
 // commands that set connection state (AUTH, HELLO, SELECT, CLIENT, RESET, QUIT) are answered
-// by the proxy, which keeps that state per client connection; transactions, blocking
-// commands, pub/sub and scripts are refused (see Routing); the RESP version is part of the
+// by the proxy, which keeps that state per client connection; a transaction is queued by the
+// proxy and sent whole, MULTI to EXEC, in one piece that no other client's request splits;
+// WATCH, blocking commands, pub/sub and scripts are refused (see Routing); the RESP version is part of the
 // link's identity, so a client's replies always come in its own version. A request that makes
 // the engine close the link (such as one over the engine's own size limits) costs the other
 // requests in flight on it their replies: they are answered with an error, as are requests
@@ -115,12 +116,14 @@
 //   - routed whole when all keys are on one node, otherwise refused with "-CROSSSLOT ...":
 //     MSETNX, RENAME, SMOVE, SINTER/SUNION/SDIFF(STORE), ZUNIONSTORE and the other commands the
 //     codec table routes with several keys;
-//   - refused outright (the codec's table gives the reason): transactions (MULTI, EXEC,
-//     WATCH), scripts, blocking commands, pub/sub, KEYS, administration. After a refused
-//     MULTI every command is refused too until EXEC (answered "-EXECABORT ...", as redis
-//     answers a transaction with a command refused while queueing) or DISCARD, so nothing a
-//     client meant to run inside a transaction runs alone; QUIT and RESET act at once, and
-//     RESET ends the transaction.
+//   - transactions (transaction.go): MULTI is answered by the proxy, the commands after it are
+//     queued (+QUEUED) when all their keys live on the node of the transaction's first key,
+//     and EXEC sends MULTI, them and EXEC to that node at once and passes its EXEC reply; a
+//     command with keys on another node is answered "-CROSSSLOT ..." and EXEC then
+//     "-EXECABORT ..." with nothing sent, as redis answers a transaction with a command
+//     refused while queueing; QUIT and RESET act at once, and RESET ends the transaction;
+//   - refused outright (the codec's table gives the reason): WATCH, scripts, blocking
+//     commands, pub/sub, KEYS, administration.
 //
 // DBSIZE is summed over the nodes. SCAN iterates the tenant's nodes one after the other, in
 // node ID order: the proxy's cursor keeps the node's index in its low 10 bits and that node's
