@@ -164,6 +164,16 @@ step_ortools() {
   log "ortools: $bin/ortools/ortools/.libs/libortools.so.9"
 }
 
+# redis-py for the python3 on PATH (Debian's python3-redis reaches only Debian's python3): the
+# proxy's transaction test drives it as applications do.
+step_python() {
+  if ! python3 -c "import redis, sys; sys.exit(redis.__version__ != '$REDIS_PY_VERSION')" 2>/dev/null; then
+    log "python: installing redis==$REDIS_PY_VERSION"
+    python3 -m pip install --quiet --disable-pip-version-check "redis==$REDIS_PY_VERSION"
+  fi
+  log "python: redis-py $REDIS_PY_VERSION"
+}
+
 # The local cluster's monitoring stack (hack/monitoring): prometheus-operator with its config
 # reloader and CRD manifests, and a Prometheus with Kubernetes service discovery (Debian's has
 # none). bin/monitoring links what hack/images/build.sh packs and hack/monitoring/install.sh
@@ -221,7 +231,7 @@ step_monitoring() {
   log "monitoring: prometheus-operator $PROMETHEUS_OPERATOR_VERSION and prometheus $PROMETHEUS_VERSION in $bin/monitoring"
 }
 
-all_steps=(apt gomod kube etcd envtest tools ortools monitoring)
+all_steps=(apt gomod kube etcd envtest tools ortools python monitoring)
 steps=("$@")
 [ ${#steps[@]} -gt 0 ] || steps=("${all_steps[@]}")
 start=$SECONDS

@@ -2,7 +2,9 @@ package proxy
 
 import (
 	"bytes"
+	"io"
 	"net"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -14,9 +16,10 @@ import (
 // TestClientsThatNeverReadStayBounded is the abuse suite for reply memory (issue 18): clients of
 // one tenant pipeline many requests for a large value and never read, against real engines,
 // while another tenant on the same sidecar keeps working. Each probe checks that the reply
-// bytes the sidecar holds (its exported gauge) stay within the documented bounds
-// (Options.MaxConnectionReplyBytes per connection plus the reply read last,
-// Options.MaxReplyBytesInFlight for the sidecar plus one reply per connection), that the heap's
+// bytes the sidecar holds (its exported gauge) stay within the documented bounds (values over
+// streamChunk: one chunk per connection; smaller ones: Options.MaxConnectionReplyBytes per
+// connection plus the reply read last, Options.MaxReplyBytesInFlight for the sidecar plus one
+// reply per connection), that the heap's
 // peak grows by at most four times what the bounds let it hold plus a reply per link (the link
 // reader's buffer, and the garbage collector's slack: GOGC=100 lets the heap reach twice its
 // live size, and replies read and dropped are garbage until it runs) plus 16 MiB, that the other tenant is served
@@ -31,13 +34,22 @@ func TestClientsThatNeverReadStayBounded(t *testing.T) {
 		conns    int
 		requests int // pipelined per connection, one read of the large value each
 	}{
+		// Values over streamChunk are streamed: one chunk per link is held.
 		{name: "redis 100 GET of 2 MiB from 2 clients", proto: Redis, valueLen: 2 << 20, conns: 2, requests: 100},
 		{name: "memcached 100 get of 1 MB from 3 clients", proto: Memcached, valueLen: 1000 * 1000, conns: 3, requests: 100},
 		{
-			name: "memcached 100 get of 1 MB from 4 clients over an 8 MiB sidecar bound", proto: Memcached,
+			name: "memcached 100 get of 1 MB from 4 clients on 4 links", proto: Memcached,
+			opts:     Options{EngineLinks: 4},
+			valueLen: 1000 * 1000, conns: 4, requests: 100,
+		},
+		// Smaller values are read whole: the reply bounds hold them.
+		{name: "redis 400 GET of 60 KB from 2 clients", proto: Redis, valueLen: 60 * 1000, conns: 2, requests: 400},
+		{name: "memcached 400 get of 60 KB from 3 clients", proto: Memcached, valueLen: 60 * 1000, conns: 3, requests: 400},
+		{
+			name: "memcached 400 get of 60 KB from 4 clients over an 8 MiB sidecar bound", proto: Memcached,
 			// Four links, one per client, so that the clients do not wait behind each other.
 			opts:     Options{MaxConnectionReplyBytes: 4 << 20, MaxReplyBytesInFlight: 8 << 20, EngineLinks: 4},
-			valueLen: 1000 * 1000, conns: 4, requests: 100,
+			valueLen: 60 * 1000, conns: 4, requests: 400,
 		},
 	}
 	for _, tc := range cases {
@@ -54,6 +66,16 @@ func TestClientsThatNeverReadStayBounded(t *testing.T) {
 			connBound, sidecarBound := n.p.opts.MaxConnectionReplyBytes, n.p.opts.MaxReplyBytesInFlight
 			replyLen := int64(tc.valueLen + 64)
 			holdBound := min(int64(tc.conns)*(connBound+replyLen), sidecarBound+int64(tc.conns)*replyLen)
+			// Clients sharing an engine link get their replies in order: the link waits at the
+			// first client's bound, and the others wait behind it.
+			links := int64(min(tc.conns, n.p.opts.EngineLinks))
+			reached := min(links*connBound, sidecarBound)
+			if streamed := tc.valueLen >= streamChunk; streamed {
+				// A link streaming to a client that does not read holds the chunk it writes
+				// (and the other tenant's small replies pass through the gauge too).
+				replyLen = streamChunk + maxStreamLine
+				holdBound, reached = int64(tc.conns)*replyLen+1<<10, links*streamChunk
+			}
 
 			before := settledHeap()
 			peak := sampleHeapPeak()
@@ -66,10 +88,7 @@ func TestClientsThatNeverReadStayBounded(t *testing.T) {
 				}
 			}
 			held := func() int64 { return n.p.stats.replyBytes.Load() }
-			// Clients sharing an engine link get their replies in order: the link waits at the
-			// first client's bound, and the others wait behind it.
-			links := int64(min(tc.conns, n.p.opts.EngineLinks))
-			waitFor(t, "the clients to reach their bounds of replies", func() bool { return held() >= min(links*connBound, sidecarBound) })
+			waitFor(t, "the clients to reach their bounds of replies", func() bool { return held() >= reached })
 			var latencies []time.Duration
 			var maxHeld int64
 			for end := time.Now().Add(time.Second); time.Now().Before(end); {
@@ -178,4 +197,61 @@ func linksIdle(p *Proxy, tenant string) bool {
 		slot.mu.Unlock()
 	}
 	return true
+}
+
+// TestConnectionMemoryBudget opens connections of one tenant that each read and write a value
+// just under the streaming threshold (the largest a connection's buffers keep between
+// requests) and stay open, against real engines, and checks that each costs the sidecar at
+// most ConnectionMemoryBudget of heap and goroutine stacks.
+func TestConnectionMemoryBudget(t *testing.T) {
+	const conns = 300
+	value := strings.Repeat("v", streamChunk-1<<10)
+	for _, proto := range []Protocol{Redis, Memcached} {
+		t.Run(string(proto), func(t *testing.T) {
+			acct := newAccount(t, "team-a/app")
+			n, _ := singleNode(t, proto, acct, Options{})
+			use := func() io.Closer {
+				if proto == Redis {
+					c := loginRESP(t, n, acct)
+					if got := c.do("SET", "v", value); got != "+OK\r\n" {
+						t.Fatalf("SET: %q", got)
+					}
+					if got := c.do("GET", "v"); len(got) < len(value) {
+						t.Fatalf("GET: %d bytes", len(got))
+					}
+					return c.nc
+				}
+				c := loginMC(t, n, acct)
+				c.set("v", value)
+				if got := c.get("v"); got["v"] != value {
+					t.Fatal("get: wrong value")
+				}
+				return c.nc
+			}
+			use().Close() // the links and pools the connections share
+			before := settledMemory()
+			open := make([]io.Closer, conns)
+			for i := range open {
+				open[i] = use()
+			}
+			after := settledMemory()
+			perConn := (int64(after) - int64(before)) / conns
+			t.Logf("%d connections: heap and stacks %.1f MiB before, %.1f MiB after: %d KiB per connection (budget %d KiB)",
+				conns, mib(before), mib(after), perConn>>10, ConnectionMemoryBudget>>10)
+			if perConn > ConnectionMemoryBudget {
+				t.Errorf("a connection costs %d bytes, budget %d", perConn, ConnectionMemoryBudget)
+			}
+			for _, c := range open {
+				c.Close()
+			}
+		})
+	}
+}
+
+// settledMemory is the heap and goroutine stacks in use once garbage is collected.
+func settledMemory() uint64 {
+	settledHeap()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapInuse + ms.StackInuse
 }

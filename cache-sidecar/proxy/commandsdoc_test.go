@@ -57,8 +57,11 @@ fails when this page and the tables differ. What each handling means:
 - **proxy**: answered by the sidecar itself.
 - **any engine**: keyless, forwarded to one of the tenant's engines.
 - **all engines**: forwarded to every engine of the tenant, the replies merged.
-- **refused**: answered with an error giving the reason shown; nothing is forwarded. After a refused ` + "`MULTI`" + `,
-  every command is refused until ` + "`EXEC`" + ` or ` + "`DISCARD`" + ` (see docs/sidecar-limits.md).
+- **refused**: answered with an error giving the reason shown; nothing is forwarded.
+
+` + "`MULTI`" + `, ` + "`EXEC`" + ` and ` + "`DISCARD`" + ` are answered by the sidecar: it queues the commands in between
+(route, split or any-engine commands whose keys all live on one node) and at ` + "`EXEC`" + ` sends the
+whole transaction to that node (see docs/sidecar-limits.md).
 
 `)
 	var redis []commandRow

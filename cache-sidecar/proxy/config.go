@@ -12,6 +12,7 @@ import (
 
 	"github.com/cacheqos/cacheqos/internal/credentials"
 	"github.com/cacheqos/cacheqos/internal/mrc"
+	"github.com/cacheqos/cacheqos/internal/sidecarmem"
 )
 
 // Protocol is the engine protocol the proxy speaks on its client and peer listeners.
@@ -157,8 +158,8 @@ type Options struct {
 	// MaxConnectionReplyBytes bounds the reply bytes the proxy holds for one connection (read
 	// from engines or peers, not yet taken by the client): while a connection holds this much,
 	// its requests are read no further and the links serving it read no further replies for it
-	// (default 4 MiB). A reply is read whole, so a connection holds at most this plus its
-	// largest reply.
+	// (default 4 MiB). A reply that is not streamed (see the package documentation) is read
+	// whole, so a connection holds at most this plus its largest such reply.
 	MaxConnectionReplyBytes int64
 	// MaxReplyBytesInFlight bounds the reply bytes the proxy holds for all its connections: over
 	// it, links read no further replies for connections that hold some already (default 64
@@ -238,6 +239,10 @@ type Options struct {
 	EngineVersion string
 }
 
+// ConnectionMemoryBudget is what one idle client connection costs the sidecar at most beyond
+// the replies it holds; the operator sizes the sidecar's memory limit with it.
+const ConnectionMemoryBudget = sidecarmem.ConnectionBudget
+
 // Defaults for Options.
 const (
 	DefaultMaxRequestBytesRedis     = 64 << 20
@@ -245,10 +250,10 @@ const (
 	DefaultMaxPipeline              = 1024
 	DefaultMaxAuthFailures          = 3
 	DefaultMaxConnectionReplyBytes  = 4 << 20
-	DefaultMaxReplyBytesInFlight    = 64 << 20
+	DefaultMaxReplyBytesInFlight    = sidecarmem.DefaultMaxReplyBytesInFlight
 	DefaultPreAuthMaxRequestBytes   = 16 << 10
 	DefaultLoginTimeout             = 10 * time.Second
-	DefaultMaxClientConnections     = 10000
+	DefaultMaxClientConnections     = sidecarmem.DefaultMaxClientConnections
 	DefaultAuthBackoffFailures      = 10
 	DefaultAuthBackoff              = time.Second
 	DefaultAuthBackoffMax           = time.Minute

@@ -113,6 +113,9 @@ type pending struct {
 	held    atomic.Int64
 	failure error       // forward, scan: why the reply will not come
 	parts   []partReply // split
+	// stream is a forward's reply the writer copies from its link (see stream.go), instead
+	// of reply.
+	stream *replyStream
 }
 
 // partReply is one part's reply of a split request.
@@ -222,7 +225,7 @@ func (p *pending) release() {
 		*pr = partReply{raw: pr.raw[:0], values: pr.values[:0]}
 	}
 	p.parts = p.parts[:0]
-	p.entry, p.c, p.failure = entry{}, nil, nil
+	p.entry, p.c, p.failure, p.stream = entry{}, nil, nil, nil
 	pendingPool.Put(p)
 }
 
@@ -520,6 +523,12 @@ func (c *conn) localLink() (*link, error) {
 // it. A request for the local partition first waits for the tenant's tokens. It returns the
 // error to answer instead, if any. size is what the request counts for.
 func (c *conn) forward(rt *routes, node int, raw []byte, size int, e entry) error {
+	return c.forwardSkipping(rt, node, raw, size, e, 0)
+}
+
+// forwardSkipping is forward for requests whose bytes carry skips commands before the one
+// whose reply the client gets (a transaction): their replies are read and dropped.
+func (c *conn) forwardSkipping(rt *routes, node int, raw []byte, size int, e entry, skips int) error {
 	l, err := c.backend(rt, node)
 	if err != nil {
 		return err
@@ -532,7 +541,7 @@ func (c *conn) forward(rt *routes, node int, raw []byte, size int, e entry) erro
 	e.tenant = c.tenant
 	p := c.newPending(e, 1)
 	c.push(p)
-	c.send(l, rt, node, raw, size, waiter{p: p, expect: e.expect})
+	c.send(l, rt, node, raw, size, waiter{p: p, expect: e.expect}, skips)
 	return nil
 }
 
@@ -551,12 +560,12 @@ func (c *conn) admitLocal(size int) error {
 // taking requests meanwhile. A request that cannot be sent is answered with the failure. The
 // request may be answered, and its pending entry reused, as soon as it is sent: w.p is not
 // touched afterwards.
-func (c *conn) send(l *link, rt *routes, node int, raw []byte, size int, w waiter) {
+func (c *conn) send(l *link, rt *routes, node int, raw []byte, size int, w waiter, skips int) {
 	alone := c.handler.buffered() == 0
-	err := l.send(raw, w, alone)
+	err := l.send(raw, w, skips, alone)
 	if errors.Is(err, errLinkClosed) {
 		if l, err = c.backend(rt, node); err == nil {
-			err = l.send(raw, w, alone)
+			err = l.send(raw, w, skips, alone)
 		}
 	}
 	if err != nil {
@@ -598,7 +607,7 @@ func (c *conn) sendSplit(rt *routes, nodes []int, raws [][]byte, s *split, start
 	c.push(p)
 	expect := memcache.Expect{Command: s.cmd}
 	for i, l := range links {
-		c.send(l, rt, nodes[i], raws[i], len(raws[i]), waiter{p: p, part: i, expect: expect})
+		c.send(l, rt, nodes[i], raws[i], len(raws[i]), waiter{p: p, part: i, expect: expect}, 0)
 	}
 	return nil
 }
@@ -632,8 +641,8 @@ const (
 )
 
 // writeReady writes the replies at the front of the queue that are ready; c.outMu is held.
-// Only the writer (blocking) writes a reply that closes the connection, and drops, once the
-// client is gone, replies still due from links.
+// Only the writer (blocking) writes a reply that closes the connection or is streamed, and
+// drops, once the client is gone, replies still due from links.
 func (c *conn) writeReady(blocking bool) writeStop {
 	for {
 		c.mu.Lock()
@@ -648,7 +657,7 @@ func (c *conn) writeReady(blocking bool) writeStop {
 		p := c.queue.front()
 		ready := p.remaining.Load() == 0
 		switch {
-		case !blocking && ready && p.close:
+		case !blocking && ready && (p.close || p.stream != nil):
 			c.mu.Unlock()
 			return writerNeeded
 		case !ready && (!blocking || !c.clientGone):
@@ -696,12 +705,14 @@ func (c *conn) deliverReady() {
 
 // finish writes a ready request's reply and records its latency; c.outMu is held.
 func (c *conn) finish(p *pending) {
-	if !c.clientGone {
-		if p.kind == entryLocal {
-			c.write(p.reply)
-		} else {
-			c.handler.deliver(p)
-		}
+	switch {
+	case p.stream != nil:
+		c.copyStream(p.stream)
+	case c.clientGone:
+	case p.kind == entryLocal:
+		c.write(p.reply)
+	default:
+		c.handler.deliver(p)
 	}
 	// Counted in out before it stops counting in p, so that the connection never looks, to a
 	// link checking its bound meanwhile, as if it held less than it does.

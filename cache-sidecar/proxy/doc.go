@@ -25,8 +25,9 @@
 //
 // Sharing is safe because every command the proxy forwards is stateless on the engine: the
 // commands that set connection state (AUTH, HELLO, SELECT, CLIENT, RESET, QUIT) are answered
-// by the proxy, which keeps that state per client connection; transactions, blocking
-// commands, pub/sub and scripts are refused (see Routing); the RESP version is part of the
+// by the proxy, which keeps that state per client connection; a transaction is queued by the
+// proxy and sent whole, MULTI to EXEC, in one piece that no other client's request splits;
+// WATCH, blocking commands, pub/sub and scripts are refused (see Routing); the RESP version is part of the
 // link's identity, so a client's replies always come in its own version. A request that makes
 // the engine close the link (such as one over the engine's own size limits) costs the other
 // requests in flight on it their replies: they are answered with an error, as are requests
@@ -43,12 +44,23 @@
 // connections, links read no more replies for connections that hold some. The engine keeps
 // the unread replies meanwhile, and the link's other requests (the same tenant's: links are
 // per tenant) wait behind; a link never waits for a connection whose writer itself waits for a
-// reply due from a link, which could be the waiting one. A reply is still read whole, so a
-// connection holds at most its bound plus one reply, and one request with a large reply costs
-// a few times the reply's size (a 61 MiB memcached "get big big ..." reply peaked at about
-// 190-240 MiB of heap in TestLargeReplyMemoryIsReleased). Once read, no reader, link or
-// pipeline slot keeps a large reply: a link about to wait drops its reader's grown buffers, so
-// the heap returns to its earlier size.
+// reply due from a link, which could be the waiting one.
+//
+// Large replies are streamed: a reply holding a value over 64 KiB (a redis bulk string, a
+// memcached VALUE block), and every reply to a multi-key read sent whole to one node (MGET,
+// memcached get/gets/gat/gats of several keys), is not read by the link: its reader hands it
+// to the connection's writer, which, once the replies before it are out, copies it from the
+// link to the client 64 KiB at a time, and the link reads its next reply once the copy is
+// done (a client gone meanwhile gets no more of it, but it is read to its end). So such a
+// reply costs one 64 KiB chunk whatever its size: one GET of a 64 MiB value, MGET or "get
+// big big ..." of 64 values of 1 MB grew the heap by at most 0.6 MiB (TestLargeReplyIsStreamed;
+// 160-222 MiB when replies were read whole), and clients that never read hold one chunk per
+// connection (TestClientsThatNeverReadStayBounded). Other replies are read whole, so a
+// connection holds at most its bound plus one such reply: replies of other commands
+// (LRANGE, HGETALL...), meta mg, and the parts of a multi-key read split across nodes, whose
+// merge holds them, still cost their whole size. Once read, no reader, link or pipeline slot
+// keeps a large reply: a link about to wait drops its reader's grown buffers, so the heap
+// returns to its earlier size.
 // A link holds at most 1 MiB of requests not yet written; senders wait beyond that. Malformed
 // input gets a protocol error reply and the connection closes (memcached errors that leave
 // the stream in step only get the reply, as memcached does).
@@ -104,12 +116,14 @@
 //   - routed whole when all keys are on one node, otherwise refused with "-CROSSSLOT ...":
 //     MSETNX, RENAME, SMOVE, SINTER/SUNION/SDIFF(STORE), ZUNIONSTORE and the other commands the
 //     codec table routes with several keys;
-//   - refused outright (the codec's table gives the reason): transactions (MULTI, EXEC,
-//     WATCH), scripts, blocking commands, pub/sub, KEYS, administration. After a refused
-//     MULTI every command is refused too until EXEC (answered "-EXECABORT ...", as redis
-//     answers a transaction with a command refused while queueing) or DISCARD, so nothing a
-//     client meant to run inside a transaction runs alone; QUIT and RESET act at once, and
-//     RESET ends the transaction.
+//   - transactions (transaction.go): MULTI is answered by the proxy, the commands after it are
+//     queued (+QUEUED) when all their keys live on the node of the transaction's first key,
+//     and EXEC sends MULTI, them and EXEC to that node at once and passes its EXEC reply; a
+//     command with keys on another node is answered "-CROSSSLOT ..." and EXEC then
+//     "-EXECABORT ..." with nothing sent, as redis answers a transaction with a command
+//     refused while queueing; QUIT and RESET act at once, and RESET ends the transaction;
+//   - refused outright (the codec's table gives the reason): WATCH, scripts, blocking
+//     commands, pub/sub, KEYS, administration.
 //
 // DBSIZE is summed over the nodes. SCAN iterates the tenant's nodes one after the other, in
 // node ID order: the proxy's cursor keeps the node's index in its low 10 bits and that node's
@@ -137,9 +151,16 @@
 // requests, since those before it are on their links already. One that would wait longer than
 // Options.ThrottleMaxWait is answered "-ERR cacheqos: throttled: tenant over its bandwidth
 // limit" (or "... operations limit"; memcached: "SERVER_ERROR throttled: ..."). A reply's
-// size is known only after the request passed, so its bytes are charged to the bucket when it
-// arrives, which may leave it in debt for the tenant's next requests to pay. Bucket depth is the rate times Options.BurstWindow, at least Options.MaxValueBytes
-// bytes; a larger request passes when the bucket is full and leaves it in debt.
+// size is known only after the request passed. A streamed reply (see Connections and
+// pipelining) takes each chunk's bytes from the bucket just before the chunk goes to the
+// client, waiting for them if need be, so a large reply reaches the client at the tenant's
+// rate and leaves no debt (TestLargeReplyIsPacedAtTheTenantsRate: 8 MB at 4 MB/s in 1.74 s,
+// ideal 1.74 s). Other replies, small, are charged when they arrive, which may leave the
+// bucket in debt for the tenant's next requests to pay: paced too, a client waiting for its
+// batch's last reply left the bucket without demand, which on a loaded machine sometimes
+// lasted past its depth and dropped tokens (docs/sidecar-limits.md). Bucket depth is the rate times Options.BurstWindow, at least
+// Options.MaxValueBytes bytes; a larger request passes when the bucket is full and leaves it
+// in debt.
 //
 // # Configuration
 //

@@ -48,6 +48,9 @@ type waiter struct {
 	p      *pending
 	part   int
 	expect memcache.Expect // memcached: how to frame the response
+	// skip: a reply nobody reads, before p's own (the MULTI and QUEUED replies of a
+	// transaction): it is read and dropped.
+	skip bool
 }
 
 // linkState is a link's life cycle: open links take requests; a draining link takes none and
@@ -140,13 +143,14 @@ func (l *link) start() bool {
 // usable reports whether the link takes requests.
 func (l *link) usable() bool { return l.open.Load() }
 
-// send queues a request and the reply it is owed, and sees that it gets written. It waits
+// send queues a request and the reply it is owed (after skips replies to drop), and sees that
+// it gets written; the request's bytes go out together, whatever other senders queue. It waits
 // while the link's backlog is full and fails with errLinkClosed once the link takes no more
 // requests. alone says the sender has nothing more to send right away: if then the link has
 // nothing else in flight, no batch is worth waiting for and the sender writes the request
 // itself, saving a goroutine switch on the way; otherwise the link's writer goroutine writes
 // it in a batch.
-func (l *link) send(raw []byte, w waiter, alone bool) error {
+func (l *link) send(raw []byte, w waiter, skips int, alone bool) error {
 	l.mu.Lock()
 	for l.state == linkOpen && len(l.out) > 0 && len(l.out)+len(raw) > maxLinkBacklog {
 		l.blocked++
@@ -163,11 +167,14 @@ func (l *link) send(raw []byte, w waiter, alone bool) error {
 		l.setReadDeadline(time.Now().Add(l.p.opts.BackendTimeout))
 	}
 	l.out = append(l.out, raw...)
+	for range skips {
+		l.due.push(waiter{p: w.p, skip: true})
+	}
 	l.due.push(w)
 	wake, write := false, false
 	if !l.writing {
 		l.writing = true
-		write = alone && l.due.len() == 1
+		write = alone && l.due.len() == skips+1
 		wake = !write
 	}
 	l.mu.Unlock()
@@ -269,14 +276,26 @@ func (l *link) readLoop() {
 			l.awaitRoom(c)
 		}
 		var err error
-		if l.replies != nil {
+		switch {
+		case w.skip:
+			err = l.skipReply(w)
+		case l.streams(w):
+			// The writer answered the request, or the link reads its reply away: either way
+			// the failure is the link's only.
+			if err = l.stream(w); err != nil {
+				l.fail(l.failure(err))
+				return
+			}
+		case l.replies != nil:
 			err = l.readRESP(w)
-		} else {
+		default:
 			err = l.readMemcache(w)
 		}
 		if err != nil {
 			failure := l.failure(err)
-			w.p.fail(w.part, failure)
+			if !w.skip {
+				w.p.fail(w.part, failure)
+			}
 			l.touch(c)
 			l.fail(failure)
 			return
@@ -330,6 +349,15 @@ func (l *link) releaseReplyBuffers() {
 	} else {
 		l.responses.Release()
 	}
+}
+
+// skipReply reads a reply nobody is owed and drops it, counting it for the local partition.
+func (l *link) skipReply(w waiter) error {
+	reply, err := l.replies.ReadReply()
+	if err == nil && l.local {
+		w.p.tenant.served(len(reply.Raw()))
+	}
+	return err
 }
 
 func (l *link) readRESP(w waiter) error {
@@ -457,6 +485,9 @@ func (l *link) fail(failure error) {
 		failure = errors.New("connection closed")
 	}
 	for _, w := range lost {
+		if w.skip {
+			continue
+		}
 		c := w.p.c
 		w.p.fail(w.part, failure)
 		c.wakeWriter()

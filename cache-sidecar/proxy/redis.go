@@ -30,15 +30,6 @@ var (
 	specReset = resp.Lookup([]byte("reset"))
 )
 
-// Replies inside a transaction the proxy refused: every command until EXEC or DISCARD is
-// refused too, so nothing a client meant to run atomically runs alone; EXEC answers as redis
-// does for a transaction with a command refused at queueing time.
-const (
-	replyInRefusedTx = "ERR cacheqos: refused: this command follows a MULTI the proxy refused; nothing runs until EXEC or DISCARD"
-	replyExecAbort   = "EXECABORT Transaction discarded because of previous errors."
-	replyDiscardTx   = "ERR cacheqos: DISCARD ends a transaction whose MULTI was refused; nothing in it ran"
-)
-
 // writeValueArg is, for the writes that store a whole string value, the index of that value
 // among the command's arguments: the size the curve counts for the key.
 var writeValueArg = map[*resp.CommandSpec]int{
@@ -81,8 +72,8 @@ type redisHandler struct {
 	cr     *resp.CommandReader
 	name   []byte
 	keyIdx []int
-	// inRefusedTx: the client sent MULTI (refused) and no EXEC, DISCARD or RESET since.
-	inRefusedTx bool
+	// tx is the transaction the client opened with MULTI, nil outside one.
+	tx *transaction
 }
 
 func newRedisHandler(c *conn) *redisHandler {
@@ -144,7 +135,7 @@ func (h *redisHandler) handle(cmd *resp.Command, start int64) {
 		}
 		c.tenant.stats.requests[class].Add(1)
 	}
-	if h.refusedInTx(spec, start) {
+	if h.transaction(spec, err, cmd, start) {
 		return
 	}
 	if err != nil {
@@ -167,34 +158,6 @@ func (h *redisHandler) handle(cmd *resp.Command, start int64) {
 			h.fanOut(spec, cmd, start)
 		}
 	}
-}
-
-// refusedInTx answers the commands of a transaction whose MULTI was refused, and MULTI itself
-// (refused) opening one, reporting whether it answered. RESET and QUIT act at once, as in
-// redis; RESET ends the transaction.
-func (h *redisHandler) refusedInTx(spec *resp.CommandSpec, start int64) bool {
-	if !h.inRefusedTx {
-		if spec == specMulti {
-			h.inRefusedTx = true
-		}
-		return false
-	}
-	switch spec {
-	case specQuit:
-		return false
-	case specReset:
-		h.inRefusedTx = false
-		return false
-	case specExec:
-		h.inRefusedTx = false
-		h.replyError(replyExecAbort, start)
-	case specDisc:
-		h.inRefusedTx = false
-		h.replyError(replyDiscardTx, start)
-	default:
-		h.replyError(replyInRefusedTx, start)
-	}
-	return true
 }
 
 func (h *redisHandler) replyError(msg string, start int64) {

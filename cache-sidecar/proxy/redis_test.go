@@ -341,7 +341,7 @@ func TestRedisRefusedCommands(t *testing.T) {
 	n, _ := singleNode(t, Redis, acct, Options{})
 	c := loginRESP(t, n, acct)
 	for _, args := range [][]string{
-		{"MULTI"}, {"EXEC"}, {"WATCH", "k"}, {"FLUSHALL"}, {"CONFIG", "GET", "maxmemory"}, {"KEYS", "*"},
+		{"WATCH", "k"}, {"UNWATCH"}, {"FLUSHALL"}, {"CONFIG", "GET", "maxmemory"}, {"KEYS", "*"},
 		{"EVAL", "return 1", "0"}, {"BLPOP", "l", "0"}, {"SUBSCRIBE", "c"}, {"SELECT", "1"},
 	} {
 		if got := c.do(args...); !isError(got) {

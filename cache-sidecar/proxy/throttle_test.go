@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"sync"
@@ -119,4 +120,61 @@ func TestThrottleRefusesRequestsThatWouldWaitTooLong(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestLargeReplyIsPacedAtTheTenantsRate reads, as a tenant limited to 4 MB/s, a streamed reply
+// of 8 MB from real engines (redis: one value; memcached: 8 values of 1 MB, its item limit): the
+// reply takes its bytes from the bucket chunk by chunk as it goes, so it reaches the client at
+// the tenant's rate once the bucket's depth is spent (issue 18: a tenant limited to 1 MiB/s got a
+// 320 MiB reply in 1.7 s, then was throttled for minutes), and the request after it is served
+// at once, the bucket not left in debt.
+func TestLargeReplyIsPacedAtTheTenantsRate(t *testing.T) {
+	const rate, valueLen = 4e6, 1000 * 1000
+	for _, proto := range []Protocol{Redis, Memcached} {
+		t.Run(string(proto), func(t *testing.T) {
+			acct := newAccount(t, "team-a/app")
+			n := startNode(t, "node-a", Options{Protocol: proto})
+			engine := startEngine(t, proto)
+			n.update(t, Tenant{ID: acct.id, CredentialHash: acct.hash, LocalEngine: engine, Routes: []Route{n.route(1)}, BytesPerSecond: rate})
+			var write func([]byte) (int, error)
+			var request []byte
+			var read func() int64
+			var next func() string
+			if proto == Redis {
+				storeDirectly(t, proto, engine, "big", 8*valueLen)
+				c := loginRESP(t, n, acct)
+				write, request = c.nc.Write, resp.AppendCommandStrings(nil, "GET", "big")
+				read = func() int64 { return readValues(t, c.br, "", fmt.Sprintf("$%d\r\n", 8*valueLen), 1, 8*valueLen, "") }
+				next = func() string { return c.do("PING") }
+			} else {
+				storeDirectly(t, proto, engine, "big", valueLen)
+				c := loginMC(t, n, acct)
+				write, request = c.nc.Write, []byte("get"+strings.Repeat(" big", 8)+"\r\n")
+				read = func() int64 {
+					return readValues(t, c.br, "", fmt.Sprintf("VALUE big 0 %d\r\n", valueLen), 8, valueLen, "END\r\n")
+				}
+				next = func() string { c.write("mn\r\n"); return c.line() }
+			}
+			depth := float64(n.p.opts.MaxValueBytes)                       // the bucket's depth: rate x 100ms is less
+			time.Sleep(time.Duration(depth / rate * float64(time.Second))) // the login's bytes refilled
+			start := time.Now()
+			if _, err := write(request); err != nil {
+				t.Fatal(err)
+			}
+			got := read()
+			elapsed := time.Since(start)
+			nextStart := time.Now()
+			reply := next()
+			nextElapsed := time.Since(nextStart)
+			ideal := time.Duration((float64(got) - depth) / rate * float64(time.Second))
+			t.Logf("%d value bytes in %v (ideal at %.0f bytes/s after a %.0f-byte burst: %v); the request after it: %q in %v",
+				got, elapsed.Round(time.Millisecond), rate, depth, ideal.Round(time.Millisecond), reply, nextElapsed)
+			if elapsed < ideal*9/10 || elapsed > ideal+time.Second {
+				t.Errorf("reply took %v, want about %v", elapsed, ideal)
+			}
+			if strings.Contains(reply, "throttled") || nextElapsed > 200*time.Millisecond {
+				t.Errorf("the request after the reply: %q in %v, want served at once", reply, nextElapsed)
+			}
+		})
+	}
 }

@@ -3,6 +3,7 @@ package proxy
 import (
 	"fmt"
 	"net"
+	"os/exec"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -11,94 +12,104 @@ import (
 	"github.com/cacheqos/cacheqos/internal/protocol/resp"
 )
 
-// TestRefusedTransactionAppliesNothing sends transactions as redis-py's pipeline() does
-// (pipelined, MULTI ... EXEC) and checks on the engine itself that no command inside a refused
-// transaction ran, that every reply in it is an error, and that commands after it run again.
-func TestRefusedTransactionAppliesNothing(t *testing.T) {
+// TestTransactionsMatchRedis sends transactions as redis-py's pipeline() does (pipelined,
+// MULTI ... EXEC) through the proxy and the same commands, on another key, to the engine
+// itself: every reply must be the engine's, and so must the key's value afterwards.
+func TestTransactionsMatchRedis(t *testing.T) {
 	acct := newAccount(t, "team-a/app")
 	n, engine := singleNode(t, Redis, acct, Options{})
 	direct := dialRESP(t, "unix", engine)
-	for _, tc := range []struct {
-		name     string
-		commands [][]string
-		// want is each reply's prefix: "-" errors, ":" integers and so on.
-		want   []string
-		wantK  string // the key's value on the engine afterwards ("" absent)
-		wantIn string // a reply that must contain this text, when set
-	}{
-		{
-			name:     "multi incr exec",
-			commands: [][]string{{"MULTI"}, {"INCR", "k"}, {"EXEC"}},
-			want:     []string{"-", "-", "-EXECABORT"},
-		},
-		{
-			name:     "several writes then discard",
-			commands: [][]string{{"MULTI"}, {"SET", "k", "1"}, {"INCRBY", "k", "5"}, {"DEL", "k"}, {"DISCARD"}},
-			want:     []string{"-", "-", "-", "-", "-"},
-		},
-		{
-			name:     "commands after exec run",
-			commands: [][]string{{"MULTI"}, {"INCR", "k"}, {"EXEC"}, {"INCR", "k"}},
-			want:     []string{"-", "-", "-EXECABORT", ":1"},
-			wantK:    "1",
-		},
-		{
-			name:     "nested multi and unknown commands stay refused",
-			commands: [][]string{{"MULTI"}, {"MULTI"}, {"NOSUCHCOMMAND"}, {"INCR", "k"}, {"EXEC"}, {"GET", "k"}},
-			want:     []string{"-", "-", "-", "-", "-EXECABORT", "$-1"},
-		},
-		{
-			name:     "reset ends the transaction and logs out",
-			commands: [][]string{{"MULTI"}, {"INCR", "k"}, {"RESET"}, {"INCR", "k"}},
-			want:     []string{"-", "-", "+RESET", "-NOAUTH"},
-		},
-		{
-			name:     "exec and discard without multi are refused",
-			commands: [][]string{{"EXEC"}, {"DISCARD"}, {"INCR", "k"}},
-			want:     []string{"-", "-", ":1"},
-			wantK:    "1",
-		},
-		{
-			name:     "commands inside get a clear reason",
-			commands: [][]string{{"MULTI"}, {"SET", "k", "v"}, {"EXEC"}},
-			want:     []string{"-", "-", "-"},
-			wantIn:   "follows a MULTI the proxy refused",
-		},
+	for i, commands := range [][][]string{
+		{{"MULTI"}, {"INCR", "K"}, {"INCR", "K"}, {"GET", "K"}, {"EXEC"}},
+		{{"MULTI"}, {"SET", "K", "1"}, {"INCRBY", "K", "5"}, {"DEL", "K"}, {"DISCARD"}, {"GET", "K"}},
+		{{"MULTI"}, {"INCR", "K"}, {"EXEC"}, {"INCR", "K"}},
+		{{"MULTI"}, {"MULTI"}, {"INCR", "K"}, {"EXEC"}},
+		{{"MULTI"}, {"NOSUCHCOMMAND"}, {"INCR", "K"}, {"EXEC"}, {"GET", "K"}},
+		{{"MULTI"}, {"GET"}, {"INCR", "K"}, {"EXEC"}, {"GET", "K"}},
+		{{"MULTI"}, {"SET", "K", "a"}, {"INCR", "K"}, {"EXEC"}, {"GET", "K"}},
+		{{"EXEC"}, {"DISCARD"}, {"INCR", "K"}},
+		{{"MULTI"}, {"EXEC"}},
+		{{"MULTI"}, {"SET", "K", "v"}, {"MGET", "K", "K"}, {"EXPIRE", "K", "100"}, {"EXEC"}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := direct.do("DEL", "k"); !strings.HasPrefix(got, ":") {
-				t.Fatalf("DEL on the engine: %q", got)
-			}
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			key, ref := fmt.Sprintf("tx-%d", i), fmt.Sprintf("tx-%d-ref", i)
 			c := loginRESP(t, n, acct)
-			for _, args := range tc.commands {
-				c.send(args...)
-			}
-			var replies []string
-			for i := range tc.commands {
-				got := c.read()
-				replies = append(replies, got)
-				if !strings.HasPrefix(got, tc.want[i]) {
-					t.Errorf("reply to %v: %q, want %q...", tc.commands[i], got, tc.want[i])
+			got := pipeline(c, withKey(commands, key))
+			want := pipeline(direct, withKey(commands, ref))
+			for j := range commands {
+				if got[j] != want[j] {
+					t.Errorf("reply to %v: %q, the engine answers %q", commands[j], got[j], want[j])
 				}
 			}
-			if tc.wantIn != "" && !strings.Contains(strings.Join(replies, ""), tc.wantIn) {
-				t.Errorf("replies %q do not say %q", replies, tc.wantIn)
-			}
-			wantRaw := "$-1\r\n"
-			if tc.wantK != "" {
-				wantRaw = fmt.Sprintf("$%d\r\n%s\r\n", len(tc.wantK), tc.wantK)
-			}
-			if got := direct.do("GET", "k"); got != wantRaw {
-				t.Errorf("k on the engine: %q, want %q", got, wantRaw)
+			if got, want := direct.do("GET", key), direct.do("GET", ref); got != want {
+				t.Errorf("%s on the engine: %q, want %q", key, got, want)
 			}
 		})
 	}
 }
 
-// FuzzTransactionFraming sends random sequences of MULTI, EXEC, DISCARD and INCRs, pipelined,
-// and checks against a model of redis with refused transactions, on the engine itself: INCR
-// outside a transaction applies once, INCR between MULTI and EXEC/DISCARD never, every reply
-// in a transaction is an error, and the connection is never dropped.
+// withKey puts key where the commands say K.
+func withKey(commands [][]string, key string) [][]string {
+	out := make([][]string, len(commands))
+	for i, args := range commands {
+		out[i] = make([]string, len(args))
+		for j, a := range args {
+			out[i][j] = strings.ReplaceAll(a, "K", key)
+		}
+	}
+	return out
+}
+
+// TestTransactionsAcrossNodes runs transactions through node A of a two-node tenant: keys
+// sharing a hash tag run atomically on the node that holds the tag (node B's for some tags,
+// so the transaction goes through the peer link), keys across nodes are refused with CROSSSLOT
+// while queueing and EXEC then runs nothing, and WATCH is refused.
+func TestTransactionsAcrossNodes(t *testing.T) {
+	cl := startCluster(t, Redis, 1, 1)
+	c := loginRESP(t, cl.a, cl.acct)
+	viaPeer := 0
+	for tag := range 8 {
+		a, b := fmt.Sprintf("{user%d}:a", tag), fmt.Sprintf("{user%d}:b", tag)
+		replies := pipeline(c, [][]string{{"MULTI"}, {"SET", a, "1"}, {"INCR", a}, {"SET", b, "x"}, {"EXEC"}})
+		if want := "*3\r\n+OK\r\n:2\r\n+OK\r\n"; replies[4] != want {
+			t.Fatalf("tag %d: EXEC %q, want %q (all replies %q)", tag, replies[4], want, replies)
+		}
+		held := enginesHold(t, []string{cl.engineA, cl.engB}, []string{a, b})
+		if held[0][0] != held[0][1] || held[1][0] != held[1][1] || held[0][0] == held[1][0] {
+			t.Fatalf("tag %d: keys held by engines %v, want both on one", tag, held)
+		}
+		if held[1][0] {
+			viaPeer++
+		}
+	}
+	if viaPeer == 0 || viaPeer == 8 {
+		t.Fatalf("%d of 8 tags on node B: the test covers one node only", viaPeer)
+	}
+	// Keys without a common tag: some pair lands on two nodes.
+	for i := range 64 {
+		a, b := fmt.Sprintf("x%d", i), fmt.Sprintf("y%d", i)
+		replies := pipeline(c, [][]string{{"MULTI"}, {"SET", a, "1"}, {"SET", b, "1"}, {"EXEC"}})
+		if !strings.HasPrefix(replies[2], "-CROSSSLOT") {
+			continue
+		}
+		if replies[3] != "-"+replyExecAbort+"\r\n" {
+			t.Fatalf("EXEC after CROSSSLOT: %q", replies[3])
+		}
+		if got := c.do("EXISTS", a, b); got != ":0\r\n" {
+			t.Fatalf("after a refused transaction, EXISTS %s %s: %q, want none", a, b, got)
+		}
+		if got := c.do("WATCH", a); !strings.HasPrefix(got, "-ERR WATCH is not supported") {
+			t.Fatalf("WATCH: %q", got)
+		}
+		return
+	}
+	t.Fatal("no pair of keys landed on two nodes")
+}
+
+// FuzzTransactionFraming sends random sequences of MULTI, EXEC, DISCARD, INCR and GET,
+// pipelined, through the proxy, and the same sequence on another key to the engine itself:
+// every reply must be the engine's (queueing, EXEC's results, errors for EXEC or DISCARD
+// without MULTI and for nested MULTI), the key's value too, and the connection never drops.
 func FuzzTransactionFraming(f *testing.F) {
 	acct := newAccount(f, "team-a/app")
 	n, engine := singleNode(f, Redis, acct, Options{})
@@ -111,6 +122,10 @@ func FuzzTransactionFraming(f *testing.F) {
 			ops = ops[:256]
 		}
 		key := fmt.Sprintf("fuzz-tx-%d", run.Add(1))
+		var commands [][]string
+		for _, op := range ops {
+			commands = append(commands, [][]string{{"MULTI"}, {"EXEC"}, {"DISCARD"}, {"INCR", "K"}, {"GET", "K"}}[op%5])
+		}
 		// Over a pipe, not TCP: thousands of runs a second would use up the loopback's ports.
 		client, server := net.Pipe()
 		defer client.Close()
@@ -120,37 +135,7 @@ func FuzzTransactionFraming(f *testing.F) {
 			t.Fatalf("AUTH: %q", got)
 		}
 		var requests []byte
-		type step struct {
-			args []string
-			inTx bool
-		}
-		steps := make([]step, 0, len(ops))
-		inTx, applied := false, 0
-		for _, op := range ops {
-			var args []string
-			switch op % 5 {
-			case 0:
-				args = []string{"MULTI"}
-			case 1:
-				args = []string{"EXEC"}
-			case 2:
-				args = []string{"DISCARD"}
-			case 3:
-				args = []string{"INCR", key}
-			case 4:
-				args = []string{"GET", key}
-			}
-			wasInTx := inTx
-			switch {
-			case args[0] == "MULTI":
-				inTx = true
-			case args[0] == "EXEC" || args[0] == "DISCARD":
-				inTx = false
-			case args[0] == "INCR" && !inTx:
-				applied++
-			}
-			// MULTI is refused whether it opens a transaction or nests in one.
-			steps = append(steps, step{args: args, inTx: wasInTx || args[0] == "MULTI"})
+		for _, args := range withKey(commands, key) {
 			requests = resp.AppendCommandStrings(requests, args...)
 		}
 		// A pipe holds no bytes: the requests go out while the replies are read.
@@ -158,27 +143,34 @@ func FuzzTransactionFraming(f *testing.F) {
 			client.SetWriteDeadline(time.Now().Add(testIOTimeout))
 			_, _ = client.Write(requests)
 		}()
-		count := 0
-		for _, s := range steps {
-			got := c.read()
-			switch {
-			case s.inTx || s.args[0] == "EXEC" || s.args[0] == "DISCARD":
-				if !isError(got) {
-					t.Fatalf("%v inside a refused transaction (ops %x) answered %q, want an error", s.args, ops, got)
-				}
-			case s.args[0] == "INCR":
-				count++
-				if want := fmt.Sprintf(":%d\r\n", count); got != want {
-					t.Fatalf("INCR outside a transaction (ops %x): %q, want %q", ops, got, want)
-				}
+		direct := dialRESP(t, "unix", engine)
+		want := pipeline(direct, withKey(commands, key+"-ref"))
+		for i := range commands {
+			if got := c.read(); got != want[i] {
+				t.Fatalf("ops %x: reply %d to %v: %q, the engine answers %q", ops, i, commands[i], got, want[i])
 			}
 		}
-		want := "$-1\r\n"
-		if applied > 0 {
-			want = fmt.Sprintf("$%d\r\n%d\r\n", len(fmt.Sprint(applied)), applied)
-		}
-		if got := dialRESP(t, "unix", engine).do("GET", key); got != want {
-			t.Fatalf("%s on the engine after ops %x: %q, want %q (INCRs inside a refused transaction ran?)", key, ops, got, want)
+		if got, want := direct.do("GET", key), direct.do("GET", key+"-ref"); got != want {
+			t.Fatalf("ops %x: %s on the engine: %q, want %q", ops, key, got, want)
 		}
 	})
+}
+
+// TestRedisPyPipeline runs redis-py's default pipeline() (a MULTI/EXEC transaction) against
+// node A of a two-node tenant (testdata/redispy_transactions.py): on hash-tagged keys it
+// commits whole, on keys across nodes it fails and applies nothing.
+func TestRedisPyPipeline(t *testing.T) {
+	if err := exec.Command("python3", "-c", "import redis").Run(); err != nil {
+		t.Skip("redis-py is not installed (hack/bootstrap.sh python installs it)")
+	}
+	cl := startCluster(t, Redis, 1, 1)
+	host, port, err := net.SplitHostPort(cl.a.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("python3", "testdata/redispy_transactions.py", host, port, cl.acct.id, cl.acct.password).CombinedOutput()
+	t.Logf("redis-py:\n%s", out)
+	if err != nil {
+		t.Fatalf("redis-py checks failed: %v", err)
+	}
 }

@@ -206,9 +206,10 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, c *v1.CacheCluster) {
 		sc.Env[procs].ValueFrom.ResourceFieldRef.Divisor.Cmp(resource.MustParse("1")) != 0 {
 		t.Errorf("sidecar env %+v, want GOMAXPROCS from the CPU request in whole cores", sc.Env)
 	}
-	// Memory: the node's cache capacity plus the sidecar's own 256Mi, requested and limited
+	// Memory: the node's cache capacity (4Gi) plus the sidecar's own 256Mi, its 64Mi of replies
+	// in flight and 192Ki for each of its 10000 connections (1875Mi), requested and limited
 	// alike; CPU from the node's request rate (100000 ops/s at 50000 per core); no CPU limit.
-	wantMemory := resource.MustParse("4352Mi")
+	wantMemory := resource.MustParse("6291Mi")
 	if got := sc.Resources.Requests[corev1.ResourceMemory]; got.Cmp(wantMemory) != 0 {
 		t.Errorf("memory request %s, want %s", got.String(), wantMemory.String())
 	}

@@ -47,8 +47,7 @@ const (
 )
 
 // sidecarOverhead is the memory the proxy, the agent and the miss-ratio trackers need on top
-// of the engines: the pod's memory limit is the node's cache capacity (partitions plus the
-// engines' headroom) plus this.
+// of the engines, besides what the proxy's clients may make it hold (sidecarMemory).
 var sidecarOverhead = resource.MustParse("256Mi")
 
 // opsPerCore is the request rate one core of proxy is sized for.
@@ -77,11 +76,10 @@ func (r *Reconciler) images(c *v1.CacheCluster) (sidecar, engine string) {
 }
 
 // derivedResources sizes the pod from the node capacity: memory request = limit (the node's
-// cache memory plus the sidecar's overhead; a cache must not be the first thing evicted),
-// CPU from the node's request rate, and no CPU limit (throttling a proxy costs latency).
+// cache memory plus the sidecar's bound, sidecarMemory; a cache must not be the first thing
+// evicted), CPU from the node's request rate, and no CPU limit (throttling a proxy costs latency).
 func derivedResources(capacity *v1.NodeCapacity) corev1.ResourceRequirements {
-	memory := capacity.Memory.DeepCopy()
-	memory.Add(sidecarOverhead)
+	memory := sidecarMemory(capacity)
 	cpu := resource.NewMilliQuantity(capacity.OpsPerSecond*1000/opsPerCore, resource.DecimalSI)
 	if cpu.Cmp(minCPU) < 0 {
 		cpu = ptr.To(minCPU.DeepCopy())
@@ -126,8 +124,10 @@ func sidecarResources(capacity *v1.NodeCapacity, overrides *v1.SidecarResources)
 		list corev1.ResourceList
 	}{{"requests", requests}, {"limits", limits}} {
 		if q, ok := field.list[corev1.ResourceMemory]; ok && q.Cmp(need) < 0 {
-			revert(corev1.ResourceMemory, fmt.Sprintf("spec.sidecar.resources.%s.memory %s is below the %s the engines need (capacity.memory %s plus the sidecar's %s); the derived %s is used",
-				field.path, q.String(), need.String(), capacity.Memory.String(), sidecarOverhead.String(), need.String()))
+			own := need.DeepCopy()
+			own.Sub(capacity.Memory)
+			revert(corev1.ResourceMemory, fmt.Sprintf("spec.sidecar.resources.%s.memory %s is below the %s the sidecar needs (capacity.memory %s plus the proxy's own bound %s, docs/sidecar-limits.md); the derived %s is used",
+				field.path, q.String(), need.String(), capacity.Memory.String(), own.String(), need.String()))
 		}
 	}
 	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {

@@ -34,22 +34,22 @@ func TestSidecarResources(t *testing.T) {
 		wantLimits   corev1.ResourceList
 		wantProblems []string
 	}{
-		{"derived", nil, list("2", "8448Mi"), list("", "8448Mi"), nil},
+		{"derived", nil, list("2", "10387Mi"), list("", "10387Mi"), nil},
 		{"more memory and a CPU limit",
-			&v1.SidecarResources{Requests: &v1.SidecarRequests{Memory: q("10Gi")}, Limits: &v1.SidecarLimits{CPU: "3", Memory: q("10Gi")}},
-			list("2", "10Gi"), list("3", "10Gi"), nil},
+			&v1.SidecarResources{Requests: &v1.SidecarRequests{Memory: q("12Gi")}, Limits: &v1.SidecarLimits{CPU: "3", Memory: q("12Gi")}},
+			list("2", "12Gi"), list("3", "12Gi"), nil},
 		{"half a core",
 			&v1.SidecarResources{Requests: &v1.SidecarRequests{CPU: "500m"}},
-			list("500m", "8448Mi"), list("", "8448Mi"), nil},
+			list("500m", "10387Mi"), list("", "10387Mi"), nil},
 		{"memory limit below the engines' need",
 			&v1.SidecarResources{Requests: &v1.SidecarRequests{CPU: "1"}, Limits: &v1.SidecarLimits{Memory: q("4Gi")}},
-			list("1", "8448Mi"), list("", "8448Mi"), []string{"spec.sidecar.resources.limits.memory 4Gi is below the 8448Mi the engines need (capacity.memory 8Gi plus the sidecar's 256Mi)"}},
+			list("1", "10387Mi"), list("", "10387Mi"), []string{"spec.sidecar.resources.limits.memory 4Gi is below the 10387Mi the sidecar needs (capacity.memory 8Gi plus the proxy's own bound 2195Mi"}},
 		{"memory request above the derived limit",
-			&v1.SidecarResources{Requests: &v1.SidecarRequests{Memory: q("9Gi")}},
-			list("2", "8448Mi"), list("", "8448Mi"), []string{"the memory request 9Gi is above its limit 8448Mi"}},
+			&v1.SidecarResources{Requests: &v1.SidecarRequests{Memory: q("11Gi")}},
+			list("2", "10387Mi"), list("", "10387Mi"), []string{"the memory request 11Gi is above its limit 10387Mi"}},
 		{"CPU limit below the derived request",
 			&v1.SidecarResources{Limits: &v1.SidecarLimits{CPU: "1"}},
-			list("2", "8448Mi"), list("", "8448Mi"), []string{"the cpu request 2 is above its limit 1"}},
+			list("2", "10387Mi"), list("", "10387Mi"), []string{"the cpu request 2 is above its limit 1"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -17,6 +18,7 @@ import (
 	"github.com/cacheqos/cacheqos/controllers/internal/objects"
 	"github.com/cacheqos/cacheqos/controllers/internal/ssa"
 	"github.com/cacheqos/cacheqos/internal/credentials"
+	"github.com/cacheqos/cacheqos/internal/sidecarmem"
 )
 
 // owned sets the metadata every object of the cluster carries: namespace, name, the sidecar
@@ -134,4 +136,16 @@ func (r *Reconciler) reconcileServices(ctx context.Context, s *scope) error {
 		r.apply(ctx, s.cluster, clientSvc, objects.ClientServiceName(s.cluster.Name)),
 		r.apply(ctx, s.cluster, peers, objects.PeerServiceName(s.cluster.Name)),
 	)
+}
+
+// sidecarMemory is the sidecar container's memory request and limit: the node's cache memory,
+// sidecarOverhead (the proxy's, the agent's and the miss-ratio trackers' baseline), the reply
+// bytes the proxy may hold for all its clients (--max-reply-bytes-in-flight), and each client
+// connection's budget up to the connection cap (--max-client-connections), the bound
+// docs/sidecar-limits.md gives. The DaemonSet leaves both flags at the sidecar's defaults.
+func sidecarMemory(capacity *v1.NodeCapacity) resource.Quantity {
+	memory := capacity.Memory.DeepCopy()
+	memory.Add(sidecarOverhead)
+	memory.Add(*resource.NewQuantity(sidecarmem.ProxyBound, resource.BinarySI))
+	return memory
 }

@@ -59,8 +59,8 @@ func TestSidecarPodOverrides(t *testing.T) {
 		PodSecurityContext: podSecurity,
 		SecurityContext:    containerSecurity,
 		Resources: &v1.SidecarResources{
-			Requests: &v1.SidecarRequests{CPU: "3", Memory: ptr.To(resource.MustParse("5Gi"))},
-			Limits:   &v1.SidecarLimits{CPU: "4", Memory: ptr.To(resource.MustParse("5Gi"))},
+			Requests: &v1.SidecarRequests{CPU: "3", Memory: ptr.To(resource.MustParse("7Gi"))},
+			Limits:   &v1.SidecarLimits{CPU: "4", Memory: ptr.To(resource.MustParse("7Gi"))},
 		},
 	}
 	create(t, c)
@@ -101,29 +101,30 @@ func TestSidecarPodOverrides(t *testing.T) {
 		}
 	}
 	wantResources := corev1.ResourceRequirements{
-		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3"), corev1.ResourceMemory: resource.MustParse("5Gi")},
-		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("5Gi")},
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3"), corev1.ResourceMemory: resource.MustParse("7Gi")},
+		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("7Gi")},
 	}
 	if got := pod.Containers[0].Resources; !equality.Semantic.DeepEqual(got, wantResources) {
 		t.Errorf("resources %+v, want %+v", got, wantResources)
 	}
 	testenv.Eventually(t, timeout, clusterCondition(c, conditions.SidecarOverridesApplied, metav1.ConditionTrue, conditions.ReasonOverridesApplied, "", nil))
 
-	// A memory limit below the 4352Mi the engines need (4Gi capacity + 256Mi) is refused:
+	// A memory limit below the 6291Mi the sidecar needs (4Gi capacity + 256Mi + the proxy's
+	// client bound, 1939Mi) is refused:
 	// the derived memory stays, the CPU override is kept, and the condition names the field.
 	patch := `{"spec":{"sidecar":{"resources":{"limits":{"memory":"1Gi"}}}}}`
 	if err := env.Client.Patch(ctx, c, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, timeout, clusterCondition(c, conditions.SidecarOverridesApplied, metav1.ConditionFalse, conditions.ReasonUnsafeResources,
-		"spec.sidecar.resources.limits.memory 1Gi is below the 4352Mi the engines need", nil))
+		"spec.sidecar.resources.limits.memory 1Gi is below the 6291Mi the sidecar needs", nil))
 	testenv.Eventually(t, timeout, func() error {
 		if err := get(ds, ns, "shaped-sidecar"); err != nil {
 			return err
 		}
 		want := corev1.ResourceRequirements{
-			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3"), corev1.ResourceMemory: resource.MustParse("4352Mi")},
-			Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("4352Mi")},
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3"), corev1.ResourceMemory: resource.MustParse("6291Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("6291Mi")},
 		}
 		if got := ds.Spec.Template.Spec.Containers[0].Resources; !equality.Semantic.DeepEqual(got, want) {
 			return fmt.Errorf("resources %+v, want %+v", got, want)

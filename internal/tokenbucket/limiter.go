@@ -69,6 +69,12 @@ func (l *Limiter) TryReserve(n int64) (time.Duration, bool) {
 // bytes known only after a request went through, such as its reply's.
 func (l *Limiter) Charge(n int64) { l.bytes.Charge(n) }
 
+// PaceBytes takes n bytes from the bytes bucket whatever it holds and returns how long the
+// caller must wait before moving them (see Bucket.Reserve): for a transfer sent in chunks, each
+// chunk taking its tokens just before it goes, so the transfer moves at the limit instead of
+// leaving the bucket in debt after it went at full speed.
+func (l *Limiter) PaceBytes(n int64) time.Duration { return l.bytes.Reserve(n) }
+
 // SetLimits changes both limits (see Bucket.SetLimit). Both are validated before either
 // changes.
 func (l *Limiter) SetLimits(bytes, ops Limit) error {

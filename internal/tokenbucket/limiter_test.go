@@ -133,3 +133,32 @@ func TestLimiterCharge(t *testing.T) {
 		t.Errorf("stats %+v, want 1 request, delayed", s)
 	}
 }
+
+// TestLimiterPaceBytes: chunks paced one after the other wait for the tokens of every chunk
+// before them, so the transfer moves at the bytes limit once the burst is spent; the ops
+// bucket is not touched.
+func TestLimiterPaceBytes(t *testing.T) {
+	tests := []struct {
+		name   string
+		chunks []int64
+		want   []time.Duration
+	}{
+		{name: "within the burst", chunks: []int64{400, 600}, want: []time.Duration{0, 0}},
+		{name: "past the burst", chunks: []int64{1000, 500, 500}, want: []time.Duration{0, 500 * time.Millisecond, time.Second}},
+		{name: "one chunk over the burst", chunks: []int64{3000}, want: []time.Duration{0}},
+		{name: "after a chunk over the burst", chunks: []int64{3000, 1000}, want: []time.Duration{0, 3 * time.Second}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			l, _ := newManualLimiter(t, Limit{Rate: 1000, Burst: 1000}, Limit{Rate: 1, Burst: 1}, time.Minute)
+			for i, n := range tc.chunks {
+				if got := l.PaceBytes(n); got != tc.want[i] {
+					t.Errorf("chunk %d (%d bytes): wait %v, want %v", i, n, got, tc.want[i])
+				}
+			}
+			if _, ok := l.TryReserve(0); !ok {
+				t.Error("the ops bucket was charged by paced bytes")
+			}
+		})
+	}
+}

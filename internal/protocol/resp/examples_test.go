@@ -208,6 +208,9 @@ var commandExamples = []commandExample{
 	{"COMMAND COUNT", nil, tInt, 0},
 	{"INFO server", nil, tBulk, tVerbatm},
 	{"TIME", nil, tArray, 0},
+	{"MULTI", nil, tSimple, 0},
+	{"DISCARD", nil, tSimple, 0},
+	{"EXEC", nil, tErr, 0}, // without MULTI
 	// Last: HELLO and RESET change the connection's protocol; QUIT closes it.
 	{"HELLO", nil, tArray, tMap},
 	{"RESET", nil, tSimple, 0},

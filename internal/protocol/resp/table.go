@@ -207,6 +207,11 @@ var supported = []CommandSpec{
 	{Name: "select", Arity: 2, Flags: fst, Class: other, Handling: local},
 	{Name: "quit", Arity: -1, Flags: fst, Class: other, Handling: local},
 	{Name: "reset", Arity: 1, Flags: fst, Class: other, Handling: local},
+	// Transactions: the proxy queues the commands and sends MULTI, them and EXEC together to
+	// the node that holds every key.
+	{Name: "multi", Arity: 1, Flags: fst, Class: other, Handling: local},
+	{Name: "exec", Arity: 1, Class: other, Handling: local},
+	{Name: "discard", Arity: 1, Flags: fst, Class: other, Handling: local},
 	{Name: "client", Arity: -2, Class: other, Handling: local, Subcommands: subcommandTable("client", []CommandSpec{
 		{Name: "setname", Arity: 3, Class: other, Handling: local},
 		{Name: "getname", Arity: 2, Class: other, Handling: local},
@@ -242,8 +247,8 @@ var refused = []refusalGroup{
 		"sort", "sort_ro", "georadius", "georadiusbymember", "migrate", "dump", "restore",
 		"restore-asking", "object",
 	}},
-	{other, "a tenant's keys live on several nodes, so transactions cannot be routed", []string{
-		"multi", "exec", "discard", "watch", "unwatch",
+	{other, "WATCH needs an engine connection of its own, and the proxy shares them among clients", []string{
+		"watch", "unwatch",
 	}},
 	{other, "scripts and functions may touch keys on any node", []string{
 		"eval", "eval_ro", "evalsha", "evalsha_ro", "fcall", "fcall_ro", "function", "script",

@@ -1,0 +1,454 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cacheqos/cacheqos/internal/keyhash"
+	"github.com/cacheqos/cacheqos/internal/protocol"
+	"github.com/cacheqos/cacheqos/internal/protocol/resp"
+)
+
+// A reply holding a value larger than streamChunk (a redis bulk string, a memcached VALUE
+// block), and every reply to a multi-key read sent whole to one node (MGET, memcached get of
+// several keys), is streamed: the link's reader hands it, unread, to its connection's writer,
+// which copies it from the link's buffered reader to the client streamChunk bytes at a time,
+// in the connection's reply order, and the link reads its next reply once the copy is done.
+// So the proxy holds one chunk of such a reply, whatever its size.
+const (
+	streamChunk = 64 << 10
+	// maxStreamLine bounds a header line of a streamed reply: a memcached VALUE line with a
+	// 250-byte key, a RESP length.
+	maxStreamLine = 1024
+	// maxStreamDepth bounds the nesting of a streamed RESP reply.
+	maxStreamDepth = 32
+	// maxStreamBlock is the largest value a streamed reply may hold (redis' and memcached's
+	// largest: 512 MiB and 1 GiB).
+	maxStreamBlock = 1 << 30
+)
+
+// A stream's hand-over: the link offers it, then either the writer takes it, or the link,
+// once the connection is gone without taking it, cancels it and reads it away itself.
+const (
+	streamOffered int32 = iota
+	streamTaken
+	streamCancelled
+)
+
+// replyStream is a reply a link's reader hands to a connection's writer to copy.
+type replyStream struct {
+	l     *link
+	e     entry // the request's (fixed once queued, so readable after the pending is reused)
+	state atomic.Int32
+	done  chan error // the copy's result: nil, or why the link is out of step
+}
+
+// streamBuffers recycles the chunk buffers of streamed replies.
+var streamBuffers = sync.Pool{New: func() any {
+	b := make([]byte, 0, streamChunk+maxStreamLine)
+	return &b
+}}
+
+// streams reports whether the reply due to w is one to stream. It looks at the reply's first
+// byte, and for a value its first line (already buffered, or read into the buffer), without
+// consuming them; other replies cost it one look at a buffered byte.
+func (l *link) streams(w waiter) bool {
+	p := w.p
+	if p.kind != entryForward {
+		return false
+	}
+	first, err := l.br.Peek(1)
+	if err != nil {
+		return false
+	}
+	if l.replies != nil {
+		switch first[0] {
+		case byte(resp.TypeBulkString):
+			line := peekLine(l.br)
+			if len(line) < 2 {
+				return false
+			}
+			n, ok := protocol.ParseInt(line[1:])
+			return ok && n >= streamChunk
+		case byte(resp.TypeArray):
+			return p.access == accessReadMulti
+		}
+		return false
+	}
+	if first[0] != 'V' || !w.expect.Command.IsRetrieval() || w.expect.Sentinel {
+		return false
+	}
+	return p.access == accessReadMulti || valueLineSize(peekLine(l.br)) >= streamChunk
+}
+
+// valueLineSize is the data size a memcached "VALUE <key> <flags> <bytes> [<cas>]" line
+// announces, or -1.
+func valueLineSize(line []byte) int64 {
+	rest, ok := bytes.CutPrefix(line, []byte("VALUE "))
+	for range 2 {
+		i := bytes.IndexByte(rest, ' ')
+		if !ok || i < 0 {
+			return -1
+		}
+		rest = rest[i+1:]
+	}
+	if i := bytes.IndexByte(rest, ' '); i >= 0 {
+		rest = rest[:i]
+	}
+	n, ok := protocol.ParseInt(rest)
+	if !ok {
+		return -1
+	}
+	return n
+}
+
+// peekLine returns the reader's next line without its CRLF and without consuming it, or nil
+// when it is longer than maxStreamLine or the stream fails (the ordinary read then reports
+// the failure).
+func peekLine(br *bufio.Reader) []byte {
+	for n := max(br.Buffered(), 1); ; {
+		b, err := br.Peek(n)
+		if i := bytes.IndexByte(b[:min(len(b), maxStreamLine)], '\n'); i >= 0 {
+			line, _ := protocol.TrimCRLF(b[:i+1])
+			return line
+		}
+		if err != nil || len(b) >= maxStreamLine {
+			return nil
+		}
+		n = len(b) + 1
+	}
+}
+
+// stream hands the reply due to w to its connection's writer and waits until the writer has
+// copied it. A request its connection dropped (the client is gone) has its reply read away
+// here.
+func (l *link) stream(w waiter) error {
+	p, c := w.p, w.p.c
+	s := &replyStream{l: l, e: p.entry, done: make(chan error, 1)}
+	if p.abandoned() {
+		return s.copyTo(nil)
+	}
+	p.stream = s
+	p.remaining.Add(-1)
+	l.touch(c)
+	l.wakeTouched()
+	select {
+	case err := <-s.done:
+		return err
+	case <-c.ctx.Done():
+	}
+	if s.state.CompareAndSwap(streamOffered, streamCancelled) {
+		return s.copyTo(nil)
+	}
+	return <-s.done
+}
+
+// copyStream copies a streamed reply to the client, after the replies buffered before it;
+// c.outMu is held. A client gone before or during the copy gets no more of it, but the reply
+// is still read to its end, so the link stays in step. A copy the link cuts leaves the client
+// a partial reply, so its connection closes.
+func (c *conn) copyStream(s *replyStream) {
+	if !s.state.CompareAndSwap(streamOffered, streamTaken) {
+		return
+	}
+	c.flushClient()
+	var dst *conn
+	if !c.clientGone {
+		dst = c
+	}
+	err := s.copyTo(dst)
+	if err != nil && !c.clientGone {
+		c.lostClient()
+	}
+	s.done <- err
+}
+
+// streamCopy is one streamed reply being copied.
+type streamCopy struct {
+	s   *replyStream
+	br  *bufio.Reader
+	dst *conn // nil: the reply is read away
+	buf []byte
+	// total is the reply's bytes; values what it told of the keys read (local partition
+	// only), in order.
+	total  int64
+	values []streamedValue
+}
+
+// streamedValue is one value (or miss) of a streamed read reply.
+type streamedValue struct {
+	keyHash uint64 // memcached: the VALUE line's key
+	keyLen  int
+	len     int64
+	hit     bool
+}
+
+// copyTo copies the reply to dst (nil: reads it away), pacing it through the tenant's
+// bandwidth bucket when the local partition serves a limited tenant, and then counts it.
+func (s *replyStream) copyTo(dst *conn) error {
+	bp := streamBuffers.Get().(*[]byte)
+	sc := &streamCopy{s: s, br: s.l.br, dst: dst, buf: (*bp)[:0]}
+	var err error
+	if s.l.replies != nil {
+		err = sc.copyRESP()
+	} else {
+		err = sc.copyMemcache()
+	}
+	if err == nil {
+		sc.flush()
+		sc.count()
+	}
+	*bp = sc.buf[:0]
+	streamBuffers.Put(bp)
+	return err
+}
+
+// copyRESP copies one RESP reply, recording the values of a read: the reply itself for a one
+// key read, the array's elements for a multi-key one.
+func (sc *streamCopy) copyRESP() error {
+	valueDepth := 0
+	if sc.s.e.access == accessReadMulti {
+		valueDepth = 1
+	}
+	var stack [maxStreamDepth]int
+	pending := append(stack[:0], 1)
+	for len(pending) > 0 {
+		depth := len(pending) - 1
+		pending[depth]--
+		line, err := sc.line()
+		if err != nil {
+			return err
+		}
+		t, body := resp.Type(line[0]), line[1:]
+		switch t {
+		case resp.TypeBulkString, resp.TypeVerbatim, resp.TypeBlobError:
+			n, ok := protocol.ParseInt(body)
+			if ok && n == -1 && t == resp.TypeBulkString {
+				sc.value(depth == valueDepth, streamedValue{})
+				break
+			}
+			if !ok || n < 0 || n > maxStreamBlock {
+				return fmt.Errorf("invalid %s length in the reply", t)
+			}
+			if err := sc.block(n); err != nil {
+				return err
+			}
+			sc.value(depth == valueDepth, streamedValue{len: n, hit: true})
+		case resp.TypeNull:
+			sc.value(depth == valueDepth, streamedValue{})
+		case resp.TypeArray, resp.TypeSet, resp.TypeMap, resp.TypePush, resp.TypeAttribute:
+			n, ok := protocol.ParseInt(body)
+			if ok && n == -1 && t == resp.TypeArray {
+				break
+			}
+			if !ok || n < 0 || n > maxStreamBlock {
+				return fmt.Errorf("invalid %s length in the reply", t)
+			}
+			if t == resp.TypeMap || t == resp.TypeAttribute {
+				n *= 2
+			}
+			if t == resp.TypeAttribute {
+				pending[depth]++ // the annotated value follows
+			}
+			if n > 0 {
+				if len(pending) == maxStreamDepth {
+					return fmt.Errorf("reply nested deeper than %d levels", maxStreamDepth)
+				}
+				pending = append(pending, int(n))
+			}
+		case resp.TypeSimpleString, resp.TypeError, resp.TypeInteger, resp.TypeBigNumber, resp.TypeDouble, resp.TypeBoolean:
+		default:
+			return fmt.Errorf("unknown reply type %q", line[0])
+		}
+		for len(pending) > 0 && pending[len(pending)-1] == 0 {
+			pending = pending[:len(pending)-1]
+		}
+	}
+	return nil
+}
+
+// copyMemcache copies one retrieval response: VALUE blocks until END (or an error line, with
+// which memcached ends a retrieval it cannot finish).
+func (sc *streamCopy) copyMemcache() error {
+	for {
+		line, err := sc.line()
+		if err != nil {
+			return err
+		}
+		if string(line) == "END" || string(line) == "ERROR" ||
+			bytes.HasPrefix(line, []byte("SERVER_ERROR ")) || bytes.HasPrefix(line, []byte("CLIENT_ERROR ")) {
+			return nil
+		}
+		rest, ok := bytes.CutPrefix(line, []byte("VALUE "))
+		fields := bytes.Fields(rest)
+		if !ok || len(fields) < 3 || len(fields) > 4 {
+			return fmt.Errorf("bad response from engine: expected VALUE or END, got %q", line)
+		}
+		n, ok := protocol.ParseInt(fields[2])
+		if !ok || n < 0 || n > maxStreamBlock {
+			return fmt.Errorf("bad response from engine: bad VALUE line %q", line)
+		}
+		sc.value(true, streamedValue{keyHash: keyhash.Sum64(fields[0]), keyLen: len(fields[0]), len: n, hit: true})
+		if err := sc.block(n); err != nil {
+			return err
+		}
+	}
+}
+
+// value notes a value the reply holds, when it is one of the read's keys and the local
+// partition served it (a reply with more values than the request has keys is not counted).
+func (sc *streamCopy) value(counted bool, v streamedValue) {
+	if counted && sc.s.l.local && len(sc.values) <= maxStreamedValues {
+		sc.values = append(sc.values, v)
+	}
+}
+
+// maxStreamedValues bounds the values a streamed reply records: a request has at most this
+// many keys (memcached's and redis' argument limits are lower).
+const maxStreamedValues = 1 << 20
+
+// line reads the next CRLF-terminated line into the chunk buffer and returns it without its
+// CRLF; it is valid until the next flush.
+func (sc *streamCopy) line() ([]byte, error) {
+	if len(sc.buf)+maxStreamLine > cap(sc.buf) {
+		sc.flush()
+	}
+	start := len(sc.buf)
+	sc.s.l.progressed()
+	buf, err := protocol.AppendLine(sc.br, sc.buf, maxStreamLine)
+	sc.buf = buf
+	switch {
+	case errors.Is(err, protocol.ErrLineTooLong):
+		return nil, fmt.Errorf("reply line longer than %d bytes", maxStreamLine)
+	case errors.Is(err, io.EOF):
+		return nil, io.ErrUnexpectedEOF
+	case err != nil:
+		return nil, err
+	}
+	line, ok := protocol.TrimCRLF(buf[start:])
+	if !ok || len(line) == 0 {
+		return nil, errors.New("reply line not terminated by CRLF")
+	}
+	return line, nil
+}
+
+// block copies a value of n bytes and the CRLF after it, one chunk at a time.
+func (sc *streamCopy) block(n int64) error {
+	for n += 2; n > 0; {
+		if len(sc.buf) == cap(sc.buf) {
+			sc.flush()
+		}
+		end := len(sc.buf) + int(min(int64(cap(sc.buf)-len(sc.buf)), n))
+		sc.s.l.progressed()
+		m, err := io.ReadFull(sc.br, sc.buf[len(sc.buf):end])
+		sc.buf = sc.buf[:len(sc.buf)+m]
+		n -= int64(m)
+		if errors.Is(err, io.EOF) {
+			return io.ErrUnexpectedEOF
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if !bytes.HasSuffix(sc.buf, []byte("\r\n")) {
+		return errors.New("value not terminated by CRLF")
+	}
+	return nil
+}
+
+// flush passes the chunk buffer to the client (counted in the bytes the connection holds
+// while it is written), after the tenant's bandwidth bucket allowed it.
+func (sc *streamCopy) flush() {
+	n := len(sc.buf)
+	if n == 0 {
+		return
+	}
+	sc.total += int64(n)
+	sc.pace(n)
+	if c := sc.dst; c != nil {
+		c.addReplyBytes(int64(n))
+		c.refreshWriteDeadline()
+		_, err := c.nc.Write(sc.buf)
+		c.addReplyBytes(-int64(n))
+		if err != nil {
+			c.lostClient()
+			sc.dst = nil
+		}
+	}
+	sc.buf = sc.buf[:0]
+}
+
+// pace takes a chunk's bytes from the bandwidth bucket of a limited tenant served by the local
+// partition, and holds the chunk until the bucket allows it: a large reply reaches the client
+// at the tenant's rate. A reply read away is only charged.
+func (sc *streamCopy) pace(n int) {
+	t := sc.s.e.tenant
+	if !sc.s.l.local || t == nil || !t.cfg.Load().limited {
+		return
+	}
+	if sc.dst == nil {
+		t.limiter.Charge(int64(n))
+		return
+	}
+	wait := t.limiter.PaceBytes(int64(n))
+	if wait <= 0 {
+		return
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-sc.dst.ctx.Done():
+	}
+}
+
+// count records a reply the local partition served: its bytes (already taken from the bucket
+// by pace) and the reads it answered.
+func (sc *streamCopy) count() {
+	e := &sc.s.e
+	t := e.tenant
+	if !sc.s.l.local || t == nil {
+		return
+	}
+	t.stats.served.Add(1)
+	t.stats.bytesOut.Add(uint64(sc.total))
+	switch {
+	case e.access == accessRead && sc.s.l.replies != nil:
+		if len(sc.values) == 1 {
+			v := sc.values[0]
+			t.recordRead(e.keyHash, v.hit, int(e.keyLen), int(v.len))
+		}
+	case e.access == accessRead:
+		sc.recordKeys([]uint64{e.keyHash})
+	case e.access == accessReadMulti && sc.s.l.replies != nil:
+		if len(sc.values) == len(e.more.keyHashes) {
+			for i, v := range sc.values {
+				t.recordRead(e.more.keyHashes[i], v.hit, int(e.more.keyLens[i]), int(v.len))
+			}
+		}
+	case e.access == accessReadMulti:
+		sc.recordKeys(e.more.keyHashes)
+	}
+}
+
+// recordKeys counts a memcached retrieval of the keys hashed hashes: memcached answers the
+// keys it has, in request order, so each key is a hit when the next value is its own.
+func (sc *streamCopy) recordKeys(hashes []uint64) {
+	t := sc.s.e.tenant
+	next := 0
+	for _, h := range hashes {
+		if next < len(sc.values) && sc.values[next].keyHash == h {
+			v := sc.values[next]
+			t.recordRead(h, true, v.keyLen, int(v.len))
+			next++
+			continue
+		}
+		t.recordRead(h, false, 0, 0)
+	}
+}

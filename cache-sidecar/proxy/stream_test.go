@@ -1,0 +1,210 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cacheqos/cacheqos/internal/protocol/memcache"
+	"github.com/cacheqos/cacheqos/internal/protocol/resp"
+)
+
+// streamOnce copies one reply from input as a link streaming it would (to no client), and
+// returns the bytes it consumed or its error.
+func streamOnce(proto Protocol, input []byte) (int64, error) {
+	br := bufio.NewReaderSize(bytes.NewReader(input), ioBufferSize)
+	l := &link{p: &Proxy{}, br: br}
+	if proto == Redis {
+		l.replies = resp.NewReplyReader(br, resp.ReplyLimits{})
+	}
+	s := &replyStream{l: l}
+	sc := &streamCopy{s: s, br: br, buf: make([]byte, 0, streamChunk+maxStreamLine)}
+	var err error
+	if proto == Redis {
+		err = sc.copyRESP()
+	} else {
+		err = sc.copyMemcache()
+	}
+	sc.flush()
+	return sc.total, err
+}
+
+// wholeReplyLen is how many bytes the proxy's ordinary reader takes for the first reply of
+// input (a get's response for memcached), or false when it finds none.
+func wholeReplyLen(proto Protocol, input []byte) (int, bool) {
+	br := bufio.NewReader(bytes.NewReader(input))
+	if proto == Redis {
+		r, err := resp.NewReplyReader(br, resp.ReplyLimits{}).ReadReply()
+		return len(r.Raw()), err == nil
+	}
+	r, err := memcache.NewResponseReader(br, memcache.ResponseLimits{}).ReadResponse(memcache.Expect{Command: memcache.CmdGet})
+	if err != nil || r.IsError() {
+		return 0, false
+	}
+	return len(r.Raw()), true
+}
+
+// FuzzStreamedReplyFraming checks the streamed copy's framing against the proxy's ordinary
+// reply readers (an independent parser): every reply they read whole, the stream copies
+// exactly, byte for byte of the input, and it never panics on anything else.
+func FuzzStreamedReplyFraming(f *testing.F) {
+	seeds := []struct {
+		proto Protocol
+		input string
+	}{
+		{Redis, "$5\r\nhello\r\n"},
+		{Redis, "*3\r\n$1\r\na\r\n$-1\r\n_\r\n"},
+		{Redis, "%1\r\n+k\r\n*2\r\n:1\r\n,1.5\r\n"},
+		{Redis, "|1\r\n+a\r\n+b\r\n$3\r\nabc\r\n"},
+		{Redis, "$" + "70000\r\n" + strings.Repeat("v", 70000) + "\r\n"},
+		{Redis, "*2\r\n$3\r\nab"},
+		{Memcached, "VALUE a 0 1\r\nx\r\nVALUE b 5 3 9\r\nxyz\r\nEND\r\n"},
+		{Memcached, "END\r\n"},
+		{Memcached, "VALUE a 0 2\r\nx\r\nEND\r\n"},
+		{Memcached, "SERVER_ERROR out of memory\r\n"},
+	}
+	for _, s := range seeds {
+		f.Add(s.proto == Redis, []byte(s.input))
+	}
+	f.Fuzz(func(t *testing.T, redis bool, input []byte) {
+		proto := Memcached
+		if redis {
+			proto = Redis
+		}
+		copied, err := streamOnce(proto, input)
+		want, ok := wholeReplyLen(proto, input)
+		if !ok {
+			return
+		}
+		if err != nil || copied != int64(want) {
+			t.Fatalf("%s reply %q: streamed %d bytes (%v), the whole reply is %d", proto, input, copied, err, want)
+		}
+	})
+}
+
+// TestStreamedReplyFramingErrors: framing the stream cannot follow fails the copy (the link
+// then closes) instead of leaving it out of step.
+func TestStreamedReplyFramingErrors(t *testing.T) {
+	tests := []struct {
+		proto Protocol
+		input string
+		want  string
+	}{
+		{Redis, "$5\r\nhelloXX", "value not terminated by CRLF"},
+		{Redis, "$-7\r\n", "invalid bulk string length"},
+		{Redis, "?\r\n", "unknown reply type"},
+		{Redis, "$5\r\nhel", "unexpected EOF"},
+		{Redis, strings.Repeat("*1\r\n", maxStreamDepth+1), "nested deeper"},
+		{Redis, "+" + strings.Repeat("x", 2*maxStreamLine), "longer than"},
+		{Memcached, "VALUE a 0\r\n", "expected VALUE or END"},
+		{Memcached, "VALUE a 0 x\r\n", "bad VALUE line"},
+		{Memcached, "NOT_STORED\r\n", `got "NOT_STORED"`},
+	}
+	for _, tc := range tests {
+		t.Run(string(tc.proto)+" "+tc.want, func(t *testing.T) {
+			_, err := streamOnce(tc.proto, []byte(tc.input))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%q: error %v, want %q", tc.input, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestValueLineSize(t *testing.T) {
+	tests := []struct {
+		line string
+		want int64
+	}{
+		{"VALUE k 0 70000", 70000},
+		{"VALUE k 5 12 99", 12},
+		{"VALUE k 0", -1},
+		{"VALUE k 0 x", -1},
+		{"VALUE k", -1},
+		{"END", -1},
+		{"", -1},
+	}
+	for _, tc := range tests {
+		if got := valueLineSize([]byte(tc.line)); got != tc.want {
+			t.Errorf("valueLineSize(%q) = %d, want %d", tc.line, got, tc.want)
+		}
+	}
+}
+
+// TestStreamedRepliesKeepOrderAcrossNodes pipelines reads of large and small values through
+// node A of a two-node tenant, against real engines: with every key on node B, large replies
+// are streamed twice (by B from its engine, by A from its peer link); with the keys spread,
+// some are local and multi-key reads are split. Every reply comes back whole and in order.
+func TestStreamedRepliesKeepOrderAcrossNodes(t *testing.T) {
+	values := map[string]string{
+		"big1":  strings.Repeat("a", 200_000),
+		"big2":  strings.Repeat("b", 1000*1000),
+		"small": "s",
+	}
+	for _, weights := range [][2]float64{{0, 1}, {1, 1}} {
+		for _, proto := range []Protocol{Redis, Memcached} {
+			t.Run(fmt.Sprintf("%s weights %v", proto, weights), func(t *testing.T) {
+				cl := startCluster(t, proto, weights[0], weights[1])
+				reads := [][]string{{"big1"}, {"small"}, {"big1", "small", "big2", "missing"}, {"big2"}, {"small", "big1"}}
+				if proto == Redis {
+					c := loginRESP(t, cl.a, cl.acct)
+					for k, v := range values {
+						if got := c.do("SET", k, v); got != "+OK\r\n" {
+							t.Fatalf("SET %s: %q", k, got)
+						}
+					}
+					if held := enginesHold(t, []string{cl.engineA, cl.engB}, []string{"big1", "big2", "small"}); weights[0] == 0 && slices.Contains(held[0], true) {
+						t.Fatalf("node A's engine holds keys with weight 0: %v", held)
+					}
+					var batch []byte
+					for _, keys := range reads {
+						batch = resp.AppendCommandStrings(batch, append([]string{"MGET"}, keys...)...)
+					}
+					go c.write(batch)
+					for _, keys := range reads {
+						want := fmt.Sprintf("*%d\r\n", len(keys))
+						for _, k := range keys {
+							if v, ok := values[k]; ok {
+								want += fmt.Sprintf("$%d\r\n%s\r\n", len(v), v)
+							} else {
+								want += "$-1\r\n"
+							}
+						}
+						if got := c.read(); got != want {
+							t.Fatalf("MGET %v: %d bytes, want %d", keys, len(got), len(want))
+						}
+					}
+					return
+				}
+				c := loginMC(t, cl.a, cl.acct)
+				for k, v := range values {
+					c.set(k, v)
+				}
+				var batch string
+				for _, keys := range reads {
+					batch += "get " + strings.Join(keys, " ") + "\r\n"
+				}
+				go c.write(batch)
+				for _, keys := range reads {
+					for _, k := range keys {
+						v, ok := values[k]
+						if !ok {
+							continue
+						}
+						if line := c.line(); line != fmt.Sprintf("VALUE %s 0 %d", k, len(v)) {
+							t.Fatalf("get %v: %q", keys, line)
+						}
+						if data := c.line(); data != v {
+							t.Fatalf("get %v: value of %s: %d bytes, want %d", keys, k, len(data), len(v))
+						}
+					}
+					if line := c.line(); line != "END" {
+						t.Fatalf("get %v: %q, want END", keys, line)
+					}
+				}
+			})
+		}
+	}
+}
