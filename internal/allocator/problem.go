@@ -28,6 +28,15 @@ type problem struct {
 	fairShare   int64
 	// needs holds what each tenant's objective asks for.
 	needs []need
+	// fairRef is each tenant's latency under the equal policy's plan, the reference of a
+	// maxDegradation objective (nil when no tenant has one).
+	fairRef []latencyParts
+}
+
+// latencyParts splits a predicted mean latency into service (hits and misses) and the
+// queueing at the nodes (and buckets) on the tenant's path, in seconds.
+type latencyParts struct {
+	service, queue float64
 }
 
 type node struct {
@@ -171,6 +180,7 @@ func newProblem(s *planning.Snapshot, opts Options) (*problem, error) {
 	if len(p.tenants) > 0 {
 		p.fairShare = p.totalMemory / int64(len(p.tenants))
 	}
+	p.fairRef = p.fairShareReference()
 	p.needs = make([]need, len(p.tenants))
 	for k := range p.tenants {
 		p.needs[k] = p.needOf(k)
@@ -310,6 +320,10 @@ type need struct {
 	hitRatio     float64 // the hit ratio that meets the objective
 	bytes        int64   // the smallest size reaching it (>= minBytes), if reachable
 	reachable    bool    // the curve reaches hitRatio within maxBytes
+	// queueBudget is the queueing delay (seconds) the objective leaves room for on the
+	// tenant's nodes: for a maxDegradation objective its factor times the queueing it has
+	// under the equal policy's plan (0: no budget of its own).
+	queueBudget float64
 	// safeBytes is the size with the optimal policy's safety margin over bytes (see
 	// safetyHitRatioMargin), at most maxBytes; bytes when there is no room for one.
 	safeBytes int64
@@ -327,6 +341,52 @@ func (p *problem) plannedQueueDelay(k int) float64 {
 		worst = math.Max(worst, d)
 	}
 	return worst
+}
+
+// fairShareReference is each tenant's predicted latency under the equal policy's plan made
+// without a plan in force (every tenant at its max-min fair share, placed by the shared
+// placer): what a maxDegradation objective is relative to. Its queueing is part of it, as it
+// is of the latency the equal policy's tenants measure (the simulator judges the objective
+// against that). Nil when no tenant has such an objective.
+func (p *problem) fairShareReference() []latencyParts {
+	if !slices.ContainsFunc(p.tenants, func(t tenant) bool { return t.objective != nil && t.objective.MaxDegradation != nil }) {
+		return nil
+	}
+	fresh := *p
+	fresh.tenants = slices.Clone(p.tenants)
+	for k := range fresh.tenants {
+		fresh.tenants[k].current, fresh.tenants[k].currentTotal = nil, 0
+	}
+	a := newAllocation(len(p.tenants))
+	fresh.placeAll(a, fresh.fairSizes())
+	as := fresh.assess(a)
+	ref := make([]latencyParts, len(p.tenants))
+	for k := range ref {
+		t := &p.tenants[k]
+		service := curve.MeanLatency(as.hit[k], t.hitLatency, t.missLatency)
+		ref[k] = latencyParts{service: service, queue: as.latency[k] - service}
+	}
+	return ref
+}
+
+// loadCaps is the utilization the optimal policy plans each node under: MaxUtilization,
+// lowered on the allowed nodes of every strict tenant with a queueing budget to where the
+// node's M/M/1 delay, (1/ops)/(1 − ρ), equals the budget.
+func (p *problem) loadCaps() []float64 {
+	caps := make([]float64, len(p.nodes))
+	for j := range caps {
+		caps[j] = p.opts.maxUtilization()
+	}
+	for k := range p.tenants {
+		budget := p.needs[k].queueBudget
+		if !p.tenants[k].strict || budget <= 0 {
+			continue
+		}
+		for _, j := range p.tenants[k].allowed {
+			caps[j] = min(caps[j], max(0, 1-1/(p.nodes[j].ops*budget)))
+		}
+	}
+	return caps
 }
 
 // needOf translates tenant k's objective into a hit ratio and the memory that reaches it.
@@ -350,13 +410,17 @@ func (p *problem) needOf(k int) need {
 		}
 		n.hitRatio = h
 	default:
-		base := p.latencyAt(k, p.fairShare)
-		h, ok := curve.HitRatioForLatency(*o.MaxDegradation*base, t.hitLatency, t.missLatency, 0)
+		// The reference latency, service and queueing, is split between the two in the same
+		// proportion: the service latency may grow by the factor (a hit ratio) and so may the
+		// queueing (a load cap on the tenant's nodes, see loadCaps).
+		ref := p.fairRef[k]
+		h, ok := curve.HitRatioForLatency(*o.MaxDegradation*ref.service, t.hitLatency, t.missLatency, 0)
 		if !ok {
 			n.why = "the degradation objective is out of reach"
 			return n
 		}
 		n.hitRatio = h
+		n.queueBudget = *o.MaxDegradation * ref.queue
 	}
 	size, ok := t.curve.MinSize(n.hitRatio)
 	if !ok {
