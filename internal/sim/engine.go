@@ -40,7 +40,7 @@ type TenantRun struct {
 	// PredictedLatency is the mean latency, queueing included, the plan in force predicted
 	// (NaN for shared and while the tenant's latencies are not measured).
 	PredictedLatency []float64
-	MemoryBytes       []int64   // total memory in force
+	MemoryBytes      []int64 // total memory in force
 	// Isolated marks intervals in which the plan throttled the tenant as a LACS elephant.
 	Isolated []bool
 	// Counted marks the intervals that count in the results: active and past the warmup.
