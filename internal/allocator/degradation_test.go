@@ -172,3 +172,52 @@ func TestDegradationVerdictOfAPackedPlan(t *testing.T) {
 		})
 	}
 }
+
+// TestDegradationNeed checks the size a maxDegradation objective is planned at against the
+// closed form on a linear curve, h(s) = 0.1 per MiB up to 0.8 at 8 MiB, with two tenants on
+// one 8 MiB node (fair share 4 MiB, h = 0.4) and no queueing: the reference latency is
+// L = 0.4·t_hit + 0.6·t_miss, the objective's hit ratio h* = (t_miss − δL)/(t_miss − t_hit),
+// planned at min(h* + 0.02, 0.4).
+func TestDegradationNeed(t *testing.T) {
+	const mib = 1 << 20
+	const tHit, tMiss = 0.0002, 0.01
+	linear := mrc(8*mib, 0.8)
+	reference := 0.4*tHit + 0.6*tMiss
+	closedForm := func(delta float64) int64 {
+		h := min((tMiss-delta*reference)/(tMiss-tHit)+0.02, 0.4)
+		return int64(h / 0.1 * mib)
+	}
+	tenant := func(id string, delta float64) planning.Tenant {
+		st := planning.Tenant{ID: id, Class: planning.ClassStrict, MissRatioCurve: linear,
+			Rates:    rateOn("n0", 100),
+			Observed: planning.Observation{HitRatio: ptr(0.4), HitLatencySeconds: tHit, MissLatencySeconds: tMiss},
+			Current:  planning.Current{Partitions: []planning.CurrentPartition{{Node: "n0", MemoryBytes: 4 * mib}}}}
+		if delta > 0 {
+			st.Objective = &planning.Objective{MaxDegradation: ptr(delta)}
+		}
+		return st
+	}
+	cases := []struct {
+		name  string
+		delta float64
+		want  int64
+	}{
+		{"5% band: planned 0.02 above the band's edge", 1.05, closedForm(1.05)},
+		{"1% band: narrower than the uncertainty, planned at the fair share", 1.01, 4 * mib},
+		{"50% band: well below the fair share", 1.5, closedForm(1.5)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := snapshotOf([]planning.Node{{Name: "n0", MemoryBytes: 8 * mib, BandwidthBytesPerSecond: bigRate, OpsPerSecond: bigRate}},
+				tenant("a/degrades", c.delta), tenant("b/other", 0))
+			p, err := newProblem(s, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := p.needs[0]
+			if !n.reachable || math.Abs(float64(n.bytes-c.want)) > 2 {
+				t.Errorf("need %d B (reachable %v), want %d B", n.bytes, n.reachable, c.want)
+			}
+		})
+	}
+}

@@ -37,6 +37,8 @@ type problem struct {
 // queueing at the nodes (and buckets) on the tenant's path, in seconds.
 type latencyParts struct {
 	service, queue float64
+	// size is the memory the reference plan gives the tenant.
+	size int64
 }
 
 type node struct {
@@ -344,10 +346,12 @@ func (p *problem) plannedQueueDelay(k int) float64 {
 }
 
 // fairShareReference is each tenant's predicted latency under the equal policy's plan made
-// without a plan in force (every tenant at its max-min fair share, placed by the shared
-// placer): what a maxDegradation objective is relative to. Its queueing is part of it, as it
-// is of the latency the equal policy's tenants measure (the simulator judges the objective
-// against that). Nil when no tenant has such an objective.
+// without a plan in force and without memory minimums (every tenant at 1/N of the memory, or
+// its maximum, placed by the shared placer): what a maxDegradation objective is relative to.
+// Its queueing is part of it, as it is of the latency the equal policy's tenants measure (the
+// simulator judges the objective against that). The minimums are left out because the
+// control loop raises them to protect what works (a tenant protected above 1/N would push
+// the others' references below their fair share). Nil when no tenant has such an objective.
 func (p *problem) fairShareReference() []latencyParts {
 	if !slices.ContainsFunc(p.tenants, func(t tenant) bool { return t.objective != nil && t.objective.MaxDegradation != nil }) {
 		return nil
@@ -356,6 +360,7 @@ func (p *problem) fairShareReference() []latencyParts {
 	fresh.tenants = slices.Clone(p.tenants)
 	for k := range fresh.tenants {
 		fresh.tenants[k].current, fresh.tenants[k].currentTotal = nil, 0
+		fresh.tenants[k].minBytes = 0
 	}
 	a := newAllocation(len(p.tenants))
 	fresh.placeAll(a, fresh.fairSizes())
@@ -364,7 +369,7 @@ func (p *problem) fairShareReference() []latencyParts {
 	for k := range ref {
 		t := &p.tenants[k]
 		service := curve.MeanLatency(as.hit[k], t.hitLatency, t.missLatency)
-		ref[k] = latencyParts{service: service, queue: as.latency[k] - service}
+		ref[k] = latencyParts{service: service, queue: as.latency[k] - service, size: totalBytes(a.parts[k])}
 	}
 	return ref
 }
@@ -419,7 +424,9 @@ func (p *problem) needOf(k int) need {
 			n.why = "the degradation objective is out of reach"
 			return n
 		}
-		n.hitRatio = h
+		// The curve predicts the hit ratio at other sizes than the ones observed with an
+		// error; a band narrower than that error is planned at the fair share's own hit ratio.
+		n.hitRatio = min(h+degradationUncertainty, t.curve.At(ref.size))
 		n.queueBudget = *o.MaxDegradation * ref.queue
 	}
 	size, ok := t.curve.MinSize(n.hitRatio)
@@ -453,6 +460,10 @@ const (
 	safetyHitRatioMargin = 0.01
 	safetySizeMargin     = 0.03
 )
+
+// degradationUncertainty is the hit ratio a maxDegradation objective's size is planned
+// above the one its curve says meets it, up to the fair share's own.
+const degradationUncertainty = 0.02
 
 // hitValueWeight is what one unit of hit ratio of tenant k is worth in the objective: hits
 // per second by default, seconds saved per second when minimizing latency.
