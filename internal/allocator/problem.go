@@ -441,7 +441,11 @@ func (p *problem) needOf(k int) need {
 		return n
 	}
 	n.reachable = true
-	safe := int64(math.Ceil(float64(n.bytes) * (1 + safetySizeMargin)))
+	// The margin covers the curve's error around the size it predicts meets the objective,
+	// not the memory minimum: a minimum is exact (the control loop sets it to the memory in
+	// force to protect a tenant that meets its objective; 3% on top of it would grow that
+	// tenant by 3% every interval).
+	safe := int64(math.Ceil(float64(size) * (1 + safetySizeMargin)))
 	if s, ok := t.curve.MinSize(n.hitRatio + safetyHitRatioMargin); ok {
 		safe = max(safe, s)
 	}
