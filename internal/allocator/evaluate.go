@@ -140,8 +140,8 @@ func (p *problem) objectiveMet(k int, as *assessment) bool {
 	case o.LatencySeconds != nil:
 		return as.latency[k] <= *o.LatencySeconds*(1+1e-9)
 	default:
-		service := curve.MeanLatency(as.hit[k], t.hitLatency, t.missLatency)
-		return service <= *o.MaxDegradation*p.latencyAt(k, p.fairShare)*(1+1e-9)
+		ref := p.fairRef[k]
+		return as.latency[k] <= *o.MaxDegradation*(ref.service+ref.queue)*(1+1e-9)
 	}
 }
 

@@ -28,6 +28,8 @@ type optInstance struct {
 	// spreadMin, spreadMax are the tenant's spread bounds within its candidates.
 	spreadMin, spreadMax []int
 	cands                [][]int
+	// loadCaps is the utilization each node is planned under (problem.loadCaps).
+	loadCaps []float64
 	// per node, in model units
 	memQuanta               []int64
 	opsCap, bytesCap, guCap []int64
@@ -107,8 +109,22 @@ func (o *optInstance) initCapacities() {
 		demandOps += t.reqRate
 		demandBytes += t.byteRate
 	}
-	util := math.Max(p.opts.maxUtilization(), 1.05*math.Max(demandOps/capOps, demandBytes/capBytes))
+	// The caps are lowered on the nodes of strict tenants with a queueing budget (loadCaps);
+	// raised, when the fleet cannot carry its demand under them, to 1.05 times the fleet's
+	// utilization.
+	o.loadCaps = p.loadCaps()
+	var capOpsUnder, capBytesUnder float64
 	for j, nd := range p.nodes {
+		capOpsUnder += nd.ops * o.loadCaps[j]
+		capBytesUnder += nd.bandwidth * o.loadCaps[j]
+	}
+	fleetUtil := 1.05 * math.Max(demandOps/capOps, demandBytes/capBytes)
+	overloaded := 1.05*demandOps > capOpsUnder || 1.05*demandBytes > capBytesUnder
+	for j, nd := range p.nodes {
+		util := o.loadCaps[j]
+		if overloaded {
+			util = math.Max(util, fleetUtil)
+		}
 		o.memQuanta[j] = nd.memory / sc.quantum
 		o.opsCap[j] = int64(math.Max(0, (nd.ops*util-nd.bgOps)*sc.opsScale))
 		o.bytesCap[j] = int64(math.Max(0, (nd.bandwidth*util-nd.bgBytes)*sc.bytesScale))
@@ -321,7 +337,7 @@ func (o *optInstance) greedyPlace(level []int) ([]int, [][]part) {
 		sizes[k] = o.levels[k].quanta[level[k]] * o.sc.quantum
 	}
 	parts := make([][]part, len(p.tenants))
-	pl := newPlacer(p)
+	pl := newPlacer(p, o.loadCaps)
 	for j := range pl.freeMem {
 		pl.freeMem[j] = o.memQuanta[j] * o.sc.quantum // the models' view of the node
 	}

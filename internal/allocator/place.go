@@ -15,13 +15,18 @@ type placer struct {
 	opsHead, bytesHead, guarHead []float64
 }
 
-func newPlacer(p *problem) *placer {
+// newPlacer starts a placement of empty nodes whose load headroom is up to utilization
+// caps[j] (MaxUtilization on every node when caps is nil).
+func newPlacer(p *problem, caps []float64) *placer {
 	pl := &placer{
 		p: p, freeMem: make([]int64, len(p.nodes)), opsHead: make([]float64, len(p.nodes)),
 		bytesHead: make([]float64, len(p.nodes)), guarHead: make([]float64, len(p.nodes)),
 	}
-	u := p.opts.maxUtilization()
 	for j, n := range p.nodes {
+		u := p.opts.maxUtilization()
+		if caps != nil {
+			u = caps[j]
+		}
 		pl.freeMem[j] = n.memory
 		pl.opsHead[j] = n.ops*u - n.bgOps
 		pl.bytesHead[j] = n.bandwidth*u - n.bgBytes
@@ -305,7 +310,7 @@ func (p *problem) nodeCount(k int) int {
 // placeAll places every tenant at the given total size with a fresh placer, recording a note
 // for each tenant that could not get all of it.
 func (p *problem) placeAll(a *allocation, sizes []int64) {
-	pl := newPlacer(p)
+	pl := newPlacer(p, nil)
 	for _, k := range p.placementOrder(sizes) {
 		parts, short := pl.place(k, sizes[k], p.nodeCount(k))
 		a.parts[k] = parts

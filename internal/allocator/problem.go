@@ -28,6 +28,17 @@ type problem struct {
 	fairShare   int64
 	// needs holds what each tenant's objective asks for.
 	needs []need
+	// fairRef is each tenant's latency under the equal policy's plan, the reference of a
+	// maxDegradation objective (nil when no tenant has one).
+	fairRef []latencyParts
+}
+
+// latencyParts splits a predicted mean latency into service (hits and misses) and the
+// queueing at the nodes (and buckets) on the tenant's path, in seconds.
+type latencyParts struct {
+	service, queue float64
+	// size is the memory the reference plan gives the tenant.
+	size int64
 }
 
 type node struct {
@@ -171,6 +182,7 @@ func newProblem(s *planning.Snapshot, opts Options) (*problem, error) {
 	if len(p.tenants) > 0 {
 		p.fairShare = p.totalMemory / int64(len(p.tenants))
 	}
+	p.fairRef = p.fairShareReference()
 	p.needs = make([]need, len(p.tenants))
 	for k := range p.tenants {
 		p.needs[k] = p.needOf(k)
@@ -310,6 +322,10 @@ type need struct {
 	hitRatio     float64 // the hit ratio that meets the objective
 	bytes        int64   // the smallest size reaching it (>= minBytes), if reachable
 	reachable    bool    // the curve reaches hitRatio within maxBytes
+	// queueBudget is the queueing delay (seconds) the objective leaves room for on the
+	// tenant's nodes: for a maxDegradation objective its factor times the queueing it has
+	// under the equal policy's plan (0: no budget of its own).
+	queueBudget float64
 	// safeBytes is the size with the optimal policy's safety margin over bytes (see
 	// safetyHitRatioMargin), at most maxBytes; bytes when there is no room for one.
 	safeBytes int64
@@ -327,6 +343,55 @@ func (p *problem) plannedQueueDelay(k int) float64 {
 		worst = math.Max(worst, d)
 	}
 	return worst
+}
+
+// fairShareReference is each tenant's predicted latency under the equal policy's plan made
+// without a plan in force and without memory minimums (every tenant at 1/N of the memory, or
+// its maximum, placed by the shared placer): what a maxDegradation objective is relative to.
+// Its queueing is part of it, as it is of the latency the equal policy's tenants measure (the
+// simulator judges the objective against that). The minimums are left out because the
+// control loop raises them to protect what works (a tenant protected above 1/N would push
+// the others' references below their fair share). Nil when no tenant has such an objective.
+func (p *problem) fairShareReference() []latencyParts {
+	if !slices.ContainsFunc(p.tenants, func(t tenant) bool { return t.objective != nil && t.objective.MaxDegradation != nil }) {
+		return nil
+	}
+	fresh := *p
+	fresh.tenants = slices.Clone(p.tenants)
+	for k := range fresh.tenants {
+		fresh.tenants[k].current, fresh.tenants[k].currentTotal = nil, 0
+		fresh.tenants[k].minBytes = 0
+	}
+	a := newAllocation(len(p.tenants))
+	fresh.placeAll(a, fresh.fairSizes())
+	as := fresh.assess(a)
+	ref := make([]latencyParts, len(p.tenants))
+	for k := range ref {
+		t := &p.tenants[k]
+		service := curve.MeanLatency(as.hit[k], t.hitLatency, t.missLatency)
+		ref[k] = latencyParts{service: service, queue: as.latency[k] - service, size: totalBytes(a.parts[k])}
+	}
+	return ref
+}
+
+// loadCaps is the utilization the optimal policy plans each node under: MaxUtilization,
+// lowered on the allowed nodes of every strict tenant with a queueing budget to where the
+// node's M/M/1 delay, (1/ops)/(1 − ρ), equals the budget.
+func (p *problem) loadCaps() []float64 {
+	caps := make([]float64, len(p.nodes))
+	for j := range caps {
+		caps[j] = p.opts.maxUtilization()
+	}
+	for k := range p.tenants {
+		budget := p.needs[k].queueBudget
+		if !p.tenants[k].strict || budget <= 0 {
+			continue
+		}
+		for _, j := range p.tenants[k].allowed {
+			caps[j] = min(caps[j], max(0, 1-1/(p.nodes[j].ops*budget)))
+		}
+	}
+	return caps
 }
 
 // needOf translates tenant k's objective into a hit ratio and the memory that reaches it.
@@ -350,13 +415,19 @@ func (p *problem) needOf(k int) need {
 		}
 		n.hitRatio = h
 	default:
-		base := p.latencyAt(k, p.fairShare)
-		h, ok := curve.HitRatioForLatency(*o.MaxDegradation*base, t.hitLatency, t.missLatency, 0)
+		// The reference latency, service and queueing, is split between the two in the same
+		// proportion: the service latency may grow by the factor (a hit ratio) and so may the
+		// queueing (a load cap on the tenant's nodes, see loadCaps).
+		ref := p.fairRef[k]
+		h, ok := curve.HitRatioForLatency(*o.MaxDegradation*ref.service, t.hitLatency, t.missLatency, 0)
 		if !ok {
 			n.why = "the degradation objective is out of reach"
 			return n
 		}
-		n.hitRatio = h
+		// The curve predicts the hit ratio at other sizes than the ones observed with an
+		// error; a band narrower than that error is planned at the fair share's own hit ratio.
+		n.hitRatio = min(h+degradationUncertainty, t.curve.At(ref.size))
+		n.queueBudget = *o.MaxDegradation * ref.queue
 	}
 	size, ok := t.curve.MinSize(n.hitRatio)
 	if !ok {
@@ -370,7 +441,11 @@ func (p *problem) needOf(k int) need {
 		return n
 	}
 	n.reachable = true
-	safe := int64(math.Ceil(float64(n.bytes) * (1 + safetySizeMargin)))
+	// The margin covers the curve's error around the size it predicts meets the objective,
+	// not the memory minimum: a minimum is exact (the control loop sets it to the memory in
+	// force to protect a tenant that meets its objective; 3% on top of it would grow that
+	// tenant by 3% every interval).
+	safe := int64(math.Ceil(float64(size) * (1 + safetySizeMargin)))
 	if s, ok := t.curve.MinSize(n.hitRatio + safetyHitRatioMargin); ok {
 		safe = max(safe, s)
 	}
@@ -389,6 +464,10 @@ const (
 	safetyHitRatioMargin = 0.01
 	safetySizeMargin     = 0.03
 )
+
+// degradationUncertainty is the hit ratio a maxDegradation objective's size is planned
+// above the one its curve says meets it, up to the fair share's own.
+const degradationUncertainty = 0.02
 
 // hitValueWeight is what one unit of hit ratio of tenant k is worth in the objective: hits
 // per second by default, seconds saved per second when minimizing latency.

@@ -37,7 +37,10 @@ type TenantRun struct {
 	Refused           []int64
 	MeanLatency       []float64 // seconds
 	PredictedHitRatio []float64 // what the plan in force predicted (NaN for shared)
-	MemoryBytes       []int64   // total memory in force
+	// PredictedLatency is the mean latency, queueing included, the plan in force predicted
+	// (NaN for shared and while the tenant's latencies are not measured).
+	PredictedLatency []float64
+	MemoryBytes      []int64 // total memory in force
 	// Isolated marks intervals in which the plan throttled the tenant as a LACS elephant.
 	Isolated []bool
 	// Counted marks the intervals that count in the results: active and past the warmup.
@@ -181,7 +184,7 @@ func newEngine(sc *Scenario, policy string, seed uint64) (*engine, error) {
 		*ts.result = TenantRun{
 			ID: t.ID, Requests: make([]int64, sc.Intervals), Hits: make([]int64, sc.Intervals),
 			Refused: make([]int64, sc.Intervals), MeanLatency: nanSlice(sc.Intervals),
-			PredictedHitRatio: nanSlice(sc.Intervals), MemoryBytes: make([]int64, sc.Intervals),
+			PredictedHitRatio: nanSlice(sc.Intervals), PredictedLatency: nanSlice(sc.Intervals), MemoryBytes: make([]int64, sc.Intervals),
 			Counted: make([]bool, sc.Intervals), Isolated: make([]bool, sc.Intervals), latency: newLatencyHist(),
 		}
 		e.tenants = append(e.tenants, ts)
@@ -349,6 +352,9 @@ func (e *engine) measure(i int) {
 		r.MemoryBytes[i] = ts.memory()
 		if ts.plan != nil {
 			r.PredictedHitRatio[i] = ts.plan.Predicted.HitRatio
+			if l := ts.plan.Predicted.LatencySeconds; l != nil {
+				r.PredictedLatency[i] = *l
+			}
 			r.Isolated[i] = ts.plan.Isolated
 		}
 		ts.recordHistory()
