@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
 	"github.com/cacheqos/cacheqos/controllers/conditions"
@@ -340,6 +341,80 @@ func TestNoMatchingNodes(t *testing.T) {
 		_, err := conditionIs(c.Status.Conditions, v1.ConditionReady, metav1.ConditionFalse, v1.ReasonNoMatchingNodes)
 		return err
 	})
+}
+
+// TestReconcilesRewriteNothing: reconciles of a settled cluster (here caused by label changes
+// of a node it does not select, which every cluster hears) send no write for its
+// ServiceAccount, Role, RoleBinding, Services, DaemonSet, credentials Secret and status, and
+// no discovery request for the prometheus-operator kinds, which are not installed yet (the
+// answer is kept until their CRDs change). Runs before TestMonitoring installs them.
+func TestReconcilesRewriteNothing(t *testing.T) {
+	ns := env.Namespace(t, "quiet")
+	node(t, "quiet-a", map[string]string{"pool": "quiet"})
+	other := node(t, "quiet-other", map[string]string{"pool": "elsewhere"})
+	c := newCluster(ns, "calm", "quiet")
+	c.Spec.Allocation.Interval = &metav1.Duration{Duration: time.Hour}
+	c.Spec.Monitoring.ServiceMonitor.Enabled = true
+	create(t, c)
+	setDaemonSetStatus(t, ns, "calm-sidecar", 1, 1)
+	testenv.Eventually(t, timeout, func() error {
+		if err := get(c, ns, "calm"); err != nil {
+			return err
+		}
+		_, err := conditionIs(c.Status.Conditions, v1.ConditionReady, metav1.ConditionTrue, v1.ReasonAllNodesReady)
+		if err == nil && c.Status.LastPlan == nil {
+			err = errors.New("no plan yet")
+		}
+		return err
+	})
+	time.Sleep(2 * time.Second)
+	mark, reconciles := env.Requests.Mark(), reconcileCount(t)
+	for i := range 5 {
+		other.Labels["round"] = fmt.Sprint(i)
+		if err := env.Client.Update(context.Background(), other); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
+	if n := reconcileCount(t) - reconciles; n < 5 {
+		t.Fatalf("%v cluster reconciles after 5 node label changes", n)
+	}
+	writes := env.Requests.Since(mark, func(r testenv.Request) bool {
+		return r.Write() && strings.Contains(r.Path, "/namespaces/"+ns+"/")
+	})
+	if len(writes) != 0 {
+		t.Errorf("reconciles of a settled cluster sent %d writes: %v", len(writes), writes)
+	}
+	discovery := env.Requests.Since(mark, func(r testenv.Request) bool {
+		return strings.HasPrefix(r.Path, "/apis/"+monitoringv1.SchemeGroupVersion.Group)
+	})
+	if len(discovery) != 0 {
+		t.Errorf("reconciles asked discovery about the monitoring kinds %d times: %v", len(discovery), discovery)
+	}
+}
+
+// reconcileCount is the CacheCluster controller's reconciles so far.
+func reconcileCount(t *testing.T) float64 {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0.0
+	for _, f := range families {
+		if f.GetName() != "controller_runtime_reconcile_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" && l.GetValue() == "cachecluster" {
+					total += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return total
 }
 
 // TestMonitoring runs without the prometheus-operator CRDs first (the cluster says they are

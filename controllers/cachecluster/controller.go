@@ -18,6 +18,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -34,6 +35,7 @@ import (
 	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
 	"github.com/cacheqos/cacheqos/controllers/internal/objects"
 	"github.com/cacheqos/cacheqos/controllers/internal/opmetrics"
+	"github.com/cacheqos/cacheqos/controllers/internal/ssa"
 )
 
 // +kubebuilder:rbac:groups=cacheqos.io,resources=cachenodeplans/status,verbs=get;update;patch
@@ -67,10 +69,14 @@ type Reconciler struct {
 	Forget func(types.NamespacedName)
 	Images Images
 
+	writer     *ssa.Writer
 	controller controller.Controller
 	// watching records the monitoring kinds a watch was started for, once they were found.
 	watchMu  sync.Mutex
 	watching map[string]bool
+	// servedKinds caches discovery's answer per monitoring kind (see served).
+	servedMu    sync.Mutex
+	servedKinds map[string]servedAnswer
 }
 
 // SetupWithManager registers the controller. It owns everything it creates, maps Nodes (when
@@ -78,6 +84,7 @@ type Reconciler struct {
 // and admission) and the prometheus-operator CRDs to clusters, and starts watches on ServiceMonitors and PrometheusRules once their CRDs
 // are found.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.writer = ssa.NewWriter(r.Client, objects.FieldOwnerCacheCluster)
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		For(&v1.CacheCluster{}).
 		Owns(&appsv1.DaemonSet{}).
@@ -90,8 +97,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.allClusters), builder.WithPredicates(nodeSchedulingChanged())).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.clustersForPod)).
 		Watches(&v1.TenantSLO{}, handler.EnqueueRequestsFromMapFunc(clusterOfTenant), builder.WithPredicates(guaranteesChanged())).
+		// A tenant's password (its hash goes into the cluster's credentials Secret).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.clusterOfCredentials),
+			builder.WithPredicates(predicate.NewPredicateFuncs(isTenantCredentials))).
 		// The prometheus-operator CRDs may come (or go) while the operator runs.
-		Watches(&apiextensionsv1.CustomResourceDefinition{}, handler.EnqueueRequestsFromMapFunc(r.allClusters),
+		Watches(&apiextensionsv1.CustomResourceDefinition{}, handler.EnqueueRequestsFromMapFunc(r.monitoringCRDChanged),
 			builder.OnlyMetadata, builder.WithPredicates(predicate.NewPredicateFuncs(isMonitoringCRD))).
 		Build(r)
 	if err != nil {
@@ -162,13 +172,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	}()
 	var errs []error
 	for _, phase := range []func(context.Context, *scope) error{
+		r.readTenants,
 		r.reconcileSidecarIdentity,
 		r.reconcileCredentialsSecret,
 		r.reconcileServices,
 		r.reconcileDaemonSet,
 		r.reconcileNodePlans,
 		r.reconcileMonitoring,
-		r.readTenants,
 	} {
 		if err := phase(ctx, s); err != nil {
 			errs = append(errs, err)
@@ -243,6 +253,27 @@ func (r *Reconciler) allClusters(ctx context.Context, _ client.Object) []reconci
 		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
 	}
 	return out
+}
+
+// isTenantCredentials passes the tenants' credentials Secrets.
+func isTenantCredentials(obj client.Object) bool {
+	return obj.GetLabels()[objects.LabelName] == objects.CredentialsName
+}
+
+// clusterOfCredentials enqueues the cluster of the tenant that controls a credentials Secret.
+func (r *Reconciler) clusterOfCredentials(ctx context.Context, obj client.Object) []reconcile.Request {
+	ref := metav1.GetControllerOf(obj)
+	if ref == nil || ref.Kind != "TenantSLO" {
+		return nil
+	}
+	t := &v1.TenantSLO{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: ref.Name}, t); err != nil {
+		if client.IgnoreNotFound(err) != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "mapping a credentials Secret to its cluster")
+		}
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: t.ClusterKey()}}
 }
 
 // clustersForPod enqueues the cluster a sidecar pod belongs to (its instance label).

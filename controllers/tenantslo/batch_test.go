@@ -1,0 +1,70 @@
+package tenantslo_test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
+	"github.com/cacheqos/cacheqos/controllers/conditions"
+	"github.com/cacheqos/cacheqos/controllers/internal/testenv"
+	"github.com/cacheqos/cacheqos/internal/credentials"
+)
+
+// TestCredentialsWrittenOnceForManyTenants: twelve tenants get their passwords before their
+// cluster exists; when it comes, its credentials Secret is created once with all twelve
+// hashes (each verifying its tenant's password) and not written again, and every tenant
+// goes past CredentialsPending.
+func TestCredentialsWrittenOnceForManyTenants(t *testing.T) {
+	cacheNS, teamNS := env.Namespace(t, "batch-cache"), env.Namespace(t, "batch-team")
+	nodes(t, "batch", "batch-a")
+	const n = 12
+	tenants := make([]*v1.TenantSLO, n)
+	for i := range tenants {
+		tenants[i] = tenant(teamNS, fmt.Sprintf("t%02d", i), cacheNS, "shared", "")
+		create(t, tenants[i])
+	}
+	passwords := map[string]string{}
+	testenv.Eventually(t, timeout, func() error {
+		for _, slo := range tenants {
+			own := &corev1.Secret{}
+			if err := get(own, teamNS, slo.Name+"-cache-credentials"); err != nil {
+				return err
+			}
+			passwords[slo.TenantID()] = string(own.Data["password"])
+		}
+		return nil
+	})
+	// Let the operator's cache hold every tenant's Secret before the cluster comes.
+	time.Sleep(time.Second)
+	mark := env.Requests.Mark()
+	cluster(t, cacheNS, "shared", "batch", v1.EngineRedis, 1)
+	for _, slo := range tenants {
+		conditionOf(t, slo, v1.ConditionReady, metav1.ConditionFalse, conditions.ReasonPartitionsPending)
+	}
+	hashes := &corev1.Secret{}
+	if err := get(hashes, cacheNS, "shared-tenant-credentials"); err != nil {
+		t.Fatal(err)
+	}
+	if len(hashes.Data) != n+1 {
+		t.Errorf("the credentials Secret has %d keys, want %d tenants and the peer token", len(hashes.Data), n)
+	}
+	for id, password := range passwords {
+		key, _ := credentials.SecretKey(id)
+		if !credentials.Verify(string(hashes.Data[key]), password) {
+			t.Errorf("the hash of %s does not verify its password", id)
+		}
+	}
+	writes := env.Requests.Since(mark, func(r testenv.Request) bool {
+		return r.Write() && (strings.HasSuffix(r.Path, "/namespaces/"+cacheNS+"/secrets/shared-tenant-credentials") ||
+			(r.Method == http.MethodPost && strings.HasSuffix(r.Path, "/namespaces/"+cacheNS+"/secrets")))
+	})
+	if len(writes) != 1 {
+		t.Errorf("%d writes of the credentials Secret for %d tenants, want one: %v", len(writes), n, writes)
+	}
+}
