@@ -19,7 +19,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
 	"github.com/cacheqos/cacheqos/controllers/conditions"
@@ -368,7 +367,7 @@ func TestReconcilesRewriteNothing(t *testing.T) {
 		return err
 	})
 	time.Sleep(2 * time.Second)
-	mark, reconciles := env.Requests.Mark(), reconcileCount(t)
+	mark, reconciles := env.Requests.Mark(), testenv.Reconciles(t, "cachecluster")
 	for i := range 5 {
 		other.Labels["round"] = fmt.Sprint(i)
 		if err := env.Client.Update(context.Background(), other); err != nil {
@@ -377,7 +376,7 @@ func TestReconcilesRewriteNothing(t *testing.T) {
 		time.Sleep(300 * time.Millisecond)
 	}
 	time.Sleep(time.Second)
-	if n := reconcileCount(t) - reconciles; n < 5 {
+	if n := testenv.Reconciles(t, "cachecluster") - reconciles; n < 5 {
 		t.Fatalf("%v cluster reconciles after 5 node label changes", n)
 	}
 	writes := env.Requests.Since(mark, func(r testenv.Request) bool {
@@ -392,29 +391,6 @@ func TestReconcilesRewriteNothing(t *testing.T) {
 	if len(discovery) != 0 {
 		t.Errorf("reconciles asked discovery about the monitoring kinds %d times: %v", len(discovery), discovery)
 	}
-}
-
-// reconcileCount is the CacheCluster controller's reconciles so far.
-func reconcileCount(t *testing.T) float64 {
-	t.Helper()
-	families, err := ctrlmetrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	total := 0.0
-	for _, f := range families {
-		if f.GetName() != "controller_runtime_reconcile_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "controller" && l.GetValue() == "cachecluster" {
-					total += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return total
 }
 
 // TestMonitoring runs without the prometheus-operator CRDs first (the cluster says they are

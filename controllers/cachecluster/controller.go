@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -93,7 +94,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.Secret{}).
 		Owns(&rbacv1.Role{}).
 		Owns(&rbacv1.RoleBinding{}).
-		Owns(&v1.CacheNodePlan{}).
+		Owns(&v1.CacheNodePlan{}, builder.WithPredicates(planChangedForCluster())).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.allClusters), builder.WithPredicates(nodeSchedulingChanged())).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.clustersForPod)).
 		Watches(&v1.TenantSLO{}, handler.EnqueueRequestsFromMapFunc(clusterOfTenant), builder.WithPredicates(guaranteesChanged())).
@@ -253,6 +254,28 @@ func (r *Reconciler) allClusters(ctx context.Context, _ client.Object) []reconci
 		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
 	}
 	return out
+}
+
+// planChangedForCluster passes plan updates the cluster's reconcile reads: the spec (node,
+// generation, routes), the generation the sidecar applied, its PlanApplied condition, and
+// deletion. A sidecar's other reports (memory in use, partition states) do not concern it.
+func planChangedForCluster() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		before, okBefore := e.ObjectOld.(*v1.CacheNodePlan)
+		after, okAfter := e.ObjectNew.(*v1.CacheNodePlan)
+		if !okBefore || !okAfter {
+			return true
+		}
+		applied := func(p *v1.CacheNodePlan) string {
+			c := meta.FindStatusCondition(p.Status.Conditions, v1.ConditionPlanApplied)
+			if c == nil {
+				return ""
+			}
+			return string(c.Status) + "/" + c.Reason
+		}
+		return before.Generation != after.Generation || before.Status.AppliedGeneration != after.Status.AppliedGeneration ||
+			applied(before) != applied(after) || before.DeletionTimestamp.IsZero() != after.DeletionTimestamp.IsZero()
+	}}
 }
 
 // isTenantCredentials passes the tenants' credentials Secrets.

@@ -68,3 +68,46 @@ func TestCredentialsWrittenOnceForManyTenants(t *testing.T) {
 		t.Errorf("%d writes of the credentials Secret for %d tenants, want one: %v", len(writes), n, writes)
 	}
 }
+
+// TestPlanEventsWakeOnlyChangedTenants: eight tenants share one node's plan; when the sidecar
+// reports one tenant's partition running, that tenant becomes Ready and the TenantSLO
+// controller reconciles it (and its own status write), not the seven tenants whose partitions
+// did not change.
+func TestPlanEventsWakeOnlyChangedTenants(t *testing.T) {
+	cacheNS, teamNS := env.Namespace(t, "wake-cache"), env.Namespace(t, "wake-team")
+	nodes(t, "wake", "wake-a")
+	cluster(t, cacheNS, "shared", "wake", v1.EngineRedis, 1)
+	const n = 8
+	tenants := make([]*v1.TenantSLO, n)
+	for i := range tenants {
+		tenants[i] = tenant(teamNS, fmt.Sprintf("t%d", i), cacheNS, "shared", "")
+		create(t, tenants[i])
+	}
+	for _, slo := range tenants {
+		conditionOf(t, slo, v1.ConditionReady, metav1.ConditionFalse, conditions.ReasonPartitionsPending)
+	}
+	plan := &v1.CacheNodePlan{}
+	if err := get(plan, cacheNS, "shared-wake-a"); err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Spec.Partitions) != n {
+		t.Fatalf("the plan holds %d partitions, want %d", len(plan.Spec.Partitions), n)
+	}
+	time.Sleep(2 * time.Second)
+	before := testenv.Reconciles(t, "tenantslo")
+	running := tenants[0].TenantID()
+	plan.Status.AppliedGeneration = plan.Spec.PlanGeneration
+	for _, p := range plan.Spec.Partitions {
+		if p.Tenant == running {
+			plan.Status.Partitions = []v1.PartitionStatus{{Tenant: p.Tenant, State: v1.PartitionRunning, MemoryLimitBytes: p.Memory.Value()}}
+		}
+	}
+	if err := env.Client.Status().Update(ctx(), plan); err != nil {
+		t.Fatal(err)
+	}
+	conditionOf(t, tenants[0], v1.ConditionReady, metav1.ConditionTrue, conditions.ReasonPartitionsRunning)
+	time.Sleep(time.Second)
+	if woken := testenv.Reconciles(t, "tenantslo") - before; woken > 3 {
+		t.Errorf("one tenant's partition started and the TenantSLO controller reconciled %v times (%d tenants in the plan)", woken, n)
+	}
+}

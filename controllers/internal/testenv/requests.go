@@ -4,6 +4,9 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"testing"
+
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 // Request is one request the operator sent to the API server.
@@ -63,3 +66,27 @@ func WritesUnder(prefix string) func(Request) bool {
 type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// Reconciles is how many reconciles the named controller (e.g. "tenantslo") has run in this
+// process, from controller-runtime's reconcile counter.
+func Reconciles(t testing.TB, controller string) float64 {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0.0
+	for _, f := range families {
+		if f.GetName() != "controller_runtime_reconcile_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" && l.GetValue() == controller {
+					total += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return total
+}
