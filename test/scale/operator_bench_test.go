@@ -60,6 +60,7 @@ const (
 	changedMemoryMin   = "96Mi"
 	// quiet is how long the operator must make no write for a phase to be over.
 	quiet        = 5 * time.Second
+	steadyWindow = 2 * allocationInterval
 	phaseTimeout = 12 * time.Minute
 	cacheNS      = "cache"
 	clusterName  = "fleet"
@@ -135,10 +136,26 @@ func runFleet(b *testing.B, f fleet) {
 		return everyTenantPlaced(ctx, c, f, changed)
 	})
 	report(b, change)
+
+	steadyStart := time.Now()
+	steady := measurePhase(b, fmt.Sprintf("steady state: %v (two allocation intervals) with nothing changed", steadyWindow), api, queries, c, func() {}, func() error {
+		if time.Since(steadyStart) < steadyWindow {
+			return errors.New("the steady window is not over")
+		}
+		return nil
+	})
+	report(b, steady)
 	reportSizes(b, c)
 	b.ReportMetric(cold.wall.Seconds(), "cold-s")
 	b.ReportMetric(change.wall.Seconds(), "change-s")
 	b.ReportMetric(float64(change.peakRSS)/(1<<20), "change-peak-RSS-MiB")
+	steadyWrites := 0
+	for _, q := range steady.requests {
+		if q.Write() {
+			steadyWrites++
+		}
+	}
+	b.ReportMetric(float64(steadyWrites)/2, "steady-writes/interval")
 }
 
 func nodeName(i int) string               { return fmt.Sprintf("node-%03d", i) }
@@ -403,7 +420,8 @@ func measurePhase(b *testing.B, name string, api, queries *Recorder, c client.Cl
 	r.peakHeap, r.peakQueue = sampler.stop()
 	r.peakRSS = peakRSS(b)
 	r.wall = api.LastWrite().Sub(start)
-	if r.unfinished != "" {
+	// Cut short, or no write at all in the phase (a steady state): the phase's own length.
+	if r.unfinished != "" || r.wall < 0 {
 		r.wall = time.Since(start)
 	}
 	// An allocation whose queries began before the phase may write in it.
