@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -21,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -94,12 +96,17 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.Secret{}).
 		Owns(&rbacv1.Role{}).
 		Owns(&rbacv1.RoleBinding{}).
-		Owns(&v1.CacheNodePlan{}, builder.WithPredicates(planChangedForCluster())).
+		// An allocation writes every node's plan within seconds; the cluster's status (each
+		// node's plan generation) is written once for them all.
+		Watches(&v1.CacheNodePlan{}, enqueueAfter(batchDelay, clusterOfPlan), builder.WithPredicates(planChangedForCluster())).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.allClusters), builder.WithPredicates(nodeSchedulingChanged())).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.clustersForPod)).
-		Watches(&v1.TenantSLO{}, handler.EnqueueRequestsFromMapFunc(clusterOfTenant), builder.WithPredicates(guaranteesChanged())).
+		// Tenants come and go in bursts (a cold start, a namespace of tenants applied at once):
+		// their events reach the cluster after batchDelay, so a burst makes one
+		// reconcile, one credentials Secret write and one status write.
+		Watches(&v1.TenantSLO{}, enqueueAfter(batchDelay, clusterOfTenant), builder.WithPredicates(guaranteesChanged())).
 		// A tenant's password (its hash goes into the cluster's credentials Secret).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.clusterOfCredentials),
+		Watches(&corev1.Secret{}, enqueueAfter(batchDelay, r.clusterOfCredentials),
 			builder.WithPredicates(predicate.NewPredicateFuncs(isTenantCredentials))).
 		// The prometheus-operator CRDs may come (or go) while the operator runs.
 		Watches(&apiextensionsv1.CustomResourceDefinition{}, handler.EnqueueRequestsFromMapFunc(r.monitoringCRDChanged),
@@ -256,6 +263,38 @@ func (r *Reconciler) allClusters(ctx context.Context, _ client.Object) []reconci
 	return out
 }
 
+// batchDelay is how long a change of a tenant or a plan waits before its cluster is
+// reconciled, so that the changes of many are written together: with tenants arriving at the
+// operator's client rate (20 writes a second), one credentials Secret write holds about a
+// hundred of them. It is also the longest a new tenant waits for its hash to be stored.
+const batchDelay = 5 * time.Second
+
+// enqueueAfter enqueues what mapFn maps an event's objects (old and new of an update) to,
+// after delay; requests for the same cluster waiting meanwhile become one.
+func enqueueAfter(delay time.Duration, mapFn handler.MapFunc) handler.EventHandler {
+	add := func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], objs ...client.Object) {
+		for _, obj := range objs {
+			for _, req := range mapFn(ctx, obj) {
+				q.AddAfter(req, delay)
+			}
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(ctx, q, e.Object)
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(ctx, q, e.ObjectOld, e.ObjectNew)
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(ctx, q, e.Object)
+		},
+		GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(ctx, q, e.Object)
+		},
+	}
+}
+
 // planChangedForCluster passes plan updates the cluster's reconcile reads: the spec (node,
 // generation, routes), the generation the sidecar applied, its PlanApplied condition, and
 // deletion. A sidecar's other reports (memory in use, partition states) do not concern it.
@@ -276,6 +315,15 @@ func planChangedForCluster() predicate.Predicate {
 		return before.Generation != after.Generation || before.Status.AppliedGeneration != after.Status.AppliedGeneration ||
 			applied(before) != applied(after) || before.DeletionTimestamp.IsZero() != after.DeletionTimestamp.IsZero()
 	}}
+}
+
+// clusterOfPlan enqueues the cluster a plan belongs to.
+func clusterOfPlan(_ context.Context, obj client.Object) []reconcile.Request {
+	p, ok := obj.(*v1.CacheNodePlan)
+	if !ok {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Spec.ClusterName}}}
 }
 
 // isTenantCredentials passes the tenants' credentials Secrets.

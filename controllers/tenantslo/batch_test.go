@@ -1,6 +1,7 @@
 package tenantslo_test
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -69,10 +70,10 @@ func TestCredentialsWrittenOnceForManyTenants(t *testing.T) {
 	}
 }
 
-// TestPlanEventsWakeOnlyChangedTenants: eight tenants share one node's plan; when the sidecar
-// reports one tenant's partition running, that tenant becomes Ready and the TenantSLO
-// controller reconciles it (and its own status write), not the seven tenants whose partitions
-// did not change.
+// TestPlanEventsWakeOnlyChangedTenants: eight tenants share one node's plan; once the
+// operator has settled, the sidecar reports one tenant's partition running: that tenant
+// becomes Ready and the TenantSLO controller reconciles it (and after its own status write),
+// not the seven tenants whose partitions did not change.
 func TestPlanEventsWakeOnlyChangedTenants(t *testing.T) {
 	cacheNS, teamNS := env.Namespace(t, "wake-cache"), env.Namespace(t, "wake-team")
 	nodes(t, "wake", "wake-a")
@@ -93,8 +94,17 @@ func TestPlanEventsWakeOnlyChangedTenants(t *testing.T) {
 	if len(plan.Spec.Partitions) != n {
 		t.Fatalf("the plan holds %d partitions, want %d", len(plan.Spec.Partitions), n)
 	}
-	time.Sleep(2 * time.Second)
+	// Settled: no reconcile for longer than the plan batch delay.
 	before := testenv.Reconciles(t, "tenantslo")
+	testenv.Eventually(t, time.Minute, func() error {
+		time.Sleep(6 * time.Second)
+		now := testenv.Reconciles(t, "tenantslo")
+		if now != before {
+			before = now
+			return errors.New("the TenantSLO controller is still reconciling")
+		}
+		return nil
+	})
 	running := tenants[0].TenantID()
 	plan.Status.AppliedGeneration = plan.Spec.PlanGeneration
 	for _, p := range plan.Spec.Partitions {
@@ -106,7 +116,7 @@ func TestPlanEventsWakeOnlyChangedTenants(t *testing.T) {
 		t.Fatal(err)
 	}
 	conditionOf(t, tenants[0], v1.ConditionReady, metav1.ConditionTrue, conditions.ReasonPartitionsRunning)
-	time.Sleep(time.Second)
+	time.Sleep(6 * time.Second)
 	if woken := testenv.Reconciles(t, "tenantslo") - before; woken > 3 {
 		t.Errorf("one tenant's partition started and the TenantSLO controller reconciled %v times (%d tenants in the plan)", woken, n)
 	}

@@ -2,6 +2,7 @@ package tenantslo
 
 import (
 	"context"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
@@ -15,14 +16,15 @@ import (
 // tenant's status depends on), keyed by the tenant.
 type tenantStates func(client.Object) map[types.NamespacedName]string
 
-// enqueueChangedTenants enqueues the tenants whose state in an object changed: on an update,
-// those whose value differs between the old and the new object (present in one only
-// included); on a create or delete, every tenant the object concerns. An object rewritten
-// with the same meaning for a tenant does not wake that tenant.
-func enqueueChangedTenants(states tenantStates) handler.EventHandler {
+// enqueueChangedTenants enqueues, after delay, the tenants whose state in an object changed:
+// on an update, those whose value differs between the old and the new object (present in one
+// only included); on a create or delete, every tenant the object concerns. An object
+// rewritten with the same meaning for a tenant does not wake that tenant; a tenant woken
+// again while it waits is reconciled once.
+func enqueueChangedTenants(delay time.Duration, states tenantStates) handler.EventHandler {
 	add := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], obj client.Object) {
 		for key := range states(obj) {
-			q.Add(reconcile.Request{NamespacedName: key})
+			q.AddAfter(reconcile.Request{NamespacedName: key}, delay)
 		}
 	}
 	return handler.Funcs{
@@ -37,7 +39,7 @@ func enqueueChangedTenants(states tenantStates) handler.EventHandler {
 		},
 		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			for _, key := range changedTenants(states(e.ObjectOld), states(e.ObjectNew)) {
-				q.Add(reconcile.Request{NamespacedName: key})
+				q.AddAfter(reconcile.Request{NamespacedName: key}, delay)
 			}
 		},
 	}

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -64,12 +65,17 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.Secret{}).
 		Watches(&v1.CacheCluster{}, handler.EnqueueRequestsFromMapFunc(r.tenantsOfCluster), builder.WithPredicates(clusterCapacityChanged())).
 		Watches(&v1.TenantSLO{}, handler.EnqueueRequestsFromMapFunc(r.waitingTenants), builder.WithPredicates(guaranteesChanged())).
-		Watches(&corev1.Secret{}, enqueueChangedTenants(storedHashes)).
-		Watches(&v1.CacheNodePlan{}, enqueueChangedTenants(partitionStates)).
+		Watches(&corev1.Secret{}, enqueueChangedTenants(0, storedHashes)).
+		Watches(&v1.CacheNodePlan{}, enqueueChangedTenants(planBatchDelay, partitionStates)).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.tenantsInNamespace),
 			builder.OnlyMetadata, builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		Complete(r)
 }
+
+// planBatchDelay is how long a tenant waits after a plan change before its Ready condition is
+// computed again: an allocation writes the plans of every node within seconds, and a tenant
+// whose partitions move from one node to another would otherwise be written once per plan.
+const planBatchDelay = 5 * time.Second
 
 // scope is what one reconcile learns about a tenant, for the status at its end.
 type scope struct {
