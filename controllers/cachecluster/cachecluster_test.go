@@ -342,6 +342,21 @@ func TestNoMatchingNodes(t *testing.T) {
 	})
 }
 
+// settled waits until c is Ready and has a plan.
+func settled(t *testing.T, c *v1.CacheCluster) {
+	t.Helper()
+	testenv.Eventually(t, timeout, func() error {
+		if err := get(c, c.Namespace, c.Name); err != nil {
+			return err
+		}
+		_, err := conditionIs(c.Status.Conditions, v1.ConditionReady, metav1.ConditionTrue, v1.ReasonAllNodesReady)
+		if err == nil && c.Status.LastPlan == nil {
+			err = errors.New("no plan yet")
+		}
+		return err
+	})
+}
+
 // TestReconcilesRewriteNothing: reconciles of a settled cluster (here caused by label changes
 // of a node it does not select, which every cluster hears) send no write for its
 // ServiceAccount, Role, RoleBinding, Services, DaemonSet, credentials Secret and status, and
@@ -356,16 +371,7 @@ func TestReconcilesRewriteNothing(t *testing.T) {
 	c.Spec.Monitoring.ServiceMonitor.Enabled = true
 	create(t, c)
 	setDaemonSetStatus(t, ns, "calm-sidecar", 1, 1)
-	testenv.Eventually(t, timeout, func() error {
-		if err := get(c, ns, "calm"); err != nil {
-			return err
-		}
-		_, err := conditionIs(c.Status.Conditions, v1.ConditionReady, metav1.ConditionTrue, v1.ReasonAllNodesReady)
-		if err == nil && c.Status.LastPlan == nil {
-			err = errors.New("no plan yet")
-		}
-		return err
-	})
+	settled(t, c)
 	time.Sleep(2 * time.Second)
 	mark, reconciles := env.Requests.Mark(), testenv.Reconciles(t, "cachecluster")
 	for i := range 5 {
@@ -563,16 +569,7 @@ func TestSteadyStateWritesNothing(t *testing.T) {
 	c.Spec.Allocation.Interval = &metav1.Duration{Duration: time.Hour}
 	create(t, c)
 	setDaemonSetStatus(t, ns, "calm-sidecar", 1, 1)
-	testenv.Eventually(t, timeout, func() error {
-		if err := get(c, ns, "calm"); err != nil {
-			return err
-		}
-		_, err := conditionIs(c.Status.Conditions, v1.ConditionReady, metav1.ConditionTrue, v1.ReasonAllNodesReady)
-		if err == nil && c.Status.LastPlan == nil {
-			err = errors.New("no plan yet")
-		}
-		return err
-	})
+	settled(t, c)
 	versions := func() []string {
 		var out []string
 		for _, o := range []struct {

@@ -84,34 +84,34 @@ type Reconciler struct {
 
 // SetupWithManager registers the controller. It owns everything it creates, maps Nodes (when
 // their labels, taints or schedulability change), sidecar Pods, TenantSLOs (their guarantees
-// and admission) and the prometheus-operator CRDs to clusters, and starts watches on ServiceMonitors and PrometheusRules once their CRDs
-// are found.
+// and admission), tenants' credentials Secrets and the prometheus-operator CRDs to clusters,
+// and starts watches on ServiceMonitors and PrometheusRules once their CRDs are found.
+//
+// Tenants and plans change in bursts (a cold start, an allocation writing every node's plan,
+// a namespace of tenants applied at once), and the reconcile writes what they change (the
+// credentials Secret, the status): their events, and those of the objects the reconcile
+// writes itself, reach the cluster after batchDelay, so a burst makes one reconcile and one
+// write of each. The cluster's own updates pass only for its spec, finalizers and deletion:
+// the status writes (its own and the allocation loop's) do not wake it.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.writer = ssa.NewWriter(r.Client, objects.FieldOwnerCacheCluster)
-	c, err := ctrl.NewControllerManagedBy(mgr).
-		For(&v1.CacheCluster{}).
-		Owns(&appsv1.DaemonSet{}).
-		Owns(&corev1.Service{}).
-		Owns(&corev1.ServiceAccount{}).
-		Owns(&corev1.Secret{}).
-		Owns(&rbacv1.Role{}).
-		Owns(&rbacv1.RoleBinding{}).
-		// An allocation writes every node's plan within seconds; the cluster's status (each
-		// node's plan generation) is written once for them all.
-		Watches(&v1.CacheNodePlan{}, enqueueAfter(batchDelay, clusterOfPlan), builder.WithPredicates(planChangedForCluster())).
+	b := ctrl.NewControllerManagedBy(mgr).
+		For(&v1.CacheCluster{}, builder.WithPredicates(objects.SpecOrLifecycleChanged())).
+		Watches(&v1.CacheNodePlan{}, delayed(batchDelay, handler.EnqueueRequestsFromMapFunc(clusterOfPlan)), builder.WithPredicates(planChangedForCluster())).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.allClusters), builder.WithPredicates(nodeSchedulingChanged())).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.clustersForPod)).
-		// Tenants come and go in bursts (a cold start, a namespace of tenants applied at once):
-		// their events reach the cluster after batchDelay, so a burst makes one
-		// reconcile, one credentials Secret write and one status write.
-		Watches(&v1.TenantSLO{}, enqueueAfter(batchDelay, clusterOfTenant), builder.WithPredicates(guaranteesChanged())).
+		Watches(&v1.TenantSLO{}, delayed(batchDelay, handler.EnqueueRequestsFromMapFunc(clusterOfTenant)), builder.WithPredicates(objects.TenantGuaranteesChanged())).
 		// A tenant's password (its hash goes into the cluster's credentials Secret).
-		Watches(&corev1.Secret{}, enqueueAfter(batchDelay, r.clusterOfCredentials),
+		Watches(&corev1.Secret{}, delayed(batchDelay, handler.EnqueueRequestsFromMapFunc(r.clusterOfCredentials)),
 			builder.WithPredicates(predicate.NewPredicateFuncs(isTenantCredentials))).
 		// The prometheus-operator CRDs may come (or go) while the operator runs.
 		Watches(&apiextensionsv1.CustomResourceDefinition{}, handler.EnqueueRequestsFromMapFunc(r.monitoringCRDChanged),
 			builder.OnlyMetadata, builder.WithPredicates(predicate.NewPredicateFuncs(isMonitoringCRD))).
-		Build(r)
+		Named("cachecluster")
+	for _, obj := range []client.Object{&appsv1.DaemonSet{}, &corev1.Service{}, &corev1.ServiceAccount{}, &corev1.Secret{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}} {
+		b = b.Watches(obj, r.owner())
+	}
+	c, err := b.Build(r)
 	if err != nil {
 		return err
 	}
@@ -128,7 +128,7 @@ func (r *Reconciler) watchOwned(kind string, obj client.Object) error {
 	if r.watching[kind] {
 		return nil
 	}
-	src := source.Kind(r.Cache, obj, handler.EnqueueRequestForOwner(r.Client.Scheme(), r.Mapper, &v1.CacheCluster{}, handler.OnlyControllerOwner()))
+	src := source.Kind(r.Cache, obj, r.owner())
 	if err := r.controller.Watch(src); err != nil {
 		return fmt.Errorf("watching %s: %w", kind, err)
 	}
@@ -269,31 +269,40 @@ func (r *Reconciler) allClusters(ctx context.Context, _ client.Object) []reconci
 // hundred of them. It is also the longest a new tenant waits for its hash to be stored.
 const batchDelay = 5 * time.Second
 
-// enqueueAfter enqueues what mapFn maps an event's objects (old and new of an update) to,
-// after delay; requests for the same cluster waiting meanwhile become one.
-func enqueueAfter(delay time.Duration, mapFn handler.MapFunc) handler.EventHandler {
-	add := func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request], objs ...client.Object) {
-		for _, obj := range objs {
-			for _, req := range mapFn(ctx, obj) {
-				q.AddAfter(req, delay)
-			}
-		}
+// owner enqueues the cluster controlling an object, after batchDelay.
+func (r *Reconciler) owner() handler.EventHandler {
+	return delayed(batchDelay, handler.EnqueueRequestForOwner(r.Client.Scheme(), r.Mapper, &v1.CacheCluster{}, handler.OnlyControllerOwner()))
+}
+
+// delayed enqueues what h enqueues after delay; a request enqueued again while it waits is
+// reconciled once.
+func delayed(delay time.Duration, h handler.EventHandler) handler.EventHandler {
+	later := func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+		return delayingQueue{TypedRateLimitingInterface: q, delay: delay}
 	}
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(ctx, q, e.Object)
+			h.Create(ctx, e, later(q))
 		},
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(ctx, q, e.ObjectOld, e.ObjectNew)
+			h.Update(ctx, e, later(q))
 		},
 		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(ctx, q, e.Object)
+			h.Delete(ctx, e, later(q))
 		},
 		GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(ctx, q, e.Object)
+			h.Generic(ctx, e, later(q))
 		},
 	}
 }
+
+// delayingQueue turns Add into AddAfter(delay).
+type delayingQueue struct {
+	workqueue.TypedRateLimitingInterface[reconcile.Request]
+	delay time.Duration
+}
+
+func (q delayingQueue) Add(req reconcile.Request) { q.AddAfter(req, q.delay) }
 
 // planChangedForCluster passes plan updates the cluster's reconcile reads: the spec (node,
 // generation, routes), the generation the sidecar applied, its PlanApplied condition, and

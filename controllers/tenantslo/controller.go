@@ -61,10 +61,10 @@ type Reconciler struct {
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.writer = ssa.NewWriter(r.Client, objects.FieldOwnerTenantSLO)
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1.TenantSLO{}).
+		For(&v1.TenantSLO{}, builder.WithPredicates(objects.SpecOrLifecycleChanged())).
 		Owns(&corev1.Secret{}).
 		Watches(&v1.CacheCluster{}, handler.EnqueueRequestsFromMapFunc(r.tenantsOfCluster), builder.WithPredicates(clusterCapacityChanged())).
-		Watches(&v1.TenantSLO{}, handler.EnqueueRequestsFromMapFunc(r.waitingTenants), builder.WithPredicates(guaranteesChanged())).
+		Watches(&v1.TenantSLO{}, handler.EnqueueRequestsFromMapFunc(r.waitingTenants), builder.WithPredicates(objects.TenantGuaranteesChanged())).
 		Watches(&corev1.Secret{}, enqueueChangedTenants(0, storedHashes)).
 		Watches(&v1.CacheNodePlan{}, enqueueChangedTenants(planBatchDelay, partitionStates)).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.tenantsInNamespace),
@@ -356,20 +356,6 @@ func clusterCapacityChanged() predicate.Predicate {
 			return true
 		}
 		return before.Generation != after.Generation || before.Status.NodeCount != after.Status.NodeCount ||
-			before.DeletionTimestamp.IsZero() != after.DeletionTimestamp.IsZero()
-	}}
-}
-
-// guaranteesChanged passes tenant updates that can free or take room: the spec, the Admitted
-// condition's status, and deletion. The status the allocation loop writes does not.
-func guaranteesChanged() predicate.Predicate {
-	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		before, okBefore := e.ObjectOld.(*v1.TenantSLO)
-		after, okAfter := e.ObjectNew.(*v1.TenantSLO)
-		if !okBefore || !okAfter {
-			return true
-		}
-		return before.Generation != after.Generation || isAdmitted(before) != isAdmitted(after) ||
 			before.DeletionTimestamp.IsZero() != after.DeletionTimestamp.IsZero()
 	}}
 }

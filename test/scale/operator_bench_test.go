@@ -22,6 +22,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -331,8 +332,8 @@ func changeTenants(b *testing.B, c client.Client, tenants []types.NamespacedName
 }
 
 // everyTenantPlaced is nil once every plan has been written, every tenant has an allocation
-// from a written plan and, of the changed tenants, the operator saw the change and gave each
-// at least its new minimum.
+// from a written plan and, of the changed tenants, the operator saw the change, an allocation
+// saw it too, and each has at least its new minimum.
 func everyTenantPlaced(ctx context.Context, c client.Client, f fleet, changed []types.NamespacedName) error {
 	var plans v1.CacheNodePlanList
 	if err := c.List(ctx, &plans, client.InNamespace(cacheNS)); err != nil {
@@ -368,6 +369,10 @@ func everyTenantPlaced(ctx context.Context, c client.Client, f fleet, changed []
 		t := byKey[key]
 		if t == nil || t.Status.ObservedGeneration != t.Generation || t.Status.Allocation.Memory.Cmp(want) < 0 {
 			return fmt.Errorf("%v has not been given its new minimum yet", key)
+		}
+		// The allocation loop's own conditions say which generation it allocated.
+		if c := meta.FindStatusCondition(t.Status.Conditions, v1.ConditionSLOMet); c == nil || c.ObservedGeneration != t.Generation {
+			return fmt.Errorf("no allocation has seen the change of %v yet", key)
 		}
 	}
 	return nil
