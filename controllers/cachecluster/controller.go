@@ -106,8 +106,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			builder.WithPredicates(predicate.NewPredicateFuncs(isTenantCredentials))).
 		// The prometheus-operator CRDs may come (or go) while the operator runs.
 		Watches(&apiextensionsv1.CustomResourceDefinition{}, handler.EnqueueRequestsFromMapFunc(r.monitoringCRDChanged),
-			builder.OnlyMetadata, builder.WithPredicates(predicate.NewPredicateFuncs(isMonitoringCRD))).
-		Named("cachecluster")
+			builder.OnlyMetadata, builder.WithPredicates(predicate.NewPredicateFuncs(isMonitoringCRD)))
 	for _, obj := range []client.Object{&appsv1.DaemonSet{}, &corev1.Service{}, &corev1.ServiceAccount{}, &corev1.Secret{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}} {
 		b = b.Watches(obj, r.owner())
 	}

@@ -31,6 +31,7 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -203,6 +204,8 @@ func startOperator(b *testing.B, cfg *rest.Config, api, queries *Recorder) func(
 	mgr, err := ctrl.NewManager(opCfg, ctrl.Options{
 		Scheme: scheme, Cache: controllers.CacheOptions(),
 		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		// Both sizes run in one process, each with its own manager and the same controller names.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {
 		b.Fatal(err)
