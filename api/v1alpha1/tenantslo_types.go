@@ -424,7 +424,8 @@ type NodeAllocation struct {
 
 // TenantObservation is measured over the last allocation interval.
 type TenantObservation struct {
-	// time the measurement window ended.
+	// time the measurement window ended in which these values were first observed (unchanged
+	// values keep it, so an unchanged observation does not rewrite the status).
 	// +optional
 	Time metav1.Time `json:"time,omitempty"`
 

@@ -70,7 +70,7 @@ func (l *Loop) writeClusterStatus(ctx context.Context, in *inputs, mr metricsRes
 	if st.LastPlan == nil {
 		st.LastPlan = c.Status.LastPlan
 	}
-	return ssa.ApplyStatus(ctx, l.client, v1.GroupVersion.WithKind("CacheCluster"), in.key, st, objects.FieldOwnerAllocator)
+	return l.writer.ApplyStatus(ctx, in.cluster, st)
 }
 
 func metricsCondition(in *inputs, mr metricsResult) metav1.Condition {

@@ -25,7 +25,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
+	"github.com/cacheqos/cacheqos/controllers/internal/objects"
 	"github.com/cacheqos/cacheqos/controllers/internal/opmetrics"
+	"github.com/cacheqos/cacheqos/controllers/internal/ssa"
 	"github.com/cacheqos/cacheqos/internal/allocator/planning"
 	"github.com/cacheqos/cacheqos/internal/control"
 )
@@ -71,6 +73,7 @@ func (o Options) withDefaults() Options {
 // Loop allocates every CacheCluster, one at a time.
 type Loop struct {
 	client   client.Client
+	writer   *ssa.Writer
 	recorder record.EventRecorder
 	opts     Options
 	log      logr.Logger
@@ -85,6 +88,7 @@ type Loop struct {
 func New(c client.Client, recorder record.EventRecorder, log logr.Logger, opts Options) *Loop {
 	return &Loop{
 		client:   c,
+		writer:   ssa.NewWriter(c, objects.FieldOwnerAllocator),
 		recorder: recorder,
 		opts:     opts.withDefaults(),
 		log:      log,

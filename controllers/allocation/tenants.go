@@ -8,15 +8,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
 	"github.com/cacheqos/cacheqos/api/v1alpha1/decimal"
-	"github.com/cacheqos/cacheqos/controllers/internal/objects"
 	"github.com/cacheqos/cacheqos/controllers/internal/opmetrics"
 	"github.com/cacheqos/cacheqos/controllers/internal/ssa"
 	"github.com/cacheqos/cacheqos/internal/allocator/planning"
@@ -69,7 +68,6 @@ func (l *Loop) writeTenantStatuses(ctx context.Context, in *inputs, mr metricsRe
 		}
 	}
 	cluster := in.key.String()
-	gvk := v1.GroupVersion.WithKind("TenantSLO")
 	var errs []error
 	counts := tenantCounts{}
 	fairShare := in.cluster.Spec.Capacity.PartitionableMemory() * int64(len(in.nodes)) / int64(max(1, len(in.admitted)))
@@ -93,7 +91,7 @@ func (l *Loop) writeTenantStatuses(ctx context.Context, in *inputs, mr metricsRe
 				tm = mr.m.Tenants[id]
 			}
 			j := judge(t, tm, in.nodes, fairShare)
-			st.Observed = observation(tm, j)
+			st.Observed = keepObservationTime(t.Status.Observed, observation(tm, j))
 			slo := sloCondition(t, j, predictions[id], st.PredictedHitRatio, mr.window)
 			throttled := throttledCondition(tm, st.Allocation)
 			conds := []metav1.Condition{slo, throttled, curveCondition(tm)}
@@ -121,14 +119,14 @@ func (l *Loop) writeTenantStatuses(ctx context.Context, in *inputs, mr metricsRe
 		if meta.IsStatusConditionTrue(st.Conditions, v1.ConditionThrottled) {
 			counts.throttled++
 		}
-		errs = append(errs, ssa.ApplyStatus(ctx, l.client, gvk, client.ObjectKeyFromObject(t), st, objects.FieldOwnerAllocator))
+		errs = append(errs, l.writer.ApplyStatus(ctx, t, st))
 	}
 	for i := range in.tenants {
 		t := &in.tenants[i]
 		if isAdmitted(in, t) || !hasLoopStatus(t) {
 			continue
 		}
-		errs = append(errs, ssa.ApplyStatus(ctx, l.client, gvk, client.ObjectKeyFromObject(t), tenantStatus{}, objects.FieldOwnerAllocator))
+		errs = append(errs, l.writer.ApplyStatus(ctx, t, tenantStatus{}))
 	}
 	opmetrics.TenantsMeetingSLO.WithLabelValues(cluster).Set(float64(counts.meetingSLO))
 	return counts, errors.Join(errs...)
@@ -374,6 +372,20 @@ func observation(tm *promquery.TenantMeasurement, j judgement) *v1.TenantObserva
 		obs.P99Latency = &metav1.Duration{Duration: time.Duration(p99 * float64(time.Second))}
 	}
 	return obs
+}
+
+// keepObservationTime gives observed the time of old when nothing else changed, so an
+// unchanged observation leaves the status as it is and is not written again.
+func keepObservationTime(old, observed *v1.TenantObservation) *v1.TenantObservation {
+	if old == nil || observed == nil {
+		return observed
+	}
+	same := observed.DeepCopy()
+	same.Time = old.Time
+	if equality.Semantic.DeepEqual(same, old) {
+		return same
+	}
+	return observed
 }
 
 // sloCondition says whether the observed value meets the target, with both in the message.

@@ -344,6 +344,63 @@ func TestNoMatchingNodes(t *testing.T) {
 	})
 }
 
+// settled waits until c is Ready and has a plan.
+func settled(t *testing.T, c *v1.CacheCluster) {
+	t.Helper()
+	testenv.Eventually(t, timeout, func() error {
+		if err := get(c, c.Namespace, c.Name); err != nil {
+			return err
+		}
+		_, err := conditionIs(c.Status.Conditions, v1.ConditionReady, metav1.ConditionTrue, v1.ReasonAllNodesReady)
+		if err == nil && c.Status.LastPlan == nil {
+			err = errors.New("no plan yet")
+		}
+		return err
+	})
+}
+
+// TestReconcilesRewriteNothing: reconciles of a settled cluster (here caused by label changes
+// of a node it does not select, which every cluster hears) send no write for its
+// ServiceAccount, Role, RoleBinding, Services, DaemonSet, credentials Secret and status, and
+// no discovery request for the prometheus-operator kinds, which are not installed yet (the
+// answer is kept until their CRDs change). Runs before TestMonitoring installs them.
+func TestReconcilesRewriteNothing(t *testing.T) {
+	ns := env.Namespace(t, "quiet")
+	node(t, "quiet-a", map[string]string{"pool": "quiet"})
+	other := node(t, "quiet-other", map[string]string{"pool": "elsewhere"})
+	c := newCluster(ns, "calm", "quiet")
+	c.Spec.Allocation.Interval = &metav1.Duration{Duration: time.Hour}
+	c.Spec.Monitoring.ServiceMonitor.Enabled = true
+	create(t, c)
+	setDaemonSetStatus(t, ns, "calm-sidecar", 1, 1)
+	settled(t, c)
+	time.Sleep(2 * time.Second)
+	mark, reconciles := env.Requests.Mark(), testenv.Reconciles(t, "cachecluster")
+	for i := range 5 {
+		other.Labels["round"] = fmt.Sprint(i)
+		if err := env.Client.Update(context.Background(), other); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
+	if n := testenv.Reconciles(t, "cachecluster") - reconciles; n < 5 {
+		t.Fatalf("%v cluster reconciles after 5 node label changes", n)
+	}
+	writes := env.Requests.Since(mark, func(r testenv.Request) bool {
+		return r.Write() && strings.Contains(r.Path, "/namespaces/"+ns+"/")
+	})
+	if len(writes) != 0 {
+		t.Errorf("reconciles of a settled cluster sent %d writes: %v", len(writes), writes)
+	}
+	discovery := env.Requests.Since(mark, func(r testenv.Request) bool {
+		return strings.HasPrefix(r.Path, "/apis/"+monitoringv1.SchemeGroupVersion.Group)
+	})
+	if len(discovery) != 0 {
+		t.Errorf("reconciles asked discovery about the monitoring kinds %d times: %v", len(discovery), discovery)
+	}
+}
+
 // TestMonitoring runs without the prometheus-operator CRDs first (the cluster says they are
 // missing and everything else works), then installs them: the ServiceMonitor and the
 // PrometheusRule appear without any change to the cluster, and a disabled one goes away.
@@ -514,16 +571,7 @@ func TestSteadyStateWritesNothing(t *testing.T) {
 	c.Spec.Allocation.Interval = &metav1.Duration{Duration: time.Hour}
 	create(t, c)
 	setDaemonSetStatus(t, ns, "calm-sidecar", 1, 1)
-	testenv.Eventually(t, timeout, func() error {
-		if err := get(c, ns, "calm"); err != nil {
-			return err
-		}
-		_, err := conditionIs(c.Status.Conditions, v1.ConditionReady, metav1.ConditionTrue, v1.ReasonAllNodesReady)
-		if err == nil && c.Status.LastPlan == nil {
-			err = errors.New("no plan yet")
-		}
-		return err
-	})
+	settled(t, c)
 	versions := func() []string {
 		var out []string
 		for _, o := range []struct {

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -18,14 +19,17 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -34,6 +38,7 @@ import (
 	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
 	"github.com/cacheqos/cacheqos/controllers/internal/objects"
 	"github.com/cacheqos/cacheqos/controllers/internal/opmetrics"
+	"github.com/cacheqos/cacheqos/controllers/internal/ssa"
 )
 
 // +kubebuilder:rbac:groups=cacheqos.io,resources=cachenodeplans/status,verbs=get;update;patch
@@ -69,33 +74,45 @@ type Reconciler struct {
 	// SidecarDefaults shape the sidecar pods where a CacheCluster's spec.sidecar says nothing.
 	SidecarDefaults SidecarDefaults
 
+	writer     *ssa.Writer
 	controller controller.Controller
 	// watching records the monitoring kinds a watch was started for, once they were found.
 	watchMu  sync.Mutex
 	watching map[string]bool
+	// servedKinds caches discovery's answer per monitoring kind (see served).
+	servedMu    sync.Mutex
+	servedKinds map[string]servedAnswer
 }
 
 // SetupWithManager registers the controller. It owns everything it creates, maps Nodes (when
 // their labels, taints or schedulability change), sidecar Pods, TenantSLOs (their guarantees
-// and admission) and the prometheus-operator CRDs to clusters, and starts watches on ServiceMonitors and PrometheusRules once their CRDs
-// are found.
+// and admission), tenants' credentials Secrets and the prometheus-operator CRDs to clusters,
+// and starts watches on ServiceMonitors and PrometheusRules once their CRDs are found.
+//
+// Tenants and plans change in bursts (a cold start, an allocation writing every node's plan,
+// a namespace of tenants applied at once), and the reconcile writes what they change (the
+// credentials Secret, the status): their events, and those of the objects the reconcile
+// writes itself, reach the cluster after batchDelay, so a burst makes one reconcile and one
+// write of each. The cluster's own updates pass only for its spec, finalizers and deletion:
+// the status writes (its own and the allocation loop's) do not wake it.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	c, err := ctrl.NewControllerManagedBy(mgr).
-		For(&v1.CacheCluster{}).
-		Owns(&appsv1.DaemonSet{}).
-		Owns(&corev1.Service{}).
-		Owns(&corev1.ServiceAccount{}).
-		Owns(&corev1.Secret{}).
-		Owns(&rbacv1.Role{}).
-		Owns(&rbacv1.RoleBinding{}).
-		Owns(&v1.CacheNodePlan{}).
+	r.writer = ssa.NewWriter(r.Client, objects.FieldOwnerCacheCluster)
+	b := ctrl.NewControllerManagedBy(mgr).
+		For(&v1.CacheCluster{}, builder.WithPredicates(objects.SpecOrLifecycleChanged())).
+		Watches(&v1.CacheNodePlan{}, delayed(batchDelay, handler.EnqueueRequestsFromMapFunc(clusterOfPlan)), builder.WithPredicates(planChangedForCluster())).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.allClusters), builder.WithPredicates(nodeSchedulingChanged())).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.clustersForPod)).
-		Watches(&v1.TenantSLO{}, handler.EnqueueRequestsFromMapFunc(clusterOfTenant), builder.WithPredicates(guaranteesChanged())).
+		Watches(&v1.TenantSLO{}, delayed(batchDelay, handler.EnqueueRequestsFromMapFunc(clusterOfTenant)), builder.WithPredicates(objects.TenantGuaranteesChanged())).
+		// A tenant's password (its hash goes into the cluster's credentials Secret).
+		Watches(&corev1.Secret{}, delayed(batchDelay, handler.EnqueueRequestsFromMapFunc(r.clusterOfCredentials)),
+			builder.WithPredicates(predicate.NewPredicateFuncs(isTenantCredentials))).
 		// The prometheus-operator CRDs may come (or go) while the operator runs.
-		Watches(&apiextensionsv1.CustomResourceDefinition{}, handler.EnqueueRequestsFromMapFunc(r.allClusters),
-			builder.OnlyMetadata, builder.WithPredicates(predicate.NewPredicateFuncs(isMonitoringCRD))).
-		Build(r)
+		Watches(&apiextensionsv1.CustomResourceDefinition{}, handler.EnqueueRequestsFromMapFunc(r.monitoringCRDChanged),
+			builder.OnlyMetadata, builder.WithPredicates(predicate.NewPredicateFuncs(isMonitoringCRD)))
+	for _, obj := range []client.Object{&appsv1.DaemonSet{}, &corev1.Service{}, &corev1.ServiceAccount{}, &corev1.Secret{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}} {
+		b = b.Watches(obj, r.owner())
+	}
+	c, err := b.Build(r)
 	if err != nil {
 		return err
 	}
@@ -112,7 +129,7 @@ func (r *Reconciler) watchOwned(kind string, obj client.Object) error {
 	if r.watching[kind] {
 		return nil
 	}
-	src := source.Kind(r.Cache, obj, handler.EnqueueRequestForOwner(r.Client.Scheme(), r.Mapper, &v1.CacheCluster{}, handler.OnlyControllerOwner()))
+	src := source.Kind(r.Cache, obj, r.owner())
 	if err := r.controller.Watch(src); err != nil {
 		return fmt.Errorf("watching %s: %w", kind, err)
 	}
@@ -166,13 +183,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	}()
 	var errs []error
 	for _, phase := range []func(context.Context, *scope) error{
+		r.readTenants,
 		r.reconcileSidecarIdentity,
 		r.reconcileCredentialsSecret,
 		r.reconcileServices,
 		r.reconcileDaemonSet,
 		r.reconcileNodePlans,
 		r.reconcileMonitoring,
-		r.readTenants,
 	} {
 		if err := phase(ctx, s); err != nil {
 			errs = append(errs, err)
@@ -247,6 +264,99 @@ func (r *Reconciler) allClusters(ctx context.Context, _ client.Object) []reconci
 		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
 	}
 	return out
+}
+
+// batchDelay is how long a change of a tenant or a plan waits before its cluster is
+// reconciled, so that the changes of many are written together: with tenants arriving at the
+// operator's client rate (20 writes a second), one credentials Secret write holds about a
+// hundred of them. It is also the longest a new tenant waits for its hash to be stored.
+const batchDelay = 5 * time.Second
+
+// owner enqueues the cluster controlling an object, after batchDelay.
+func (r *Reconciler) owner() handler.EventHandler {
+	return delayed(batchDelay, handler.EnqueueRequestForOwner(r.Client.Scheme(), r.Mapper, &v1.CacheCluster{}, handler.OnlyControllerOwner()))
+}
+
+// delayed enqueues what h enqueues after delay; a request enqueued again while it waits is
+// reconciled once.
+func delayed(delay time.Duration, h handler.EventHandler) handler.EventHandler {
+	later := func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+		return delayingQueue{TypedRateLimitingInterface: q, delay: delay}
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			h.Create(ctx, e, later(q))
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			h.Update(ctx, e, later(q))
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			h.Delete(ctx, e, later(q))
+		},
+		GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			h.Generic(ctx, e, later(q))
+		},
+	}
+}
+
+// delayingQueue turns Add into AddAfter(delay).
+type delayingQueue struct {
+	workqueue.TypedRateLimitingInterface[reconcile.Request]
+	delay time.Duration
+}
+
+func (q delayingQueue) Add(req reconcile.Request) { q.AddAfter(req, q.delay) }
+
+// planChangedForCluster passes plan updates the cluster's reconcile reads: the spec (node,
+// generation, routes), the generation the sidecar applied, its PlanApplied condition, and
+// deletion. A sidecar's other reports (memory in use, partition states) do not concern it.
+func planChangedForCluster() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		before, okBefore := e.ObjectOld.(*v1.CacheNodePlan)
+		after, okAfter := e.ObjectNew.(*v1.CacheNodePlan)
+		if !okBefore || !okAfter {
+			return true
+		}
+		applied := func(p *v1.CacheNodePlan) string {
+			c := meta.FindStatusCondition(p.Status.Conditions, v1.ConditionPlanApplied)
+			if c == nil {
+				return ""
+			}
+			return string(c.Status) + "/" + c.Reason
+		}
+		return before.Generation != after.Generation || before.Status.AppliedGeneration != after.Status.AppliedGeneration ||
+			applied(before) != applied(after) || before.DeletionTimestamp.IsZero() != after.DeletionTimestamp.IsZero()
+	}}
+}
+
+// clusterOfPlan enqueues the cluster a plan belongs to.
+func clusterOfPlan(_ context.Context, obj client.Object) []reconcile.Request {
+	p, ok := obj.(*v1.CacheNodePlan)
+	if !ok {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: p.Spec.ClusterName}}}
+}
+
+// isTenantCredentials passes the tenants' credentials Secrets.
+func isTenantCredentials(obj client.Object) bool {
+	return obj.GetLabels()[objects.LabelName] == objects.CredentialsName
+}
+
+// clusterOfCredentials enqueues the cluster of the tenant that controls a credentials Secret.
+func (r *Reconciler) clusterOfCredentials(ctx context.Context, obj client.Object) []reconcile.Request {
+	ref := metav1.GetControllerOf(obj)
+	if ref == nil || ref.Kind != "TenantSLO" {
+		return nil
+	}
+	t := &v1.TenantSLO{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: ref.Name}, t); err != nil {
+		if client.IgnoreNotFound(err) != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "mapping a credentials Secret to its cluster")
+		}
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: t.ClusterKey()}}
 }
 
 // clustersForPod enqueues the cluster a sidecar pod belongs to (its instance label).

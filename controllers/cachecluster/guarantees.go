@@ -8,8 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
@@ -103,21 +101,4 @@ func clusterOfTenant(_ context.Context, obj client.Object) []reconcile.Request {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: t.ClusterKey()}}
-}
-
-// guaranteesChanged passes tenant updates that can change GuaranteesFit: the spec, or the
-// Admitted condition's status or reason.
-func guaranteesChanged() predicate.Predicate {
-	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		before, okBefore := e.ObjectOld.(*v1.TenantSLO)
-		after, okAfter := e.ObjectNew.(*v1.TenantSLO)
-		if !okBefore || !okAfter {
-			return true
-		}
-		a := meta.FindStatusCondition(before.Status.Conditions, v1.ConditionAdmitted)
-		b := meta.FindStatusCondition(after.Status.Conditions, v1.ConditionAdmitted)
-		sameAdmission := (a == nil) == (b == nil) && (a == nil || (a.Status == b.Status && a.Reason == b.Reason))
-		return before.Generation != after.Generation || !sameAdmission ||
-			before.DeletionTimestamp.IsZero() != after.DeletionTimestamp.IsZero()
-	}}
 }

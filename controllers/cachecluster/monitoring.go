@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"strings"
+	"time"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
 	"github.com/cacheqos/cacheqos/controllers/conditions"
@@ -54,17 +56,45 @@ func (r *Reconciler) monitoringObjects(c *v1.CacheCluster) []monitoringObject {
 	}
 }
 
-// served reports whether the API server serves kind of monitoring.coreos.com/v1, asking the
-// RESTMapper now: the CRDs may be installed (or removed) while the operator runs.
+// servedAnswer is what discovery said about a kind, and when.
+type servedAnswer struct {
+	served bool
+	at     time.Time
+}
+
+// discoveryRefresh is how long an answer of discovery about a monitoring kind is trusted. A
+// CRD event (installed, established, removed) drops the answers at once; the refresh only
+// covers a change the CRD watch missed.
+const discoveryRefresh = 10 * time.Minute
+
+// served reports whether the API server serves kind of monitoring.coreos.com/v1. The RESTMapper
+// asks discovery again on every lookup of a kind it does not know, so without the CRDs every
+// reconcile would cost a discovery request; the answer is kept until a monitoring CRD changes
+// (monitoringCRDChanged) or for discoveryRefresh.
 func (r *Reconciler) served(kind string) (bool, error) {
-	_, err := r.Mapper.RESTMapping(monitoringv1.SchemeGroupVersion.WithKind(kind).GroupKind(), monitoringv1.Version)
-	switch {
-	case err == nil:
-		return true, nil
-	case meta.IsNoMatchError(err):
-		return false, nil
+	r.servedMu.Lock()
+	defer r.servedMu.Unlock()
+	if a, ok := r.servedKinds[kind]; ok && time.Since(a.at) < discoveryRefresh {
+		return a.served, nil
 	}
-	return false, fmt.Errorf("looking up %s in the API server's discovery: %w", kind, err)
+	_, err := r.Mapper.RESTMapping(monitoringv1.SchemeGroupVersion.WithKind(kind).GroupKind(), monitoringv1.Version)
+	if err != nil && !meta.IsNoMatchError(err) {
+		return false, fmt.Errorf("looking up %s in the API server's discovery: %w", kind, err)
+	}
+	if r.servedKinds == nil {
+		r.servedKinds = map[string]servedAnswer{}
+	}
+	r.servedKinds[kind] = servedAnswer{served: err == nil, at: time.Now()}
+	return err == nil, nil
+}
+
+// monitoringCRDChanged forgets what discovery said about the monitoring kinds and enqueues
+// every cluster, which may have asked for monitoring.
+func (r *Reconciler) monitoringCRDChanged(ctx context.Context, obj client.Object) []reconcile.Request {
+	r.servedMu.Lock()
+	r.servedKinds = nil
+	r.servedMu.Unlock()
+	return r.allClusters(ctx, obj)
 }
 
 // reconcileMonitoring applies the enabled ServiceMonitor and PrometheusRule when their kinds
@@ -140,7 +170,7 @@ func monitoringCondition(m monitoringResult) metav1.Condition {
 	case len(m.missing) > 0:
 		return metav1.Condition{
 			Type: conditions.MonitoringReady, Status: metav1.ConditionFalse, Reason: conditions.ReasonPrometheusOperatorMissing,
-			Message: fmt.Sprintf("%s requested in spec.monitoring, but the API server does not serve %s in %s; install the prometheus-operator CRDs (the operator checks again on every reconcile)",
+			Message: fmt.Sprintf("%s requested in spec.monitoring, but the API server does not serve %s in %s; install the prometheus-operator CRDs (the operator checks again when they change)",
 				strings.Join(m.missing, " and "), strings.Join(m.missing, ", "), monitoringv1.SchemeGroupVersion),
 		}
 	case len(m.requested) == 0:

@@ -1,22 +1,25 @@
 package cachecluster
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
 	"github.com/cacheqos/cacheqos/controllers/internal/objects"
-	"github.com/cacheqos/cacheqos/controllers/internal/ssa"
 	"github.com/cacheqos/cacheqos/internal/credentials"
 	"github.com/cacheqos/cacheqos/internal/sidecarmem"
 )
@@ -40,7 +43,7 @@ func (r *Reconciler) apply(ctx context.Context, cluster *v1.CacheCluster, obj cl
 	if err := r.owned(cluster, obj, name); err != nil {
 		return err
 	}
-	return ssa.Apply(ctx, r.Client, obj, objects.FieldOwnerCacheCluster)
+	return r.writer.Apply(ctx, obj)
 }
 
 // sidecarRules are everything a sidecar may do: read the plans in its namespace (it watches
@@ -69,45 +72,124 @@ func (r *Reconciler) reconcileSidecarIdentity(ctx context.Context, s *scope) err
 	return errors.Join(errs...)
 }
 
-// reconcileCredentialsSecret creates the Secret tenants' password hashes go into (the
-// TenantSLO reconciler adds and removes their keys) with a generated peer token, and adds the
-// token when someone removed it. Existing keys are never rewritten here.
+// reconcileCredentialsSecret keeps the Secret the sidecars read: a generated peer token and,
+// for every tenant of the cluster that has a password and is not being deleted, the salted
+// hash of that password under the tenant's key. A stored hash that still verifies is kept, so
+// an unchanged tenant never changes the Secret. The whole Secret is written at most once per
+// reconcile, and only when its content changed: a burst of new tenants (a cold start) costs
+// one write per reconcile, not one per tenant, and every watcher (each sidecar) receives the
+// Secret that many times. Tenants whose hashes do not fit in a Secret's size limit are left
+// out, the most recently created first, and named in the error.
 func (r *Reconciler) reconcileCredentialsSecret(ctx context.Context, s *scope) error {
 	name := objects.CredentialsSecretName(s.cluster.Name)
-	secret := &corev1.Secret{}
-	err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.cluster.Namespace, Name: name}, secret)
-	switch {
-	case apierrors.IsNotFound(err):
+	existing := &corev1.Secret{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.cluster.Namespace, Name: name}, existing)
+	found := err == nil
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("reading the credentials Secret %s: %w", name, err)
+	}
+	if !s.tenantsRead {
+		// Without the tenants the hashes cannot be told; a new Secret waits for them.
+		return nil
+	}
+	data := map[string][]byte{objects.PeerTokenKey: existing.Data[objects.PeerTokenKey]}
+	if len(data[objects.PeerTokenKey]) == 0 {
 		token, err := credentials.Generate()
 		if err != nil {
 			return err
 		}
-		secret = &corev1.Secret{Type: corev1.SecretTypeOpaque, Data: map[string][]byte{objects.PeerTokenKey: []byte(token)}}
+		data[objects.PeerTokenKey] = []byte(token)
+	}
+	left, err := r.tenantHashes(ctx, s.tenants, existing.Data, data, corev1.MaxSecretSize)
+	if err != nil {
+		return err
+	}
+	if !found {
+		secret := &corev1.Secret{Type: corev1.SecretTypeOpaque, Data: data}
 		if err := r.owned(s.cluster, secret, name); err != nil {
 			return err
 		}
 		if err := r.Client.Create(ctx, secret); client.IgnoreAlreadyExists(err) != nil {
 			return fmt.Errorf("creating the credentials Secret %s: %w", name, err)
 		}
-		return nil
-	case err != nil:
-		return fmt.Errorf("reading the credentials Secret %s: %w", name, err)
+	} else if !maps.EqualFunc(existing.Data, data, bytes.Equal) {
+		patch := client.MergeFromWithOptions(existing.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		existing.Data = data
+		if err := r.Client.Patch(ctx, existing, patch); err != nil {
+			return fmt.Errorf("writing the credentials Secret %s: %w", name, err)
+		}
 	}
-	if len(secret.Data[objects.PeerTokenKey]) > 0 {
-		return nil
-	}
-	token, err := credentials.Generate()
-	if err != nil {
-		return err
-	}
-	patch, err := objects.SecretKeyPatch(objects.PeerTokenKey, []byte(token))
-	if err != nil {
-		return err
-	}
-	if err := r.Client.Patch(ctx, secret, patch); err != nil {
-		return fmt.Errorf("adding the peer token to Secret %s: %w", name, err)
+	if len(left) > 0 {
+		return fmt.Errorf("the credentials of %d tenants (%s) do not fit in Secret %s (at most %d bytes of keys and hashes); they cannot authenticate until others leave",
+			len(left), objects.ListNames(left), name, corev1.MaxSecretSize)
 	}
 	return nil
+}
+
+// tenantHashes adds to data the hash of each tenant's password (the one in old when it still
+// verifies), oldest tenant first, while keys and values stay within limit bytes, and returns
+// the tenants left out.
+func (r *Reconciler) tenantHashes(ctx context.Context, tenants []v1.TenantSLO, old, data map[string][]byte, limit int) ([]string, error) {
+	size := 0
+	for k, v := range data {
+		size += len(k) + len(v)
+	}
+	ordered := make([]*v1.TenantSLO, 0, len(tenants))
+	for i := range tenants {
+		if tenants[i].DeletionTimestamp.IsZero() {
+			ordered = append(ordered, &tenants[i])
+		}
+	}
+	slices.SortFunc(ordered, func(a, b *v1.TenantSLO) int {
+		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		return strings.Compare(a.TenantID(), b.TenantID())
+	})
+	var left []string
+	for _, t := range ordered {
+		password, err := r.password(ctx, t)
+		if err != nil {
+			return nil, err
+		}
+		if password == "" {
+			continue
+		}
+		key, err := credentials.SecretKey(t.TenantID())
+		if err != nil {
+			return nil, err
+		}
+		hash := string(old[key])
+		if !credentials.Verify(hash, password) {
+			if hash, err = credentials.Hash(password); err != nil {
+				return nil, err
+			}
+		}
+		if size+len(key)+len(hash) > limit {
+			left = append(left, t.TenantID())
+			continue
+		}
+		size += len(key) + len(hash)
+		data[key] = []byte(hash)
+	}
+	return left, nil
+}
+
+// password is the tenant's password from the credentials Secret the TenantSLO reconciler
+// keeps in the tenant's namespace; empty while there is none (or it is not the tenant's).
+func (r *Reconciler) password(ctx context.Context, t *v1.TenantSLO) (string, error) {
+	secret := &corev1.Secret{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: objects.TenantCredentialsSecretName(t.Name)}, secret)
+	switch {
+	case apierrors.IsNotFound(err):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("reading the credentials of %s: %w", t.TenantID(), err)
+	}
+	if ref := metav1.GetControllerOf(secret); ref == nil || ref.UID != t.UID {
+		return "", nil
+	}
+	return string(secret.Data[objects.CredentialsPasswordKey]), nil
 }
 
 // reconcileServices applies the client Service (the tenants' endpoint, any sidecar routes

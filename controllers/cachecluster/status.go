@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
 	"github.com/cacheqos/cacheqos/controllers/conditions"
@@ -65,8 +64,7 @@ func (r *Reconciler) applyStatus(ctx context.Context, s *scope, reconcileErr err
 	}
 	r.recordReadiness(c, ready)
 	r.recordGuarantees(c, fit)
-	gvk := v1.GroupVersion.WithKind("CacheCluster")
-	return ssa.ApplyStatus(ctx, r.Client, gvk, client.ObjectKeyFromObject(c), st, objects.FieldOwnerCacheCluster)
+	return r.writer.ApplyStatus(ctx, c, st)
 }
 
 // maxStatusNodes is the API's bound on status.nodes; nodeCount stays exact above it.

@@ -1,10 +1,10 @@
 // Package tenantslo reconciles TenantSLOs: the tenant's credentials Secret in its own
-// namespace (a generated password, never in the spec), the salted hash of that password in
-// the one Secret of the CacheCluster's namespace that sidecars read, admission against the
+// namespace (a generated password, never in the spec; the CacheCluster reconciler puts its
+// salted hash in the Secret the sidecars read), admission against the
 // cluster's capacity (first come, first served; admitted tenants keep their guarantees), and
 // the Admitted and Ready conditions. The allocation loop owns the rest of the status
-// (allocation, observations, SLOMet, Throttled). Deleting a TenantSLO removes its hash and
-// waits until no CacheNodePlan holds a partition of it.
+// (allocation, observations, SLOMet, Throttled). Deleting a TenantSLO waits until its hash is
+// removed and no CacheNodePlan holds a partition of it.
 package tenantslo
 
 import (
@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -47,25 +48,34 @@ type Reconciler struct {
 	Recorder  record.EventRecorder
 	// Trigger asks the allocation loop for a new plan.
 	Trigger objects.PlanTrigger
+
+	writer *ssa.Writer
 }
 
 // SetupWithManager registers the controller. Besides its TenantSLOs and their credentials
 // Secrets it watches the clusters (capacity), the other tenants of a cluster (room freed or
-// taken), the clusters' credentials Secrets (a hash removed by someone), the plans
-// (partitions running, or gone after a deletion) and the labels of Namespaces (a cluster's
+// taken), the clusters' credentials Secrets (a tenant's hash stored, changed or removed), the
+// plans (a tenant's partition placed, running, or gone after a deletion) and the labels of
+// Namespaces (a cluster's
 // tenants.namespaceSelector may select or drop a namespace's tenants).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.writer = ssa.NewWriter(r.Client, objects.FieldOwnerTenantSLO)
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1.TenantSLO{}).
+		For(&v1.TenantSLO{}, builder.WithPredicates(objects.SpecOrLifecycleChanged())).
 		Owns(&corev1.Secret{}).
 		Watches(&v1.CacheCluster{}, handler.EnqueueRequestsFromMapFunc(r.tenantsOfCluster), builder.WithPredicates(clusterCapacityChanged())).
-		Watches(&v1.TenantSLO{}, handler.EnqueueRequestsFromMapFunc(r.waitingTenants)).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.tenantsMissingHash)).
-		Watches(&v1.CacheNodePlan{}, handler.EnqueueRequestsFromMapFunc(r.tenantsInPlan)).
+		Watches(&v1.TenantSLO{}, handler.EnqueueRequestsFromMapFunc(r.waitingTenants), builder.WithPredicates(objects.TenantGuaranteesChanged())).
+		Watches(&corev1.Secret{}, enqueueChangedTenants(0, storedHashes)).
+		Watches(&v1.CacheNodePlan{}, enqueueChangedTenants(planBatchDelay, partitionStates)).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.tenantsInNamespace),
 			builder.OnlyMetadata, builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		Complete(r)
 }
+
+// planBatchDelay is how long a tenant waits after a plan change before its Ready condition is
+// computed again: an allocation writes the plans of every node within seconds, and a tenant
+// whose partitions move from one node to another would otherwise be written once per plan.
+const planBatchDelay = 5 * time.Second
 
 // scope is what one reconcile learns about a tenant, for the status at its end.
 type scope struct {
@@ -104,7 +114,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 	var errs []error
 	for _, phase := range []func(context.Context, *scope) error{
 		r.reconcileCredentials,
-		r.reconcileHash,
+		r.readHash,
 		r.reconcileAdmission,
 		r.readPlans,
 	} {
@@ -179,7 +189,7 @@ func (r *Reconciler) reconcileCredentials(ctx context.Context, s *scope) error {
 		return err
 	}
 	if existing == nil || !equalData(existing.Data, data) || existing.Labels[objects.LabelManagedBy] != objects.ManagedBy {
-		if err := ssa.Apply(ctx, r.Client, secret, objects.FieldOwnerTenantSLO); err != nil {
+		if err := r.writer.Apply(ctx, secret); err != nil {
 			return err
 		}
 	}
@@ -204,40 +214,30 @@ func equalData(a, b map[string][]byte) bool {
 	return true
 }
 
-// reconcileHash stores the salted hash of the tenant's password under its key of the
-// cluster's credentials Secret, unless the hash there already verifies. The Secret is the
-// cluster reconciler's; until it exists there is nothing to do (its creation brings the
-// tenant back here).
-func (r *Reconciler) reconcileHash(ctx context.Context, s *scope) error {
+// readHash tells whether the cluster's credentials Secret holds a hash of the tenant's
+// password. The cluster reconciler writes every tenant's hash there, in one write for all the
+// tenants it finds changed; a change of the tenant's hash brings the tenant back here.
+func (r *Reconciler) readHash(ctx context.Context, s *scope) error {
 	if s.cluster == nil || s.password == "" {
 		return nil
 	}
-	key, err := credentials.SecretKey(s.tenant.TenantID())
+	stored, err := r.storedHash(ctx, s.cluster, s.tenant)
+	s.hashStored = credentials.Verify(stored, s.password)
+	return err
+}
+
+// storedHash is the tenant's hash in the cluster's credentials Secret, empty when there is none.
+func (r *Reconciler) storedHash(ctx context.Context, cluster *v1.CacheCluster, t *v1.TenantSLO) (string, error) {
+	key, err := credentials.SecretKey(t.TenantID())
 	if err != nil {
-		return err
+		return "", err
 	}
 	secret := &corev1.Secret{}
-	name := objects.CredentialsSecretName(s.cluster.Name)
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.cluster.Namespace, Name: name}, secret); err != nil {
-		return client.IgnoreNotFound(err)
+	name := objects.CredentialsSecretName(cluster.Name)
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: name}, secret); err != nil {
+		return "", client.IgnoreNotFound(err)
 	}
-	if credentials.Verify(string(secret.Data[key]), s.password) {
-		s.hashStored = true
-		return nil
-	}
-	hash, err := credentials.Hash(s.password)
-	if err != nil {
-		return err
-	}
-	patch, err := objects.SecretKeyPatch(key, []byte(hash))
-	if err != nil {
-		return err
-	}
-	if err := r.Client.Patch(ctx, secret, patch); err != nil {
-		return fmt.Errorf("storing the credential hash in Secret %s/%s: %w", secret.Namespace, name, err)
-	}
-	s.hashStored = true
-	return nil
+	return string(secret.Data[key]), nil
 }
 
 // reconcileAdmission decides whether the tenant fits.
@@ -318,11 +318,17 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, t *v1.TenantSLO) error
 		return err
 	}
 	if err == nil {
-		if err := r.removeHash(ctx, cluster, t); err != nil {
-			return err
-		}
 		if r.Trigger != nil {
 			r.Trigger.Trigger(t.ClusterKey())
+		}
+		// The cluster reconciler removes the hash of a tenant being deleted.
+		stored, err := r.storedHash(ctx, cluster, t)
+		if err != nil {
+			return err
+		}
+		if stored != "" {
+			ctrl.LoggerFrom(ctx).Info("waiting for the cluster reconciler to remove the tenant's credential hash")
+			return nil
 		}
 		plans, err := r.plansOf(ctx, cluster.Namespace, cluster.Name)
 		if err != nil {
@@ -338,28 +344,6 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, t *v1.TenantSLO) error
 	patch := client.MergeFromWithOptions(t.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	controllerutil.RemoveFinalizer(t, objects.TenantFinalizer)
 	return r.Client.Patch(ctx, t, patch)
-}
-
-func (r *Reconciler) removeHash(ctx context.Context, cluster *v1.CacheCluster, t *v1.TenantSLO) error {
-	key, err := credentials.SecretKey(t.TenantID())
-	if err != nil {
-		return err
-	}
-	secret := &corev1.Secret{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: cluster.Namespace, Name: objects.CredentialsSecretName(cluster.Name)}, secret); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	if _, ok := secret.Data[key]; !ok {
-		return nil
-	}
-	patch, err := objects.SecretKeyPatch(key, nil)
-	if err != nil {
-		return err
-	}
-	if err := r.Client.Patch(ctx, secret, patch); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("removing the credential hash of %s: %w", t.TenantID(), err)
-	}
-	return nil
 }
 
 // clusterCapacityChanged passes cluster updates that can change admission: the spec, the
@@ -414,38 +398,6 @@ func (r *Reconciler) waitingTenants(ctx context.Context, obj client.Object) []re
 	})
 }
 
-// tenantsMissingHash maps a cluster's credentials Secret to the tenants of that cluster whose
-// hash is not in it (someone removed it, or the Secret was recreated).
-func (r *Reconciler) tenantsMissingHash(ctx context.Context, obj client.Object) []reconcile.Request {
-	secret, ok := obj.(*corev1.Secret)
-	if !ok || secret.Labels[objects.LabelName] != objects.SidecarName {
-		return nil
-	}
-	var clusters v1.CacheClusterList
-	if err := r.Client.List(ctx, &clusters, client.InNamespace(secret.Namespace)); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "mapping a credentials Secret to its cluster")
-		return nil
-	}
-	var out []reconcile.Request
-	for i := range clusters.Items {
-		c := &clusters.Items[i]
-		if objects.CredentialsSecretName(c.Name) != secret.Name {
-			continue
-		}
-		tenants, err := r.tenantsOf(ctx, client.ObjectKeyFromObject(c))
-		if err != nil {
-			ctrl.LoggerFrom(ctx).Error(err, "mapping a credentials Secret to its tenants")
-			return nil
-		}
-		out = append(out, requestsFor(tenants, func(t *v1.TenantSLO) bool {
-			key, err := credentials.SecretKey(t.TenantID())
-			_, stored := secret.Data[key]
-			return err == nil && !stored && t.DeletionTimestamp.IsZero()
-		})...)
-	}
-	return out
-}
-
 // tenantsInNamespace enqueues the TenantSLOs of a namespace whose labels changed, so each is
 // admitted or refused again against its cluster's tenants.namespaceSelector. Tenants of other
 // namespaces follow through waitingTenants when one of these gains or loses admission.
@@ -458,22 +410,50 @@ func (r *Reconciler) tenantsInNamespace(ctx context.Context, obj client.Object) 
 	return requestsFor(list.Items, func(*v1.TenantSLO) bool { return true })
 }
 
-// tenantsInPlan enqueues the tenants a plan holds partitions of (the handler maps both the
-// old and the new object of an update, so a tenant whose partition was removed comes too).
-func (r *Reconciler) tenantsInPlan(_ context.Context, obj client.Object) []reconcile.Request {
+// storedHashes maps each tenant with a key in a cluster's credentials Secret to its hash.
+func storedHashes(obj client.Object) map[types.NamespacedName]string {
+	secret, ok := obj.(*corev1.Secret)
+	if !ok || secret.Labels[objects.LabelName] != objects.SidecarName {
+		return nil
+	}
+	out := map[types.NamespacedName]string{}
+	for k, v := range secret.Data {
+		key, ok := tenantKey(credentials.TenantFromSecretKey(k))
+		if ok {
+			out[key] = string(v)
+		}
+	}
+	return out
+}
+
+// partitionStates maps each tenant a plan holds a partition of to whether the partition
+// runs: what the tenant's Ready condition takes from the plan.
+func partitionStates(obj client.Object) map[types.NamespacedName]string {
 	plan, ok := obj.(*v1.CacheNodePlan)
 	if !ok {
 		return nil
 	}
-	var out []reconcile.Request
+	out := map[types.NamespacedName]string{}
 	for _, p := range plan.Spec.Partitions {
-		ns, name, err := credentials.SplitTenantID(p.Tenant)
-		if err != nil {
+		key, ok := tenantKey(p.Tenant, nil)
+		if !ok {
 			continue
 		}
-		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
+		out[key] = "pending"
+		if partitionRunning(plan, p.Tenant) {
+			out[key] = "running"
+		}
 	}
 	return out
+}
+
+// tenantKey is the TenantSLO of a tenant ID (namespace/name); false when id is not one.
+func tenantKey(id string, err error) (types.NamespacedName, bool) {
+	if err != nil {
+		return types.NamespacedName{}, false
+	}
+	ns, name, err := credentials.SplitTenantID(id)
+	return types.NamespacedName{Namespace: ns, Name: name}, err == nil
 }
 
 func notAdmitted(reason, message string) *metav1.Condition {

@@ -7,7 +7,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
 	"github.com/cacheqos/cacheqos/controllers/conditions"
@@ -60,8 +59,7 @@ func (r *Reconciler) applyStatus(ctx context.Context, s *scope) error {
 		}
 		r.Recorder.Event(t, kind, admitted.Reason, admitted.Message)
 	}
-	gvk := v1.GroupVersion.WithKind("TenantSLO")
-	if err := ssa.ApplyStatus(ctx, r.Client, gvk, client.ObjectKeyFromObject(t), st, objects.FieldOwnerTenantSLO); err != nil {
+	if err := r.writer.ApplyStatus(ctx, t, st); err != nil {
 		return err
 	}
 	if (changed || t.Status.ObservedGeneration != t.Generation) && r.Trigger != nil {

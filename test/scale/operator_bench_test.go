@@ -22,6 +22,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -30,6 +31,7 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -60,6 +62,7 @@ const (
 	changedMemoryMin   = "96Mi"
 	// quiet is how long the operator must make no write for a phase to be over.
 	quiet        = 5 * time.Second
+	steadyWindow = 2 * allocationInterval
 	phaseTimeout = 12 * time.Minute
 	cacheNS      = "cache"
 	clusterName  = "fleet"
@@ -135,10 +138,26 @@ func runFleet(b *testing.B, f fleet) {
 		return everyTenantPlaced(ctx, c, f, changed)
 	})
 	report(b, change)
+
+	steadyStart := time.Now()
+	steady := measurePhase(b, fmt.Sprintf("steady state: %v (two allocation intervals) with nothing changed", steadyWindow), api, queries, c, func() {}, func() error {
+		if time.Since(steadyStart) < steadyWindow {
+			return errors.New("the steady window is not over")
+		}
+		return nil
+	})
+	report(b, steady)
 	reportSizes(b, c)
 	b.ReportMetric(cold.wall.Seconds(), "cold-s")
 	b.ReportMetric(change.wall.Seconds(), "change-s")
 	b.ReportMetric(float64(change.peakRSS)/(1<<20), "change-peak-RSS-MiB")
+	steadyWrites := 0
+	for _, q := range steady.requests {
+		if q.Write() {
+			steadyWrites++
+		}
+	}
+	b.ReportMetric(float64(steadyWrites)/2, "steady-writes/interval")
 }
 
 func nodeName(i int) string               { return fmt.Sprintf("node-%03d", i) }
@@ -185,6 +204,8 @@ func startOperator(b *testing.B, cfg *rest.Config, api, queries *Recorder) func(
 	mgr, err := ctrl.NewManager(opCfg, ctrl.Options{
 		Scheme: scheme, Cache: controllers.CacheOptions(),
 		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		// Both sizes run in one process, each with its own manager and the same controller names.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -314,8 +335,8 @@ func changeTenants(b *testing.B, c client.Client, tenants []types.NamespacedName
 }
 
 // everyTenantPlaced is nil once every plan has been written, every tenant has an allocation
-// from a written plan and, of the changed tenants, the operator saw the change and gave each
-// at least its new minimum.
+// from a written plan and, of the changed tenants, the operator saw the change, an allocation
+// saw it too, and each has at least its new minimum.
 func everyTenantPlaced(ctx context.Context, c client.Client, f fleet, changed []types.NamespacedName) error {
 	var plans v1.CacheNodePlanList
 	if err := c.List(ctx, &plans, client.InNamespace(cacheNS)); err != nil {
@@ -351,6 +372,10 @@ func everyTenantPlaced(ctx context.Context, c client.Client, f fleet, changed []
 		t := byKey[key]
 		if t == nil || t.Status.ObservedGeneration != t.Generation || t.Status.Allocation.Memory.Cmp(want) < 0 {
 			return fmt.Errorf("%v has not been given its new minimum yet", key)
+		}
+		// The allocation loop's own conditions say which generation it allocated.
+		if c := meta.FindStatusCondition(t.Status.Conditions, v1.ConditionSLOMet); c == nil || c.ObservedGeneration != t.Generation {
+			return fmt.Errorf("no allocation has seen the change of %v yet", key)
 		}
 	}
 	return nil
@@ -403,7 +428,8 @@ func measurePhase(b *testing.B, name string, api, queries *Recorder, c client.Cl
 	r.peakHeap, r.peakQueue = sampler.stop()
 	r.peakRSS = peakRSS(b)
 	r.wall = api.LastWrite().Sub(start)
-	if r.unfinished != "" {
+	// Cut short, or no write at all in the phase (a steady state): the phase's own length.
+	if r.unfinished != "" || r.wall < 0 {
 		r.wall = time.Since(start)
 	}
 	// An allocation whose queries began before the phase may write in it.

@@ -6,14 +6,12 @@ package objects
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
 	"github.com/cacheqos/cacheqos/internal/allocator/planning"
@@ -211,21 +209,6 @@ func shorten(name string, maxLen int) string {
 		return "c" + hash
 	}
 	return prefix + "-" + hash
-}
-
-// SecretKeyPatch is a JSON merge patch that sets one data key of a Secret to value, or
-// removes the key when value is nil, leaving every other key as it is: several writers (the
-// cluster's peer token, each tenant's hash) share one Secret without reading it first.
-func SecretKeyPatch(key string, value []byte) (client.Patch, error) {
-	data := map[string]any{key: nil}
-	if value != nil {
-		data[key] = value // encoding/json writes []byte as base64, as Secret data is
-	}
-	body, err := json.Marshal(map[string]any{"data": data})
-	if err != nil {
-		return nil, err
-	}
-	return client.RawPatch(types.MergePatchType, body), nil
 }
 
 // Resources is NodeResources for server-side apply: only the fields set are sent, so two

@@ -122,25 +122,6 @@ func TestStaleRoutes(t *testing.T) {
 	}
 }
 
-func TestSecretKeyPatch(t *testing.T) {
-	set, err := SecretKeyPatch("ns.t", []byte("hash"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := set.Data(nil)
-	if string(body) != `{"data":{"ns.t":"aGFzaA=="}}` {
-		t.Errorf("set patch %s", body)
-	}
-	del, err := SecretKeyPatch("ns.t", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ = del.Data(nil)
-	if string(body) != `{"data":{"ns.t":null}}` {
-		t.Errorf("delete patch %s", body)
-	}
-}
-
 func TestListNames(t *testing.T) {
 	names := []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l"}
 	if got := ListNames(names[:2]); got != "a, b" {

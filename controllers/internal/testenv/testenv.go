@@ -45,6 +45,8 @@ type Env struct {
 	Client client.Client
 	// Loop is the operator's allocation loop.
 	Loop *allocation.Loop
+	// Requests holds every request the operator sent (not the tests' own, through Client).
+	Requests *Requests
 
 	env    *envtest.Environment
 	root   string
@@ -111,7 +113,10 @@ func (e *Env) startOperator(opts controllers.Options) error {
 	if err != nil {
 		return err
 	}
-	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
+	e.Requests = &Requests{}
+	operatorConfig := rest.CopyConfig(e.Config)
+	operatorConfig.Wrap(e.Requests.wrap)
+	mgr, err := ctrl.NewManager(operatorConfig, ctrl.Options{
 		Scheme:                 scheme,
 		Cache:                  controllers.CacheOptions(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
