@@ -82,6 +82,7 @@ type Reconciler struct {
 	// servedKinds caches discovery's answer per monitoring kind (see served).
 	servedMu    sync.Mutex
 	servedKinds map[string]servedAnswer
+	crdChanged  time.Time // the last event of a monitoring CRD
 }
 
 // SetupWithManager registers the controller. It owns everything it creates, maps Nodes (when
@@ -107,7 +108,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Secret{}, delayed(batchDelay, handler.EnqueueRequestsFromMapFunc(r.clusterOfCredentials)),
 			builder.WithPredicates(predicate.NewPredicateFuncs(isTenantCredentials))).
 		// The prometheus-operator CRDs may come (or go) while the operator runs.
-		Watches(&apiextensionsv1.CustomResourceDefinition{}, handler.EnqueueRequestsFromMapFunc(r.monitoringCRDChanged),
+		// Discovery may serve a new CRD's kind a moment after its events: the clusters are
+		// reconciled at once and again after batchDelay (see served).
+		Watches(&apiextensionsv1.CustomResourceDefinition{}, nowAndLater(batchDelay, handler.EnqueueRequestsFromMapFunc(r.monitoringCRDChanged)),
 			builder.OnlyMetadata, builder.WithPredicates(predicate.NewPredicateFuncs(isMonitoringCRD)))
 	for _, obj := range []client.Object{&appsv1.DaemonSet{}, &corev1.Service{}, &corev1.ServiceAccount{}, &corev1.Secret{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}} {
 		b = b.Watches(obj, r.owner())
@@ -275,6 +278,29 @@ const batchDelay = 5 * time.Second
 // owner enqueues the cluster controlling an object, after batchDelay.
 func (r *Reconciler) owner() handler.EventHandler {
 	return delayed(batchDelay, handler.EnqueueRequestForOwner(r.Client.Scheme(), r.Mapper, &v1.CacheCluster{}, handler.OnlyControllerOwner()))
+}
+
+// nowAndLater enqueues what h enqueues at once and again after delay.
+func nowAndLater(delay time.Duration, h handler.EventHandler) handler.EventHandler {
+	later := delayed(delay, h)
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			h.Create(ctx, e, q)
+			later.Create(ctx, e, q)
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			h.Update(ctx, e, q)
+			later.Update(ctx, e, q)
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			h.Delete(ctx, e, q)
+			later.Delete(ctx, e, q)
+		},
+		GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			h.Generic(ctx, e, q)
+			later.Generic(ctx, e, q)
+		},
+	}
 }
 
 // delayed enqueues what h enqueues after delay; a request enqueued again while it waits is

@@ -67,6 +67,11 @@ type servedAnswer struct {
 // covers a change the CRD watch missed.
 const discoveryRefresh = 10 * time.Minute
 
+// discoverySettle is how long after a monitoring CRD's event discovery's answers are not kept:
+// the API server serves a new CRD's kind a moment after the CRD is created and established, so
+// an answer from that moment may already be stale (the reconcile batchDelay later asks again).
+const discoverySettle = 2 * time.Second
+
 // served reports whether the API server serves kind of monitoring.coreos.com/v1. The RESTMapper
 // asks discovery again on every lookup of a kind it does not know, so without the CRDs every
 // reconcile would cost a discovery request; the answer is kept until a monitoring CRD changes
@@ -84,7 +89,9 @@ func (r *Reconciler) served(kind string) (bool, error) {
 	if r.servedKinds == nil {
 		r.servedKinds = map[string]servedAnswer{}
 	}
-	r.servedKinds[kind] = servedAnswer{served: err == nil, at: time.Now()}
+	if time.Since(r.crdChanged) >= discoverySettle {
+		r.servedKinds[kind] = servedAnswer{served: err == nil, at: time.Now()}
+	}
 	return err == nil, nil
 }
 
@@ -93,6 +100,7 @@ func (r *Reconciler) served(kind string) (bool, error) {
 func (r *Reconciler) monitoringCRDChanged(ctx context.Context, obj client.Object) []reconcile.Request {
 	r.servedMu.Lock()
 	r.servedKinds = nil
+	r.crdChanged = time.Now()
 	r.servedMu.Unlock()
 	return r.allClusters(ctx, obj)
 }
