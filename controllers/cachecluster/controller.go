@@ -282,56 +282,50 @@ func (r *Reconciler) owner() handler.EventHandler {
 
 // nowAndLater enqueues what h enqueues at once and again after delay.
 func nowAndLater(delay time.Duration, h handler.EventHandler) handler.EventHandler {
-	later := delayed(delay, h)
-	return handler.Funcs{
-		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			h.Create(ctx, e, q)
-			later.Create(ctx, e, q)
-		},
-		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			h.Update(ctx, e, q)
-			later.Update(ctx, e, q)
-		},
-		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			h.Delete(ctx, e, q)
-			later.Delete(ctx, e, q)
-		},
-		GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			h.Generic(ctx, e, q)
-			later.Generic(ctx, e, q)
-		},
-	}
+	return onQueue(h, func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+		return delayingQueue{TypedRateLimitingInterface: q, delay: delay, alsoNow: true}
+	})
 }
 
 // delayed enqueues what h enqueues after delay; a request enqueued again while it waits is
 // reconciled once.
 func delayed(delay time.Duration, h handler.EventHandler) handler.EventHandler {
-	later := func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+	return onQueue(h, func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
 		return delayingQueue{TypedRateLimitingInterface: q, delay: delay}
-	}
+	})
+}
+
+// onQueue hands h the queue wrap makes of the controller's.
+func onQueue(h handler.EventHandler, wrap func(workqueue.TypedRateLimitingInterface[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request]) handler.EventHandler {
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			h.Create(ctx, e, later(q))
+			h.Create(ctx, e, wrap(q))
 		},
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			h.Update(ctx, e, later(q))
+			h.Update(ctx, e, wrap(q))
 		},
 		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			h.Delete(ctx, e, later(q))
+			h.Delete(ctx, e, wrap(q))
 		},
 		GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			h.Generic(ctx, e, later(q))
+			h.Generic(ctx, e, wrap(q))
 		},
 	}
 }
 
-// delayingQueue turns Add into AddAfter(delay).
+// delayingQueue turns Add into AddAfter(delay), after an Add at once when alsoNow.
 type delayingQueue struct {
 	workqueue.TypedRateLimitingInterface[reconcile.Request]
-	delay time.Duration
+	delay   time.Duration
+	alsoNow bool
 }
 
-func (q delayingQueue) Add(req reconcile.Request) { q.AddAfter(req, q.delay) }
+func (q delayingQueue) Add(req reconcile.Request) {
+	if q.alsoNow {
+		q.TypedRateLimitingInterface.Add(req)
+	}
+	q.AddAfter(req, q.delay)
+}
 
 // planChangedForCluster passes plan updates the cluster's reconcile reads: the spec (node,
 // generation, routes), the generation the sidecar applied, its PlanApplied condition, and
