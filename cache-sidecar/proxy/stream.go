@@ -201,8 +201,10 @@ func (s *replyStream) copyTo(dst *conn) error {
 		err = sc.copyMemcache()
 	}
 	if err == nil {
+		// Counted before the last chunk goes: a client that has the whole reply finds its
+		// reads on the curve, as it does for replies read whole.
+		sc.count(int64(len(sc.buf)))
 		sc.flush()
-		sc.count()
 	}
 	*bp = sc.buf[:0]
 	streamBuffers.Put(bp)
@@ -408,16 +410,16 @@ func (sc *streamCopy) pace(n int) {
 	}
 }
 
-// count records a reply the local partition served: its bytes (already taken from the bucket
-// by pace) and the reads it answered.
-func (sc *streamCopy) count() {
+// count records a reply the local partition served: its bytes (those copied, already taken
+// from the bucket by pace, and unflushed still to go) and the reads it answered.
+func (sc *streamCopy) count(unflushed int64) {
 	e := &sc.s.e
 	t := e.tenant
 	if !sc.s.l.local || t == nil {
 		return
 	}
 	t.stats.served.Add(1)
-	t.stats.bytesOut.Add(uint64(sc.total))
+	t.stats.bytesOut.Add(uint64(sc.total + unflushed))
 	switch {
 	case e.access == accessRead && sc.s.l.replies != nil:
 		if len(sc.values) == 1 {
