@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
-	"sync/atomic"
 	"time"
 
 	"github.com/cacheqos/cacheqos/internal/keyhash"
@@ -175,8 +174,8 @@ func (w *worker) authenticate(c conn) (errorKind, error) {
 	return 0, nil
 }
 
-// session runs one open connection until ctx ends (then it waits for the replies in flight)
-// or the connection fails. The sender (this goroutine) writes requests, the receiver reads
+// session runs one open connection until ctx ends (then it finishes the accesses in flight,
+// fills included, so every counted miss has its SET) or the connection fails. The sender (this goroutine) writes requests, the receiver reads
 // replies in order; slots bounds the requests in flight. A fill after a miss takes over the
 // slot of its GET, so the receiver never waits for a slot (which only it could free).
 func (w *worker) session(ctx context.Context, nc net.Conn, dec decoder) error {
@@ -184,16 +183,18 @@ func (w *worker) session(ctx context.Context, nc net.Conn, dec decoder) error {
 	pending := make(chan request, inflight)
 	fills := make(chan request, inflight)
 	slots := make(chan struct{}, inflight)
-	var stopping atomic.Bool
+	released := make(chan struct{}, 1)
 	var recvErr error
 	recvDone := make(chan struct{})
 	go func() {
 		defer close(recvDone)
-		recvErr = w.receive(nc, dec, pending, fills, slots, &stopping)
+		recvErr = w.receive(nc, dec, pending, fills, slots, released)
 	}()
 
 	sendErr := w.send(ctx, nc, pending, fills, slots, recvDone)
-	stopping.Store(true)
+	if sendErr == nil {
+		sendErr = w.finish(nc, pending, fills, slots, released, recvDone)
+	}
 	close(pending)
 	if sendErr != nil {
 		nc.Close() // the receiver need not wait for replies that will not come
@@ -256,6 +257,24 @@ func (w *worker) send(ctx context.Context, nc net.Conn, pending chan<- request, 
 	}
 }
 
+// finish writes the fills of the accesses in flight until none is left (every slot is
+// released) or the receiver stops.
+func (w *worker) finish(nc net.Conn, pending chan<- request, fills <-chan request, slots, released <-chan struct{}, recvDone <-chan struct{}) error {
+	for len(slots) > 0 {
+		select {
+		case <-recvDone:
+			return nil
+		case f := <-fills:
+			w.write(f, pending)
+			if err := w.flush(nc); err != nil {
+				return err
+			}
+		case <-released:
+		}
+	}
+	return nil
+}
+
 // issue starts the next access; the caller holds a slot for it.
 func (w *worker) issue(pending chan<- request) {
 	w.pacer.issued++
@@ -304,7 +323,7 @@ func (w *worker) valueOf(size int64) []byte {
 
 // receive reads the reply to each pending request in order, until pending is closed and empty
 // or the connection fails.
-func (w *worker) receive(nc net.Conn, dec decoder, pending <-chan request, fills chan<- request, slots <-chan struct{}, stopping *atomic.Bool) error {
+func (w *worker) receive(nc net.Conn, dec decoder, pending <-chan request, fills chan<- request, slots <-chan struct{}, released chan<- struct{}) error {
 	for req := range pending {
 		nc.SetReadDeadline(req.sent.Add(w.tr.timeout))
 		r, err := dec.read(req.kind)
@@ -314,11 +333,15 @@ func (w *worker) receive(nc net.Conn, dec decoder, pending <-chan request, fills
 			return err
 		}
 		w.tr.record(req, r, time.Since(req.sent))
-		if req.kind == opGet && r.outcome == outMiss && !stopping.Load() {
+		if req.kind == opGet && r.outcome == outMiss {
 			fills <- request{kind: opFill, key: req.key, size: req.size} // keeps the GET's slot
 			continue
 		}
 		<-slots
+		select {
+		case released <- struct{}{}: // wakes a sender waiting for the last access in flight
+		default:
+		}
 	}
 	return nil
 }
