@@ -23,6 +23,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -48,6 +49,7 @@ import (
 	"github.com/cacheqos/cacheqos/cache-sidecar/engine"
 	"github.com/cacheqos/cacheqos/cache-sidecar/proxy"
 	"github.com/cacheqos/cacheqos/internal/mrc"
+	"github.com/cacheqos/cacheqos/internal/pki"
 )
 
 // version is stamped at build time with -ldflags "-X main.version=...".
@@ -88,6 +90,8 @@ type options struct {
 	memcachedThread int
 
 	clientListen  string
+	clientTLSCert string
+	clientTLSKey  string
 	peerListen    string
 	metricsListen string
 	pprof         bool
@@ -149,6 +153,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	str(&o.memcached, "memcached", "MEMCACHED", "", "memcached executable (default: from PATH)")
 	str(&o.engineUser, "engine-user", "ENGINE_USER", "nobody", "user memcached runs as when the sidecar runs as root")
 	str(&o.clientListen, "client-listen", "CLIENT_LISTEN", "", "address for tenants' clients (default "+defaultRedisClientListen+" for redis, "+defaultMemcachedClientListen+" for memcached)")
+	str(&o.clientTLSCert, "client-tls-cert-file", "CLIENT_TLS_CERT_FILE", "", "serve clients over TLS with this PEM certificate (chain), read again when it changes; needs --client-tls-key-file")
+	str(&o.clientTLSKey, "client-tls-key-file", "CLIENT_TLS_KEY_FILE", "", "PEM private key of --client-tls-cert-file")
 	str(&o.peerListen, "peer-listen", "PEER_LISTEN", defaultPeerListen, "address for peer sidecars (the plan's route endpoints point here)")
 	str(&o.metricsListen, "metrics-listen", "METRICS_LISTEN", defaultMetricsListen, "address of /metrics, /healthz and /readyz")
 	str(&o.logLevel, "log-level", "LOG_LEVEL", "info", "debug, info, warn or error")
@@ -219,6 +225,9 @@ func (o *options) validate() error {
 		if o.credentialsFile != "" || o.statusFile != "" {
 			errs = append(errs, errors.New("--credentials-file and --status-file need --plan-file"))
 		}
+	}
+	if (o.clientTLSCert == "") != (o.clientTLSKey == "") {
+		errs = append(errs, errors.New("--client-tls-cert-file and --client-tls-key-file go together"))
 	}
 	if o.refreshInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--refresh-interval %v must be positive", o.refreshInterval))
@@ -335,7 +344,7 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 		plan = p.Name
 	}
 	log = log.With("node", o.nodeName)
-	log.Info("starting", "version", version, "engine", o.engine, "stateRoot", o.stateRoot, "client", o.clientListen,
+	log.Info("starting", "version", version, "engine", o.engine, "stateRoot", o.stateRoot, "client", o.clientListen, "clientTLS", o.clientTLSCert != "",
 		"peer", o.peerListen, "metrics", o.metricsListen, "planFile", o.planFile, "plan", cmp.Or(o.planName, plan))
 
 	registry := prometheus.NewRegistry()
@@ -384,9 +393,9 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 	}
 	defer ag.Close()
 
-	clientLn, err := net.Listen("tcp", o.clientListen)
+	clientLn, err := listenClients(o, log)
 	if err != nil {
-		return fmt.Errorf("client listener: %w", err)
+		return err
 	}
 	peerLn, err := net.Listen("tcp", o.peerListen)
 	if err != nil {
@@ -449,6 +458,30 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 	}
 	log.Info("stopped")
 	return runErr
+}
+
+// listenClients opens the client listener, serving TLS when a certificate is given: the
+// handshake runs on the connection's first read, in its own goroutine, bounded by the login
+// timeout like any other pre-authentication read.
+func listenClients(o *options, log *slog.Logger) (net.Listener, error) {
+	var reloader *pki.Reloader
+	if o.clientTLSCert != "" {
+		var err error
+		reloader, err = pki.NewReloader(o.clientTLSCert, o.clientTLSKey, func(err error) {
+			log.Warn("the client TLS certificate files changed but do not load; the previous certificate is still served", "error", err)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("client TLS: %w", err)
+		}
+	}
+	ln, err := net.Listen("tcp", o.clientListen)
+	if err != nil {
+		return nil, fmt.Errorf("client listener: %w", err)
+	}
+	if reloader == nil {
+		return ln, nil
+	}
+	return tls.NewListener(ln, reloader.ServerConfig()), nil
 }
 
 func runInCluster(ctx context.Context, o *options, ag *agent.Agent) error {

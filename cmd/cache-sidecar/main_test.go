@@ -121,6 +121,22 @@ func TestParseFlags(t *testing.T) {
 				"--max-reply-bytes-in-flight -1 is below --max-connection-reply-bytes 0"},
 		},
 		{
+			name: "client TLS",
+			args: []string{"--client-tls-cert-file", "/tls/tls.crt", "--client-tls-key-file", "/tls/tls.key"},
+			env:  clusterEnv,
+			check: func(t *testing.T, o *options) {
+				if o.clientTLSCert != "/tls/tls.crt" || o.clientTLSKey != "/tls/tls.key" {
+					t.Errorf("options %+v", o)
+				}
+			},
+		},
+		{
+			name:    "client TLS certificate without its key",
+			args:    []string{"--client-tls-cert-file", "/tls/tls.crt"},
+			env:     clusterEnv,
+			wantErr: []string{"--client-tls-cert-file and --client-tls-key-file go together"},
+		},
+		{
 			name:    "stray argument",
 			args:    []string{"extra"},
 			env:     clusterEnv,
