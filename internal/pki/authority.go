@@ -58,9 +58,11 @@ func publishedAt(ca *x509.Certificate, p Policy) time.Time {
 	return ca.NotBefore.Add(clockSkew + p.Publish)
 }
 
-// renewAt is when a certificate is due for replacement: two thirds into its lifetime.
+// renewAt is when a certificate is due for replacement: two thirds into its lifetime, counted
+// from when it was made (the backdating is not part of it).
 func renewAt(c *x509.Certificate) time.Time {
-	return c.NotBefore.Add(c.NotAfter.Sub(c.NotBefore) * 2 / 3)
+	made := c.NotBefore.Add(clockSkew)
+	return made.Add(c.NotAfter.Sub(made) * 2 / 3)
 }
 
 // keyPair is a parsed certificate with its private key.

@@ -232,3 +232,31 @@ func FuzzParseAuthority(f *testing.F) {
 		}
 	})
 }
+
+// TestShortLifetimesIgnoreBackdating: lifetimes shorter than the backdating (certificates
+// start a minute early for clients with slow clocks) still renew two thirds into the time
+// they were made for, not at once.
+func TestShortLifetimesIgnoreBackdating(t *testing.T) {
+	short := Policy{CAValidity: 24 * time.Second, LeafValidity: 6 * time.Second, Publish: 3 * time.Second}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	a := NewAuthority("x")
+	if changed, err := a.Rotate(now, short); err != nil || !changed {
+		t.Fatalf("no first CA: %v", err)
+	}
+	cert, key, err := a.Issue(names, now.Add(time.Second), short)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := a.ServingProblem(cert, key, names, now.Add(4*time.Second), short); p != "" {
+		t.Fatalf("a certificate 3s old of 6s has a problem: %s", p)
+	}
+	if p := a.ServingProblem(cert, key, names, now.Add(5*time.Second), short); !strings.Contains(p, "due") {
+		t.Fatalf("a certificate 4s old of 6s: %q, want due", p)
+	}
+	if changed, _ := a.Rotate(now.Add(15*time.Second), short); changed {
+		t.Fatal("the CA was replaced before two thirds of its 24s")
+	}
+	if changed, _ := a.Rotate(now.Add(16*time.Second), short); !changed {
+		t.Fatal("the CA was not replaced at two thirds of its 24s")
+	}
+}
