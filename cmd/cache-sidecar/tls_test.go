@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cacheqos/cacheqos/internal/credentials"
 	"github.com/cacheqos/cacheqos/internal/pki"
 	"github.com/cacheqos/cacheqos/internal/protocol/enginetest"
 )
@@ -49,32 +48,14 @@ func startTLSSidecar(t *testing.T, engineName string) *tlsSidecar {
 	if err := os.Chmod(root, 0o755); err != nil { // memcached runs as nobody when the test runs as root
 		t.Fatal(err)
 	}
-	password, hash, err := credentials.Issue()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &tlsSidecar{tenant: "team-a/orders", password: password, authority: pki.NewAuthority("test"),
+	s := &tlsSidecar{tenant: "team-a/orders", authority: pki.NewAuthority("test"),
 		caFile: filepath.Join(dir, "ca.crt"), certFile: filepath.Join(dir, "tls.crt"), keyFile: filepath.Join(dir, "tls.key")}
 	if _, err := s.authority.Rotate(time.Now(), pki.DefaultPolicy); err != nil {
 		t.Fatal(err)
 	}
 	writeFile(t, s.caFile, string(s.authority.Bundle()))
 	s.rotate(t)
-	writeFile(t, filepath.Join(dir, "plan.yaml"), `apiVersion: cacheqos.io/v1alpha1
-kind: CacheNodePlan
-metadata: {name: local-node-1}
-spec:
-  clusterName: local
-  nodeName: node-1
-  engine: `+engineName+`
-  planGeneration: 1
-  partitions:
-  - tenant: `+s.tenant+`
-    memory: 16Mi
-    evictionPolicy: lru
-    routes: [{nodeName: node-1, endpoint: "127.0.0.1:1", weight: 1}]
-`)
-	writeFile(t, filepath.Join(dir, "secret.yaml"), "apiVersion: v1\nkind: Secret\nmetadata: {name: creds}\nstringData:\n  team-a.orders: \""+hash+"\"\n")
+	s.password = writeStandaloneFiles(t, dir, engineName, s.tenant)
 	args := []string{"--engine", engineName, "--plan-file", filepath.Join(dir, "plan.yaml"),
 		"--credentials-file", filepath.Join(dir, "secret.yaml"), "--state-root", root,
 		"--client-listen", "127.0.0.1:0", "--peer-listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",

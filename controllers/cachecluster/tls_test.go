@@ -208,7 +208,7 @@ func TestClientTLS(t *testing.T) {
 	testenv.Eventually(t, timeout, func() error {
 		for _, name := range []string{"secure-tls", "secure-tls-ca"} {
 			if err := get(&corev1.Secret{}, ns, name); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("secret %s: %v", name, err)
+				return fmt.Errorf("secret %s is still there (%w)", name, err)
 			}
 		}
 		ds := &appsv1.DaemonSet{}

@@ -157,8 +157,11 @@ func TestNewReloaderFails(t *testing.T) {
 	if _, err := NewReloader(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"), nil); err == nil || !strings.Contains(err.Error(), "TLS certificate") {
 		t.Fatalf("error %v", err)
 	}
-	os.WriteFile(filepath.Join(dir, "tls.crt"), []byte("nonsense"), 0o600)
-	os.WriteFile(filepath.Join(dir, "tls.key"), []byte("nonsense"), 0o600)
+	for _, name := range []string{"tls.crt", "tls.key"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("nonsense"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if _, err := NewReloader(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"), nil); err == nil || !strings.Contains(err.Error(), "loading TLS certificate") {
 		t.Fatalf("error %v", err)
 	}
