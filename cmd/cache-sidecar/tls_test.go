@@ -24,8 +24,8 @@ import (
 // tlsHost is the name the test certificates carry and the clients connect to.
 const tlsHost = "localhost"
 
-// tlsSidecar is a standalone sidecar serving one tenant over TLS with a certificate from a
-// real pki.Authority.
+// tlsSidecar is a standalone sidecar serving one tenant, over TLS with a certificate from a
+// real pki.Authority unless started without.
 type tlsSidecar struct {
 	addr, tenant, password string
 	caFile, certFile       string
@@ -35,6 +35,11 @@ type tlsSidecar struct {
 }
 
 func startTLSSidecar(t *testing.T, engineName string) *tlsSidecar {
+	t.Helper()
+	return startSidecar(t, engineName, true)
+}
+
+func startSidecar(t *testing.T, engineName string, withTLS bool) *tlsSidecar {
 	t.Helper()
 	binary := map[string]string{"redis": "redis-server", "memcached": "memcached"}[engineName]
 	if _, err := exec.LookPath(binary); err != nil {
@@ -59,8 +64,10 @@ func startTLSSidecar(t *testing.T, engineName string) *tlsSidecar {
 	args := []string{"--engine", engineName, "--plan-file", filepath.Join(dir, "plan.yaml"),
 		"--credentials-file", filepath.Join(dir, "secret.yaml"), "--state-root", root,
 		"--client-listen", "127.0.0.1:0", "--peer-listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
-		"--shutdown-delay", "0s", "--stop-engines-on-exit", "--login-timeout", "2s",
-		"--client-tls-cert-file", s.certFile, "--client-tls-key-file", s.keyFile}
+		"--shutdown-delay", "0s", "--stop-engines-on-exit", "--login-timeout", "2s"}
+	if withTLS {
+		args = append(args, "--client-tls-cert-file", s.certFile, "--client-tls-key-file", s.keyFile)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.logs = &enginetest.LockedBuffer{}
 	done := make(chan int, 1)

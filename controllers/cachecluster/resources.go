@@ -241,10 +241,15 @@ func (r *Reconciler) reconcileServices(ctx context.Context, s *scope) error {
 // sidecarOverhead (the proxy's, the agent's and the miss-ratio trackers' baseline), the reply
 // bytes the proxy may hold for all its clients (--max-reply-bytes-in-flight), and each client
 // connection's budget up to the connection cap (--max-client-connections), the bound
-// docs/sidecar-limits.md gives. The DaemonSet leaves both flags at the sidecar's defaults.
-func sidecarMemory(capacity *v1.NodeCapacity) resource.Quantity {
+// docs/sidecar-limits.md gives, with TLS's share of each connection when clients use TLS. The
+// DaemonSet leaves both flags at the sidecar's defaults.
+func sidecarMemory(capacity *v1.NodeCapacity, clientTLS bool) resource.Quantity {
 	memory := capacity.Memory.DeepCopy()
 	memory.Add(sidecarOverhead)
-	memory.Add(*resource.NewQuantity(sidecarmem.ProxyBound, resource.BinarySI))
+	bound := int64(sidecarmem.ProxyBound)
+	if clientTLS {
+		bound = sidecarmem.ProxyBoundTLS
+	}
+	memory.Add(*resource.NewQuantity(bound, resource.BinarySI))
 	return memory
 }
