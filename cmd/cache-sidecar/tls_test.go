@@ -39,7 +39,7 @@ func startTLSSidecar(t *testing.T, engineName string) *tlsSidecar {
 	return startSidecar(t, engineName, true)
 }
 
-func startSidecar(t *testing.T, engineName string, withTLS bool) *tlsSidecar {
+func startSidecar(t *testing.T, engineName string, withTLS bool, extraArgs ...string) *tlsSidecar {
 	t.Helper()
 	binary := map[string]string{"redis": "redis-server", "memcached": "memcached"}[engineName]
 	if _, err := exec.LookPath(binary); err != nil {
@@ -68,6 +68,7 @@ func startSidecar(t *testing.T, engineName string, withTLS bool) *tlsSidecar {
 	if withTLS {
 		args = append(args, "--client-tls-cert-file", s.certFile, "--client-tls-key-file", s.keyFile)
 	}
+	args = append(args, extraArgs...)
 	ctx, cancel := context.WithCancel(context.Background())
 	s.logs = &enginetest.LockedBuffer{}
 	done := make(chan int, 1)
@@ -296,5 +297,44 @@ func exchange(t *testing.T, w io.Writer, br *bufio.Reader, request, reply string
 	got := make([]byte, len(reply))
 	if _, err := io.ReadFull(br, got); err != nil || string(got) != reply {
 		t.Fatalf("reply %q, %v; want %q", got, err, reply)
+	}
+}
+
+// TestConnectionCapOverTLS: a TLS client over --max-client-connections is told why over TLS,
+// and one that connects over the cap and never starts its handshake is closed within a second
+// instead of holding a goroutine.
+func TestConnectionCapOverTLS(t *testing.T) {
+	s := startSidecar(t, "redis", true, "--max-client-connections", "1")
+	login := fmt.Sprintf("*3\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n", len(s.tenant), s.tenant, len(s.password), s.password)
+	held, err := tls.Dial("tcp", s.addr, s.clientConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	held.SetDeadline(time.Now().Add(10 * time.Second))
+	exchange(t, held, bufio.NewReader(held), login, "+OK\r\n")
+
+	over, err := tls.Dial("tcp", s.addr, s.clientConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer over.Close()
+	over.SetDeadline(time.Now().Add(10 * time.Second))
+	if got, _ := bufio.NewReader(over).ReadString('\n'); got != "-ERR max number of clients reached\r\n" {
+		t.Fatalf("a TLS client over the cap read %q", got)
+	}
+
+	silent, err := net.DialTimeout("tcp", s.addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	start := time.Now()
+	silent.SetDeadline(start.Add(10 * time.Second))
+	if _, err := io.ReadAll(silent); err != nil && !isReset(err) {
+		t.Fatalf("a silent client over the cap was not disconnected: %v", err)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("a silent client over the cap was disconnected after %v", took)
 	}
 }
