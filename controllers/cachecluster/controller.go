@@ -1,6 +1,7 @@
 // Package cachecluster reconciles CacheClusters: the sidecar DaemonSet on the selected nodes,
 // its Services, ServiceAccount and least-privilege RBAC, the credentials Secret the sidecars
-// read, one CacheNodePlan per selected node, and — when the prometheus-operator CRDs are
+// read, with spec.tls the cluster's CA and the sidecars' serving certificate, one
+// CacheNodePlan per selected node, and — when the prometheus-operator CRDs are
 // served — a ServiceMonitor and a PrometheusRule. Status says whether the sidecars serve
 // (DaemonSet readiness, never assumed), whether the plans are applied, and whether monitoring
 // is in place; the allocation loop owns the rest of the status.

@@ -56,7 +56,7 @@ type Reconciler struct {
 // SetupWithManager registers the controller. Besides its TenantSLOs and their credentials
 // Secrets it watches the clusters (capacity), the other tenants of a cluster (room freed or
 // taken), the clusters' credentials Secrets (a tenant's hash stored, changed or removed), the
-// plans (a tenant's partition placed, running, or gone after a deletion) and the labels of
+// clusters' TLS Secrets (a CA bundle tenants get as ca.crt), the plans (a tenant's partition placed, running, or gone after a deletion) and the labels of
 // Namespaces (a cluster's
 // tenants.namespaceSelector may select or drop a namespace's tenants).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
