@@ -17,8 +17,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
+	"github.com/cacheqos/cacheqos/controllers/cachecluster"
 	"github.com/cacheqos/cacheqos/controllers/internal/testenv"
 	"github.com/cacheqos/cacheqos/internal/pki"
 )
@@ -162,6 +164,18 @@ func TestClientTLS(t *testing.T) {
 	if !renewed.NotBefore.Before(first.NotAfter) {
 		t.Fatalf("renewed at %v, after the first expired at %v", renewed.NotBefore, first.NotAfter)
 	}
+	testenv.Eventually(t, timeout, func() error {
+		var events corev1.EventList
+		if err := env.Client.List(ctx, &events, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, e := range events.Items {
+			if e.InvolvedObject.Name == c.Name && e.Reason == cachecluster.ReasonCertificateIssued && strings.Contains(e.Message, "due for renewal") {
+				return nil
+			}
+		}
+		return errors.New("no CertificateIssued event saying the certificate was due for renewal")
+	})
 
 	// CA rotation: both CAs in the bundle, reaching the tenant, then the new CA signs.
 	var rotated []byte
