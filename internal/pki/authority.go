@@ -1,6 +1,7 @@
-// Package pki keeps the certificate authority the operator runs for each CacheCluster's
-// client-facing TLS, issues the sidecars' serving certificates from it, and reloads a served
-// certificate from files when they change (a mounted Secret updated in place).
+// Package pki keeps the certificate authority the operator runs for each CacheCluster, issues
+// from it the sidecars' serving certificates (client-facing TLS) and peer certificates (mutual
+// TLS between sidecars, named by a URI), reloads a certificate from files when they change (a
+// mounted Secret updated in place), and verifies peers against a reloaded CA bundle.
 //
 // An Authority is every CA certificate still valid, oldest first. Rotation overlaps: a new CA
 // is added once the newest has lived two thirds of its validity, but it signs serving
@@ -21,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"net/url"
 	"slices"
 	"time"
 )
@@ -190,11 +192,44 @@ func (a *Authority) signer(now time.Time, p Policy) (keyPair, error) {
 	return a.cas[0], nil
 }
 
+// leafSpec is what a leaf certificate says: its names and what it may be used for.
+type leafSpec struct {
+	dnsNames []string
+	uris     []*url.URL
+	usages   []x509.ExtKeyUsage
+}
+
 // Issue returns a serving certificate for dnsNames signed by the current signer, and its key.
 func (a *Authority) Issue(dnsNames []string, now time.Time, p Policy) (certPEM, keyPEM []byte, err error) {
 	if len(dnsNames) == 0 {
 		return nil, nil, errors.New("a serving certificate needs at least one DNS name")
 	}
+	return a.issue(servingSpec(dnsNames), now, p)
+}
+
+// IssuePeer returns a certificate for mutual TLS between peers named by the URI identity
+// (usable to serve and to connect), signed by the current signer, and its key.
+func (a *Authority) IssuePeer(identity string, now time.Time, p Policy) (certPEM, keyPEM []byte, err error) {
+	spec, err := peerSpec(identity)
+	if err != nil {
+		return nil, nil, err
+	}
+	return a.issue(spec, now, p)
+}
+
+func servingSpec(dnsNames []string) leafSpec {
+	return leafSpec{dnsNames: dnsNames, usages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+}
+
+func peerSpec(identity string) (leafSpec, error) {
+	u, err := url.Parse(identity)
+	if err != nil || u.Scheme == "" {
+		return leafSpec{}, fmt.Errorf("peer identity %q is not an absolute URI", identity)
+	}
+	return leafSpec{uris: []*url.URL{u}, usages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}, nil
+}
+
+func (a *Authority) issue(spec leafSpec, now time.Time, p Policy) (certPEM, keyPEM []byte, err error) {
 	ca, err := a.signer(now, p)
 	if err != nil {
 		return nil, nil, err
@@ -213,12 +248,13 @@ func (a *Authority) Issue(dnsNames []string, now time.Time, p Policy) (certPEM, 
 	}
 	template := &x509.Certificate{
 		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: dnsNames[0]},
-		DNSNames:     dnsNames,
+		Subject:      pkix.Name{CommonName: spec.commonName()},
+		DNSNames:     spec.dnsNames,
+		URIs:         spec.uris,
 		NotBefore:    now.Add(-clockSkew),
 		NotAfter:     notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		ExtKeyUsage:  spec.usages,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, template, ca.cert, key.Public(), ca.key)
 	if err != nil {
@@ -231,10 +267,43 @@ func (a *Authority) Issue(dnsNames []string, now time.Time, p Policy) (certPEM, 
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), nil
 }
 
+func (s leafSpec) commonName() string {
+	if len(s.dnsNames) > 0 {
+		return s.dnsNames[0]
+	}
+	return s.uris[0].String()
+}
+
+// names is every name of the spec, for comparing with a certificate's.
+func (s leafSpec) names() []string {
+	out := slices.Clone(s.dnsNames)
+	for _, u := range s.uris {
+		out = append(out, u.String())
+	}
+	return out
+}
+
+func certNames(c *x509.Certificate) []string {
+	return leafSpec{dnsNames: c.DNSNames, uris: c.URIs}.names()
+}
+
 // ServingProblem says why a serving certificate must be issued again: it is missing or
 // unreadable, its key does not match, it is not signed by the current signer, its names
 // differ from dnsNames, or it is due for renewal. Empty when it can stay.
 func (a *Authority) ServingProblem(certPEM, keyPEM []byte, dnsNames []string, now time.Time, p Policy) string {
+	return a.problem(certPEM, keyPEM, servingSpec(dnsNames), now, p)
+}
+
+// PeerProblem is ServingProblem for a peer certificate of identity.
+func (a *Authority) PeerProblem(certPEM, keyPEM []byte, identity string, now time.Time, p Policy) string {
+	spec, err := peerSpec(identity)
+	if err != nil {
+		return err.Error()
+	}
+	return a.problem(certPEM, keyPEM, spec, now, p)
+}
+
+func (a *Authority) problem(certPEM, keyPEM []byte, spec leafSpec, now time.Time, p Policy) string {
 	leaf, err := parseLeaf(certPEM, keyPEM)
 	if err != nil {
 		return err.Error()
@@ -246,8 +315,10 @@ func (a *Authority) ServingProblem(certPEM, keyPEM []byte, dnsNames []string, no
 	switch {
 	case leaf.CheckSignatureFrom(ca.cert) != nil:
 		return "it is not signed by the current CA " + ca.cert.Subject.CommonName
-	case !slices.Equal(leaf.DNSNames, dnsNames):
-		return fmt.Sprintf("its names %v are not %v", leaf.DNSNames, dnsNames)
+	case !slices.Equal(certNames(leaf), spec.names()):
+		return fmt.Sprintf("its names %v are not %v", certNames(leaf), spec.names())
+	case !slices.Equal(leaf.ExtKeyUsage, spec.usages):
+		return "its key usages are not the ones wanted"
 	case !now.Before(renewAt(leaf)):
 		return "it is due for renewal since " + renewAt(leaf).UTC().Format(time.RFC3339)
 	}

@@ -55,6 +55,11 @@ func (r *Reloader) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error
 	return r.cert, nil
 }
 
+// GetClientCertificate is a tls.Config.GetClientCertificate.
+func (r *Reloader) GetClientCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+	return r.GetCertificate(nil)
+}
+
 // ServerConfig is a TLS 1.2+ server configuration serving the reloaded certificate.
 func (r *Reloader) ServerConfig() *tls.Config {
 	return &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: r.GetCertificate}
