@@ -35,6 +35,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -92,6 +93,10 @@ type options struct {
 	clientListen  string
 	clientTLSCert string
 	clientTLSKey  string
+	peerTLSCert   string
+	peerTLSKey    string
+	peerTLSCA     string
+	peerIdentity  string
 	peerListen    string
 	metricsListen string
 	pprof         bool
@@ -155,6 +160,10 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	str(&o.clientListen, "client-listen", "CLIENT_LISTEN", "", "address for tenants' clients (default "+defaultRedisClientListen+" for redis, "+defaultMemcachedClientListen+" for memcached)")
 	str(&o.clientTLSCert, "client-tls-cert-file", "CLIENT_TLS_CERT_FILE", "", "serve clients over TLS with this PEM certificate (chain), read again when it changes; needs --client-tls-key-file")
 	str(&o.clientTLSKey, "client-tls-key-file", "CLIENT_TLS_KEY_FILE", "", "PEM private key of --client-tls-cert-file")
+	str(&o.peerTLSCert, "peer-tls-cert-file", "PEER_TLS_CERT_FILE", "", "talk to peer sidecars over mutual TLS with this PEM certificate, read again when it changes; needs the other --peer-tls flags")
+	str(&o.peerTLSKey, "peer-tls-key-file", "PEER_TLS_KEY_FILE", "", "PEM private key of --peer-tls-cert-file")
+	str(&o.peerTLSCA, "peer-tls-ca-file", "PEER_TLS_CA_FILE", "", "PEM CA bundle peers' certificates must chain to, read again when it changes")
+	str(&o.peerIdentity, "peer-tls-identity", "PEER_TLS_IDENTITY", "", "URI peers' certificates must carry (the operator's: cacheqos://<namespace>/<cluster>)")
 	str(&o.peerListen, "peer-listen", "PEER_LISTEN", defaultPeerListen, "address for peer sidecars (the plan's route endpoints point here)")
 	str(&o.metricsListen, "metrics-listen", "METRICS_LISTEN", defaultMetricsListen, "address of /metrics, /healthz and /readyz")
 	str(&o.logLevel, "log-level", "LOG_LEVEL", "info", "debug, info, warn or error")
@@ -228,6 +237,9 @@ func (o *options) validate() error {
 	}
 	if (o.clientTLSCert == "") != (o.clientTLSKey == "") {
 		errs = append(errs, errors.New("--client-tls-cert-file and --client-tls-key-file go together"))
+	}
+	if peerTLS := []string{o.peerTLSCert, o.peerTLSKey, o.peerTLSCA, o.peerIdentity}; slices.Contains(peerTLS, "") && slices.ContainsFunc(peerTLS, func(s string) bool { return s != "" }) {
+		errs = append(errs, errors.New("--peer-tls-cert-file, --peer-tls-key-file, --peer-tls-ca-file and --peer-tls-identity go together"))
 	}
 	if o.refreshInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--refresh-interval %v must be positive", o.refreshInterval))
@@ -344,13 +356,23 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 		plan = p.Name
 	}
 	log = log.With("node", o.nodeName)
-	log.Info("starting", "version", version, "engine", o.engine, "stateRoot", o.stateRoot, "client", o.clientListen, "clientTLS", o.clientTLSCert != "",
+	log.Info("starting", "version", version, "engine", o.engine, "stateRoot", o.stateRoot, "client", o.clientListen, "clientTLS", o.clientTLSCert != "", "peerTLS", o.peerTLSCert != "",
 		"peer", o.peerListen, "metrics", o.metricsListen, "planFile", o.planFile, "plan", cmp.Or(o.planName, plan))
 
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	var peerTLS *pki.Peer
+	if o.peerTLSCert != "" {
+		var err error
+		if peerTLS, err = pki.NewPeer(o.peerTLSCert, o.peerTLSKey, o.peerTLSCA, o.peerIdentity, func(err error) {
+			log.Warn("the peer TLS certificate files changed but do not load; the previous certificate is still used", "error", err)
+		}); err != nil {
+			return fmt.Errorf("peer TLS: %w", err)
+		}
+	}
 	px, err := proxy.New(proxy.Options{
 		Protocol: proxy.Protocol(o.engine),
+		PeerTLS:  peerTLS,
 		Registry: registry,
 		NodeName: o.nodeName,
 		Logger:   log.With("component", "proxy"),

@@ -137,6 +137,12 @@ func TestParseFlags(t *testing.T) {
 			wantErr: []string{"--client-tls-cert-file and --client-tls-key-file go together"},
 		},
 		{
+			name:    "peer TLS without its CA bundle",
+			args:    []string{"--peer-tls-cert-file", "/peer/tls.crt", "--peer-tls-key-file", "/peer/tls.key", "--peer-tls-identity", "cacheqos://ns/c"},
+			env:     clusterEnv,
+			wantErr: []string{"--peer-tls-cert-file, --peer-tls-key-file, --peer-tls-ca-file and --peer-tls-identity go together"},
+		},
+		{
 			name:    "stray argument",
 			args:    []string{"extra"},
 			env:     clusterEnv,
