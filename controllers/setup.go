@@ -26,6 +26,7 @@ import (
 	"github.com/cacheqos/cacheqos/controllers/internal/objects"
 	"github.com/cacheqos/cacheqos/controllers/internal/opmetrics"
 	"github.com/cacheqos/cacheqos/controllers/tenantslo"
+	"github.com/cacheqos/cacheqos/internal/pki"
 )
 
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
@@ -39,6 +40,9 @@ type Options struct {
 	SidecarDefaults cachecluster.SidecarDefaults
 	// Allocation tunes the allocation loop.
 	Allocation allocation.Options
+	// TLSPolicy sets the lifetimes of the clusters' CAs and serving certificates; zero:
+	// pki.DefaultPolicy.
+	TLSPolicy pki.Policy
 }
 
 // NewScheme returns a scheme with every type the operator reads or writes.
@@ -86,6 +90,11 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*allocation.Loo
 	if err := opts.SidecarDefaults.Validate(); err != nil {
 		return nil, err
 	}
+	if opts.TLSPolicy != (pki.Policy{}) {
+		if err := opts.TLSPolicy.Validate(); err != nil {
+			return nil, err
+		}
+	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1.TenantSLO{}, objects.TenantClusterIndex, func(obj client.Object) []string {
 		return []string{objects.TenantClusterIndexValue(obj.(*v1.TenantSLO))}
 	}); err != nil {
@@ -106,6 +115,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*allocation.Loo
 		Images:   opts.Images,
 		// The chart's sidecar values, validated above.
 		SidecarDefaults: opts.SidecarDefaults,
+		TLSPolicy:       opts.TLSPolicy,
 	}
 	if err := clusters.SetupWithManager(mgr); err != nil {
 		return nil, err

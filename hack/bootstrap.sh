@@ -164,14 +164,18 @@ step_ortools() {
   log "ortools: $bin/ortools/ortools/.libs/libortools.so.9"
 }
 
-# redis-py for the python3 on PATH (Debian's python3-redis reaches only Debian's python3): the
-# proxy's transaction test drives it as applications do.
+# redis-py and pymemcache for the python3 on PATH (Debian's python3-redis reaches only Debian's
+# python3): the proxy's transaction test and the sidecar's TLS tests drive them as applications do.
 step_python() {
   if ! python3 -c "import redis, sys; sys.exit(redis.__version__ != '$REDIS_PY_VERSION')" 2>/dev/null; then
     log "python: installing redis==$REDIS_PY_VERSION"
     python3 -m pip install --quiet --disable-pip-version-check "redis==$REDIS_PY_VERSION"
   fi
-  log "python: redis-py $REDIS_PY_VERSION"
+  if ! python3 -c "import pymemcache, sys; sys.exit(pymemcache.__version__ != '$PYMEMCACHE_VERSION')" 2>/dev/null; then
+    log "python: installing pymemcache==$PYMEMCACHE_VERSION"
+    python3 -m pip install --quiet --disable-pip-version-check "pymemcache==$PYMEMCACHE_VERSION"
+  fi
+  log "python: redis-py $REDIS_PY_VERSION, pymemcache $PYMEMCACHE_VERSION"
 }
 
 # The local cluster's monitoring stack (hack/monitoring): prometheus-operator with its config

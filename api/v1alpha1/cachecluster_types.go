@@ -141,6 +141,10 @@ type CacheClusterSpec struct {
 	// +optional
 	// +kubebuilder:default={}
 	MissRatioCurve MissRatioCurveSettings `json:"missRatioCurve,omitempty"`
+
+	// tls serves tenants' clients over TLS, with certificates the operator issues and rotates.
+	// +optional
+	TLS ClientTLS `json:"tls,omitempty"`
 }
 
 // TenantGovernance limits the TenantSLOs a CacheCluster admits. A tenant that breaks a rule is

@@ -151,9 +151,14 @@ func TestInvalidObjectsRejected(t *testing.T) {
 	ctx := context.Background()
 	createNamespace(ctx, t, validationNamespace)
 
-	// The starting points themselves are valid.
-	for _, obj := range []client.Object{validCluster(), validTenant(), validPlan()} {
-		obj.SetName("valid")
+	// The starting points themselves are valid, and so is a cluster with TLS and extra names.
+	withTLS := validCluster()
+	withTLS.Name = "valid-tls"
+	withTLS.Spec.TLS = v1.ClientTLS{Enabled: true, ExtraDNSNames: []string{"cache.example.com", "*.cache.example.com"}}
+	for _, obj := range []client.Object{validCluster(), validTenant(), validPlan(), withTLS} {
+		if obj.GetName() == "" {
+			obj.SetName("valid")
+		}
 		if err := k8sClient.Create(ctx, obj, strict); err != nil {
 			t.Fatalf("valid %T rejected: %v", obj, err)
 		}
@@ -238,6 +243,14 @@ func TestInvalidObjectsRejected(t *testing.T) {
 		{"selector value of 70 characters", cluster(func(c *v1.CacheCluster) {
 			c.Spec.NodeSelector = map[string]string{"pool": strings.Repeat("v", 70)}
 		}), "spec.nodeSelector", "every value must be a label value of at most 63 characters"},
+		{"tls names without tls", cluster(func(c *v1.CacheCluster) { c.Spec.TLS.ExtraDNSNames = []string{"cache.example.com"} }),
+			"spec.tls.extraDNSNames", "tls.extraDNSNames needs tls.enabled: true"},
+		{"tls name with an upper-case letter", cluster(func(c *v1.CacheCluster) {
+			c.Spec.TLS = v1.ClientTLS{Enabled: true, ExtraDNSNames: []string{"Cache.example.com"}}
+		}), "spec.tls.extraDNSNames", "every tls.extraDNSNames entry must be a lower-case DNS name"},
+		{"tls name that is a URL", cluster(func(c *v1.CacheCluster) {
+			c.Spec.TLS = v1.ClientTLS{Enabled: true, ExtraDNSNames: []string{"rediss://cache.example.com"}}
+		}), "spec.tls.extraDNSNames", "every tls.extraDNSNames entry must be a lower-case DNS name"},
 		{"sidecar pod label the selector uses", cluster(func(c *v1.CacheCluster) {
 			c.Spec.Sidecar.PodLabels = map[string]v1.LabelValue{"app.kubernetes.io/instance": "other"}
 		}), "spec.sidecar.podLabels", "labels are the operator's own (its selectors use them)"},

@@ -17,6 +17,11 @@ import (
 // (credentials.SecretKey).
 const PeerTokenKey = "peer-token"
 
+// PeerPlaintextKey is the credentials Secret's data key that, set to "true", lets sidecars
+// with peer TLS also talk to peers without it (proxy.Config.PeerPlaintext): the operator sets
+// it while a rollout replaces sidecars of a version without peer TLS.
+const PeerPlaintextKey = "peer-plaintext"
+
 // Credentials is what the agent knows of the plan's credentials Secret.
 type Credentials struct {
 	// Secret names the Secret, for messages.

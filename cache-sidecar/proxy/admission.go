@@ -132,8 +132,8 @@ func (p *Proxy) admitClient(nc net.Conn) bool {
 		reply = "SERVER_ERROR too many open connections\r\n"
 	}
 	// A fresh socket's buffer takes the line at once; the deadline only guards against a
-	// broken one.
-	nc.SetWriteDeadline(time.Now().Add(time.Second))
+	// broken one, and against a TLS client that never finishes the handshake the write runs.
+	nc.SetDeadline(time.Now().Add(time.Second))
 	_, _ = nc.Write([]byte(reply))
 	nc.Close()
 	return false

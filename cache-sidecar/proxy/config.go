@@ -12,6 +12,7 @@ import (
 
 	"github.com/cacheqos/cacheqos/internal/credentials"
 	"github.com/cacheqos/cacheqos/internal/mrc"
+	"github.com/cacheqos/cacheqos/internal/pki"
 	"github.com/cacheqos/cacheqos/internal/sidecarmem"
 )
 
@@ -34,6 +35,10 @@ type Config struct {
 	// PeerToken authenticates sidecars to each other's peer listeners. Every node has the same
 	// token; it is needed as soon as any tenant has a route to another node.
 	PeerToken string
+	// PeerPlaintext, with Options.PeerTLS, also accepts peers that send the token without TLS
+	// and dials without TLS a peer that does not take TLS: sidecars of an older version, while
+	// an upgrade replaces them. Without Options.PeerTLS peers always talk plaintext.
+	PeerPlaintext bool
 	// Tenants are every tenant this node serves or forwards for.
 	Tenants []Tenant
 }
@@ -209,6 +214,11 @@ type Options struct {
 	ClientWriteTimeout time.Duration
 	// PeerHandshakeTimeout bounds the peer handshake on either side (default 5s).
 	PeerHandshakeTimeout time.Duration
+	// PeerTLS, when set, makes peer connections mutual TLS: the proxy dials peers over TLS with
+	// this certificate and accepts on its peer listener only peers presenting a certificate of
+	// the same identity from the same CA (the peer token is still checked, inside TLS).
+	// Config.PeerPlaintext lets plaintext peers through during an upgrade.
+	PeerTLS *pki.Peer
 	// EngineLinks is how many connections ("links") the proxy keeps to each local partition
 	// (per RESP version), shared by all the tenant's client connections: requests from many
 	// clients are pipelined on them and written in batches (default 1, which batches best;

@@ -136,6 +136,16 @@
 // A sidecar opens a TCP connection to another node's peer listener and sends one line,
 // "CQPEER 1 <peer token> <tenant ID>\r\n"; the peer compares the token (a shared secret from
 // the configuration) in constant time and answers "OK\r\n", or "ERR <reason>\r\n" and closes.
+// With Options.PeerTLS, the sender first sends "CQPEER 2 TLS\r\n", the peer answers "OK\r\n",
+// both run a TLS 1.3 handshake in which each presents its peer certificate and checks the
+// other's against the cluster's CA bundle and identity URI (TestPeerTLSRefusals: another CA,
+// another identity, no certificate), and the hello with the token follows inside TLS: the
+// token stays a second factor. Such a node refuses a plaintext hello unless
+// Config.PeerPlaintext is set, which also makes it dial without TLS a peer that answers the TLS
+// request with an ERR, as a sidecar of the version before does (TestPeerMutualTLS). A peer is
+// served only for a tenant whose partition the node holds (TestPeerActsOnlyForPartitionsHeld).
+// Certificates and the bundle are read again when their files change; open peer links keep
+// their session (TestPeerCertificateRotation).
 // The connection then carries the engine protocol exactly as a client connection
 // authenticated as that tenant, except that the peer serves every request from its local
 // partition (the sender already chose the node) and splits nothing. Split parts, SCAN and

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -627,20 +628,34 @@ func (s *linkSet) closeAll() {
 }
 
 // The peer protocol. A sidecar forwarding a tenant's requests to another node's peer listener
-// opens a TCP connection and sends one line
+// opens a TCP connection and, with peer TLS, first sends
+//
+//	CQPEER 2 TLS\r\n
+//
+// The peer answers "OK\r\n" and both run a mutual TLS handshake on the connection; the rest
+// goes inside TLS. Then (or at once, without peer TLS) the sender sends one line
 //
 //	CQPEER 1 <peer token> <tenant ID>\r\n
 //
 // The peer answers "OK\r\n" and from then on the connection carries the engine protocol
 // exactly as a client connection authenticated as that tenant would, except that everything
 // is served by the peer's local partition (the sender already chose the node). Any other
-// answer is "ERR <reason>\r\n", after which the peer closes the connection.
+// answer is "ERR <reason>\r\n", after which the peer closes the connection. A sidecar of a
+// version without peer TLS answers the first line with an ERR too.
 const (
 	peerHello      = "CQPEER"
 	peerVersion    = "1"
+	peerTLSRequest = peerHello + " 2 TLS"
 	peerOK         = "OK"
 	maxPeerLineLen = 1024
 )
+
+// isPeerTLSRequest reports whether a handshake line asks for TLS.
+func isPeerTLSRequest(line []byte) bool { return string(protocol.TrimEOL(line)) == peerTLSRequest }
+
+// errPeerWithoutTLS: the peer answered the TLS request with an error, as a sidecar without
+// peer TLS does.
+var errPeerWithoutTLS = errors.New("the peer does not take TLS")
 
 // appendPeerHello appends the handshake line.
 func appendPeerHello(dst []byte, token, tenant string) []byte {
@@ -669,6 +684,29 @@ func parsePeerHello(line []byte, tokenDigest [sha256.Size]byte) (string, error) 
 func (p *Proxy) dialLink(key linkKey, node string) (*link, error) {
 	ctx, cancel := context.WithTimeout(p.ctx, p.opts.DialTimeout)
 	defer cancel()
+	withTLS := key.peer && p.opts.PeerTLS != nil
+	nc, err := p.dialConn(ctx, key, withTLS)
+	if errors.Is(err, errPeerWithoutTLS) && p.conf.Load().peerPlaintext {
+		nc, err = p.dialConn(ctx, key, false)
+	}
+	if err != nil {
+		return nil, err
+	}
+	progress := &progressReader{nc: nc}
+	br := bufio.NewReaderSize(progress, ioBufferSize)
+	if err := p.linkHandshake(nc, br, key); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	nc.SetDeadline(time.Time{})
+	l := newLink(p, key, node, nc, br)
+	progress.l = l
+	return l, nil
+}
+
+// dialConn connects to key's address, over mutual TLS when withTLS, with the context's
+// deadline set for the handshakes to come.
+func (p *Proxy) dialConn(ctx context.Context, key linkKey, withTLS bool) (net.Conn, error) {
 	var d net.Dialer
 	network := "unix"
 	if key.peer {
@@ -681,16 +719,36 @@ func (p *Proxy) dialLink(key linkKey, node string) (*link, error) {
 	if deadline, ok := ctx.Deadline(); ok {
 		nc.SetDeadline(deadline)
 	}
-	progress := &progressReader{nc: nc}
-	br := bufio.NewReaderSize(progress, ioBufferSize)
-	if err := p.linkHandshake(nc, br, key); err != nil {
+	if !withTLS {
+		return nc, nil
+	}
+	tc, err := p.startPeerTLS(ctx, nc)
+	if err != nil {
 		nc.Close()
 		return nil, err
 	}
-	nc.SetDeadline(time.Time{})
-	l := newLink(p, key, node, nc, br)
-	progress.l = l
-	return l, nil
+	return tc, nil
+}
+
+// startPeerTLS asks the peer for TLS and runs the handshake.
+func (p *Proxy) startPeerTLS(ctx context.Context, nc net.Conn) (net.Conn, error) {
+	if _, err := nc.Write([]byte(peerTLSRequest + "\r\n")); err != nil {
+		return nil, err
+	}
+	// The peer sends nothing after its answer until the TLS client speaks: reading the line
+	// through a buffer takes nothing of the handshake.
+	line, err := protocol.AppendLine(bufio.NewReaderSize(nc, 64), nil, maxPeerLineLen)
+	if err != nil {
+		return nil, fmt.Errorf("peer TLS request: %w", err)
+	}
+	if reply := string(protocol.TrimEOL(line)); reply != peerOK {
+		return nil, fmt.Errorf("%w: it answered %q", errPeerWithoutTLS, reply)
+	}
+	tc := tls.Client(nc, p.opts.PeerTLS.ClientConfig())
+	if err := tc.HandshakeContext(ctx); err != nil {
+		return nil, fmt.Errorf("peer TLS handshake: %w", err)
+	}
+	return tc, nil
 }
 
 // progressReader reads a link's connection for the link's reader, and every read that brings

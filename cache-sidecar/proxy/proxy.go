@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -58,6 +59,8 @@ type nodeConfig struct {
 	nodeID      string
 	peerToken   string
 	tokenDigest [sha256.Size]byte
+	// peerPlaintext: Config.PeerPlaintext.
+	peerPlaintext bool
 	// multiNode: some tenant has a route to another node, so peers need the peer listener.
 	multiNode bool
 }
@@ -136,10 +139,11 @@ func (p *Proxy) Update(cfg Config) error {
 		}
 	}
 	p.conf.Store(&nodeConfig{
-		nodeID:      cfg.NodeID,
-		peerToken:   cfg.PeerToken,
-		tokenDigest: sha256.Sum256([]byte(cfg.PeerToken)),
-		multiNode:   multiNode,
+		nodeID:        cfg.NodeID,
+		peerToken:     cfg.PeerToken,
+		tokenDigest:   sha256.Sum256([]byte(cfg.PeerToken)),
+		peerPlaintext: cfg.PeerPlaintext,
+		multiNode:     multiNode,
 	})
 	p.tenants.Store(&next)
 	p.loaded.Store(true)
@@ -333,11 +337,13 @@ func (p *Proxy) runConn(c *conn) {
 	p.mu.Unlock()
 }
 
-// servePeerConn runs the peer handshake, then serves the connection for the tenant it names.
+// servePeerConn runs the peer handshake (upgrading to mutual TLS first when the peer asks),
+// then serves the connection for the tenant it names.
 func (p *Proxy) servePeerConn(nc net.Conn) {
 	nc.SetDeadline(time.Now().Add(p.opts.PeerHandshakeTimeout))
 	br := bufio.NewReaderSize(nc, ioBufferSize)
 	refuse := func(reason string) {
+		p.log.Warn("refused a peer connection", "remote", nc.RemoteAddr().String(), "err", reason)
 		// The connection closes either way; a peer that cannot read the reason sees the close.
 		_, _ = nc.Write(protocol.AppendReplyLine([]byte("ERR "), reason))
 		nc.Close()
@@ -348,18 +354,48 @@ func (p *Proxy) servePeerConn(nc net.Conn) {
 		return
 	}
 	conf := p.conf.Load()
+	overTLS := false
+	if isPeerTLSRequest(line) {
+		if p.opts.PeerTLS == nil {
+			refuse("this node takes peers without TLS only")
+			return
+		}
+		if _, err := nc.Write([]byte(peerOK + "\r\n")); err != nil {
+			nc.Close()
+			return
+		}
+		tc := tls.Server(nc, p.opts.PeerTLS.ServerConfig())
+		if err := tc.Handshake(); err != nil {
+			p.log.Warn("refused a peer connection", "remote", nc.RemoteAddr().String(), "err", fmt.Errorf("TLS handshake: %w", err))
+			nc.Close()
+			return
+		}
+		nc, br, overTLS = tc, bufio.NewReaderSize(tc, ioBufferSize), true
+		if line, err = protocol.AppendLine(br, nil, maxPeerLineLen); err != nil {
+			refuse("peer handshake: " + err.Error())
+			return
+		}
+	}
 	id, err := parsePeerHello(line, conf.tokenDigest)
-	if err == nil && conf.peerToken == "" {
+	switch {
+	case err != nil:
+	case conf.peerToken == "":
 		err = errors.New("this node accepts no peers: it has no peer token")
+	case p.opts.PeerTLS != nil && !overTLS && !conf.peerPlaintext:
+		err = errors.New("this node takes peers over mutual TLS only")
 	}
 	if err != nil {
-		p.log.Warn("refused a peer connection", "remote", nc.RemoteAddr().String(), "err", err)
 		refuse(err.Error())
 		return
 	}
+	// A peer acts only for a tenant whose partition this node holds: it serves nothing else.
 	t := p.lookupTenant([]byte(id))
 	if t == nil {
 		refuse(fmt.Sprintf("unknown tenant %q", id))
+		return
+	}
+	if t.cfg.Load().localEngine == "" {
+		refuse(fmt.Sprintf("tenant %q has no partition on this node", id))
 		return
 	}
 	if _, err := nc.Write([]byte(peerOK + "\r\n")); err != nil {

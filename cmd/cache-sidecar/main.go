@@ -23,6 +23,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -34,6 +35,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -48,6 +50,7 @@ import (
 	"github.com/cacheqos/cacheqos/cache-sidecar/engine"
 	"github.com/cacheqos/cacheqos/cache-sidecar/proxy"
 	"github.com/cacheqos/cacheqos/internal/mrc"
+	"github.com/cacheqos/cacheqos/internal/pki"
 )
 
 // version is stamped at build time with -ldflags "-X main.version=...".
@@ -88,6 +91,12 @@ type options struct {
 	memcachedThread int
 
 	clientListen  string
+	clientTLSCert string
+	clientTLSKey  string
+	peerTLSCert   string
+	peerTLSKey    string
+	peerTLSCA     string
+	peerIdentity  string
 	peerListen    string
 	metricsListen string
 	pprof         bool
@@ -149,6 +158,12 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	str(&o.memcached, "memcached", "MEMCACHED", "", "memcached executable (default: from PATH)")
 	str(&o.engineUser, "engine-user", "ENGINE_USER", "nobody", "user memcached runs as when the sidecar runs as root")
 	str(&o.clientListen, "client-listen", "CLIENT_LISTEN", "", "address for tenants' clients (default "+defaultRedisClientListen+" for redis, "+defaultMemcachedClientListen+" for memcached)")
+	str(&o.clientTLSCert, "client-tls-cert-file", "CLIENT_TLS_CERT_FILE", "", "serve clients over TLS with this PEM certificate (chain), read again when it changes; needs --client-tls-key-file")
+	str(&o.clientTLSKey, "client-tls-key-file", "CLIENT_TLS_KEY_FILE", "", "PEM private key of --client-tls-cert-file")
+	str(&o.peerTLSCert, "peer-tls-cert-file", "PEER_TLS_CERT_FILE", "", "talk to peer sidecars over mutual TLS with this PEM certificate, read again when it changes; needs the other --peer-tls flags")
+	str(&o.peerTLSKey, "peer-tls-key-file", "PEER_TLS_KEY_FILE", "", "PEM private key of --peer-tls-cert-file")
+	str(&o.peerTLSCA, "peer-tls-ca-file", "PEER_TLS_CA_FILE", "", "PEM CA bundle peers' certificates must chain to, read again when it changes")
+	str(&o.peerIdentity, "peer-tls-identity", "PEER_TLS_IDENTITY", "", "URI peers' certificates must carry (the operator's: cacheqos://<namespace>/<cluster>)")
 	str(&o.peerListen, "peer-listen", "PEER_LISTEN", defaultPeerListen, "address for peer sidecars (the plan's route endpoints point here)")
 	str(&o.metricsListen, "metrics-listen", "METRICS_LISTEN", defaultMetricsListen, "address of /metrics, /healthz and /readyz")
 	str(&o.logLevel, "log-level", "LOG_LEVEL", "info", "debug, info, warn or error")
@@ -219,6 +234,12 @@ func (o *options) validate() error {
 		if o.credentialsFile != "" || o.statusFile != "" {
 			errs = append(errs, errors.New("--credentials-file and --status-file need --plan-file"))
 		}
+	}
+	if (o.clientTLSCert == "") != (o.clientTLSKey == "") {
+		errs = append(errs, errors.New("--client-tls-cert-file and --client-tls-key-file go together"))
+	}
+	if peerTLS := []string{o.peerTLSCert, o.peerTLSKey, o.peerTLSCA, o.peerIdentity}; slices.Contains(peerTLS, "") && slices.ContainsFunc(peerTLS, func(s string) bool { return s != "" }) {
+		errs = append(errs, errors.New("--peer-tls-cert-file, --peer-tls-key-file, --peer-tls-ca-file and --peer-tls-identity go together"))
 	}
 	if o.refreshInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--refresh-interval %v must be positive", o.refreshInterval))
@@ -335,13 +356,23 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 		plan = p.Name
 	}
 	log = log.With("node", o.nodeName)
-	log.Info("starting", "version", version, "engine", o.engine, "stateRoot", o.stateRoot, "client", o.clientListen,
+	log.Info("starting", "version", version, "engine", o.engine, "stateRoot", o.stateRoot, "client", o.clientListen, "clientTLS", o.clientTLSCert != "", "peerTLS", o.peerTLSCert != "",
 		"peer", o.peerListen, "metrics", o.metricsListen, "planFile", o.planFile, "plan", cmp.Or(o.planName, plan))
 
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	var peerTLS *pki.Peer
+	if o.peerTLSCert != "" {
+		var err error
+		if peerTLS, err = pki.NewPeer(o.peerTLSCert, o.peerTLSKey, o.peerTLSCA, o.peerIdentity, func(err error) {
+			log.Warn("the peer TLS certificate files changed but do not load; the previous certificate is still used", "error", err)
+		}); err != nil {
+			return fmt.Errorf("peer TLS: %w", err)
+		}
+	}
 	px, err := proxy.New(proxy.Options{
 		Protocol: proxy.Protocol(o.engine),
+		PeerTLS:  peerTLS,
 		Registry: registry,
 		NodeName: o.nodeName,
 		Logger:   log.With("component", "proxy"),
@@ -384,9 +415,9 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 	}
 	defer ag.Close()
 
-	clientLn, err := net.Listen("tcp", o.clientListen)
+	clientLn, err := listenClients(o, log)
 	if err != nil {
-		return fmt.Errorf("client listener: %w", err)
+		return err
 	}
 	peerLn, err := net.Listen("tcp", o.peerListen)
 	if err != nil {
@@ -449,6 +480,30 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 	}
 	log.Info("stopped")
 	return runErr
+}
+
+// listenClients opens the client listener, serving TLS when a certificate is given: the
+// handshake runs on the connection's first read, in its own goroutine, bounded by the login
+// timeout like any other pre-authentication read.
+func listenClients(o *options, log *slog.Logger) (net.Listener, error) {
+	var reloader *pki.Reloader
+	if o.clientTLSCert != "" {
+		var err error
+		reloader, err = pki.NewReloader(o.clientTLSCert, o.clientTLSKey, func(err error) {
+			log.Warn("the client TLS certificate files changed but do not load; the previous certificate is still served", "error", err)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("client TLS: %w", err)
+		}
+	}
+	ln, err := net.Listen("tcp", o.clientListen)
+	if err != nil {
+		return nil, fmt.Errorf("client listener: %w", err)
+	}
+	if reloader == nil {
+		return ln, nil
+	}
+	return tls.NewListener(ln, reloader.ServerConfig()), nil
 }
 
 func runInCluster(ctx context.Context, o *options, ag *agent.Agent) error {

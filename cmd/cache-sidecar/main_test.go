@@ -121,6 +121,28 @@ func TestParseFlags(t *testing.T) {
 				"--max-reply-bytes-in-flight -1 is below --max-connection-reply-bytes 0"},
 		},
 		{
+			name: "client TLS",
+			args: []string{"--client-tls-cert-file", "/tls/tls.crt", "--client-tls-key-file", "/tls/tls.key"},
+			env:  clusterEnv,
+			check: func(t *testing.T, o *options) {
+				if o.clientTLSCert != "/tls/tls.crt" || o.clientTLSKey != "/tls/tls.key" {
+					t.Errorf("options %+v", o)
+				}
+			},
+		},
+		{
+			name:    "client TLS certificate without its key",
+			args:    []string{"--client-tls-cert-file", "/tls/tls.crt"},
+			env:     clusterEnv,
+			wantErr: []string{"--client-tls-cert-file and --client-tls-key-file go together"},
+		},
+		{
+			name:    "peer TLS without its CA bundle",
+			args:    []string{"--peer-tls-cert-file", "/peer/tls.crt", "--peer-tls-key-file", "/peer/tls.key", "--peer-tls-identity", "cacheqos://ns/c"},
+			env:     clusterEnv,
+			wantErr: []string{"--peer-tls-cert-file, --peer-tls-key-file, --peer-tls-ca-file and --peer-tls-identity go together"},
+		},
+		{
 			name:    "stray argument",
 			args:    []string{"extra"},
 			env:     clusterEnv,
@@ -178,26 +200,8 @@ func TestStandaloneRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(root) })
-	password, hash, err := credentials.Issue()
-	if err != nil {
-		t.Fatal(err)
-	}
 	const tenant = "team-a/orders"
-	writeFile(t, filepath.Join(dir, "plan.yaml"), `apiVersion: cacheqos.io/v1alpha1
-kind: CacheNodePlan
-metadata: {name: local-node-1}
-spec:
-  clusterName: local
-  nodeName: node-1
-  engine: redis
-  planGeneration: 3
-  partitions:
-  - tenant: `+tenant+`
-    memory: 8Mi
-    evictionPolicy: lru
-    routes: [{nodeName: node-1, endpoint: "127.0.0.1:1", weight: 1}]
-`)
-	writeFile(t, filepath.Join(dir, "secret.yaml"), "apiVersion: v1\nkind: Secret\nmetadata: {name: creds}\nstringData:\n  team-a.orders: \""+hash+"\"\n")
+	password := writeStandaloneFiles(t, dir, "redis", tenant)
 
 	start := func(extra ...string) (stop func() int, logs *enginetest.LockedBuffer) {
 		args := append([]string{"--engine", "redis", "--plan-file", filepath.Join(dir, "plan.yaml"),
@@ -239,6 +243,37 @@ spec:
 	if alive(pid) {
 		t.Fatalf("the engine (pid %d) still runs after --stop-engines-on-exit:\n%s", pid, logs)
 	}
+}
+
+// writeStandaloneFiles writes plan.yaml, a plan of node-1 with one 16Mi partition of tenant,
+// and secret.yaml, the credentials Secret with the hash of a new password, into dir; it
+// returns the password.
+func writeStandaloneFiles(t *testing.T, dir, engineName, tenant string) string {
+	t.Helper()
+	password, hash, err := credentials.Issue()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := credentials.SecretKey(tenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "plan.yaml"), `apiVersion: cacheqos.io/v1alpha1
+kind: CacheNodePlan
+metadata: {name: local-node-1}
+spec:
+  clusterName: local
+  nodeName: node-1
+  engine: `+engineName+`
+  planGeneration: 3
+  partitions:
+  - tenant: `+tenant+`
+    memory: 16Mi
+    evictionPolicy: lru
+    routes: [{nodeName: node-1, endpoint: "127.0.0.1:1", weight: 1}]
+`)
+	writeFile(t, filepath.Join(dir, "secret.yaml"), "apiVersion: v1\nkind: Secret\nmetadata: {name: creds}\nstringData:\n  "+key+": \""+hash+"\"\n")
+	return password
 }
 
 func writeFile(t *testing.T, path, content string) {

@@ -1,6 +1,7 @@
 // Package cachecluster reconciles CacheClusters: the sidecar DaemonSet on the selected nodes,
 // its Services, ServiceAccount and least-privilege RBAC, the credentials Secret the sidecars
-// read, one CacheNodePlan per selected node, and — when the prometheus-operator CRDs are
+// read, with spec.tls the cluster's CA and the sidecars' serving certificate, one
+// CacheNodePlan per selected node, and — when the prometheus-operator CRDs are
 // served — a ServiceMonitor and a PrometheusRule. Status says whether the sidecars serve
 // (DaemonSet readiness, never assumed), whether the plans are applied, and whether monitoring
 // is in place; the allocation loop owns the rest of the status.
@@ -39,6 +40,7 @@ import (
 	"github.com/cacheqos/cacheqos/controllers/internal/objects"
 	"github.com/cacheqos/cacheqos/controllers/internal/opmetrics"
 	"github.com/cacheqos/cacheqos/controllers/internal/ssa"
+	"github.com/cacheqos/cacheqos/internal/pki"
 )
 
 // +kubebuilder:rbac:groups=cacheqos.io,resources=cachenodeplans/status,verbs=get;update;patch
@@ -73,6 +75,9 @@ type Reconciler struct {
 	Images Images
 	// SidecarDefaults shape the sidecar pods where a CacheCluster's spec.sidecar says nothing.
 	SidecarDefaults SidecarDefaults
+	// TLSPolicy sets the lifetimes of the clusters' CAs and serving certificates; zero:
+	// pki.DefaultPolicy.
+	TLSPolicy pki.Policy
 
 	writer     *ssa.Writer
 	controller controller.Controller
@@ -156,6 +161,9 @@ type scope struct {
 	monitoring  monitoringResult
 	// overridesRefused says why spec.sidecar resources were not applied.
 	overridesRefused []string
+	// requeueAfter, when set, is when the cluster needs a reconcile without any event (a
+	// certificate to renew).
+	requeueAfter time.Duration
 	// replan is set when the allocation loop must plan again (nodes came or went, a sidecar's
 	// address changed, the spec changed).
 	replan bool
@@ -189,6 +197,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		r.readTenants,
 		r.reconcileSidecarIdentity,
 		r.reconcileCredentialsSecret,
+		r.reconcileTLS,
 		r.reconcileServices,
 		r.reconcileDaemonSet,
 		r.reconcileNodePlans,
@@ -198,7 +207,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 			errs = append(errs, err)
 		}
 	}
-	return reconcile.Result{}, errors.Join(errs...)
+	return reconcile.Result{RequeueAfter: s.requeueAfter}, errors.Join(errs...)
 }
 
 func (r *Reconciler) addFinalizer(ctx context.Context, cluster *v1.CacheCluster) error {

@@ -78,8 +78,8 @@ func (r *Reconciler) images(c *v1.CacheCluster) (sidecar, engine string) {
 // derivedResources sizes the pod from the node capacity: memory request = limit (the node's
 // cache memory plus the sidecar's bound, sidecarMemory; a cache must not be the first thing
 // evicted), CPU from the node's request rate, and no CPU limit (throttling a proxy costs latency).
-func derivedResources(capacity *v1.NodeCapacity) corev1.ResourceRequirements {
-	memory := sidecarMemory(capacity)
+func derivedResources(capacity *v1.NodeCapacity, clientTLS bool) corev1.ResourceRequirements {
+	memory := sidecarMemory(capacity, clientTLS)
 	cpu := resource.NewMilliQuantity(capacity.OpsPerSecond*1000/opsPerCore, resource.DecimalSI)
 	if cpu.Cmp(minCPU) < 0 {
 		cpu = ptr.To(minCPU.DeepCopy())
@@ -94,8 +94,8 @@ func derivedResources(capacity *v1.NodeCapacity) corev1.ResourceRequirements {
 // override that would starve the engines (memory below the derived value) or that the API
 // server would refuse (a request above its limit) is not applied: that resource keeps its
 // derived request and limit, and the returned problems say why.
-func sidecarResources(capacity *v1.NodeCapacity, overrides *v1.SidecarResources) (corev1.ResourceRequirements, []string) {
-	derived := derivedResources(capacity)
+func sidecarResources(capacity *v1.NodeCapacity, clientTLS bool, overrides *v1.SidecarResources) (corev1.ResourceRequirements, []string) {
+	derived := derivedResources(capacity, clientTLS)
 	if overrides == nil {
 		return derived, nil
 	}
@@ -333,7 +333,7 @@ func (r *Reconciler) desiredDaemonSet(c *v1.CacheCluster) (*appsv1.DaemonSet, []
 	if settings.PodSecurityContext != nil {
 		podSecurity = settings.PodSecurityContext
 	}
-	resources, problems := sidecarResources(&c.Spec.Capacity, settings.Resources)
+	resources, problems := sidecarResources(&c.Spec.Capacity, c.Spec.TLS.Enabled, settings.Resources)
 	emptyDir := func(name string) corev1.Volume {
 		return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}
 	}
@@ -390,6 +390,9 @@ func (r *Reconciler) desiredDaemonSet(c *v1.CacheCluster) (*appsv1.DaemonSet, []
 			},
 		},
 	}}
+	if c.Spec.TLS.Enabled {
+		mountClientTLS(&ds.Spec.Template.Spec, c)
+	}
 	if engineImage != sidecarImage {
 		installSidecar(&ds.Spec.Template.Spec, sidecarImage, pullPolicy, restricted, emptyDir("tools"))
 	}

@@ -33,27 +33,33 @@ func TestSidecarResources(t *testing.T) {
 		wantRequests corev1.ResourceList
 		wantLimits   corev1.ResourceList
 		wantProblems []string
+		clientTLS    bool
 	}{
-		{"derived", nil, list("2", "10387Mi"), list("", "10387Mi"), nil},
+		{"derived", nil, list("2", "10387Mi"), list("", "10387Mi"), nil, false},
+		// 10000 connections at 64 KiB more each: 625Mi.
+		{"derived with client TLS", nil, list("2", "11012Mi"), list("", "11012Mi"), nil, true},
+		{"memory limit below the engines' need with client TLS",
+			&v1.SidecarResources{Limits: &v1.SidecarLimits{Memory: q("10387Mi")}},
+			list("2", "11012Mi"), list("", "11012Mi"), []string{"spec.sidecar.resources.limits.memory 10387Mi is below the 11012Mi the sidecar needs (capacity.memory 8Gi plus the proxy's own bound 2820Mi"}, true},
 		{"more memory and a CPU limit",
 			&v1.SidecarResources{Requests: &v1.SidecarRequests{Memory: q("12Gi")}, Limits: &v1.SidecarLimits{CPU: "3", Memory: q("12Gi")}},
-			list("2", "12Gi"), list("3", "12Gi"), nil},
+			list("2", "12Gi"), list("3", "12Gi"), nil, false},
 		{"half a core",
 			&v1.SidecarResources{Requests: &v1.SidecarRequests{CPU: "500m"}},
-			list("500m", "10387Mi"), list("", "10387Mi"), nil},
+			list("500m", "10387Mi"), list("", "10387Mi"), nil, false},
 		{"memory limit below the engines' need",
 			&v1.SidecarResources{Requests: &v1.SidecarRequests{CPU: "1"}, Limits: &v1.SidecarLimits{Memory: q("4Gi")}},
-			list("1", "10387Mi"), list("", "10387Mi"), []string{"spec.sidecar.resources.limits.memory 4Gi is below the 10387Mi the sidecar needs (capacity.memory 8Gi plus the proxy's own bound 2195Mi"}},
+			list("1", "10387Mi"), list("", "10387Mi"), []string{"spec.sidecar.resources.limits.memory 4Gi is below the 10387Mi the sidecar needs (capacity.memory 8Gi plus the proxy's own bound 2195Mi"}, false},
 		{"memory request above the derived limit",
 			&v1.SidecarResources{Requests: &v1.SidecarRequests{Memory: q("11Gi")}},
-			list("2", "10387Mi"), list("", "10387Mi"), []string{"the memory request 11Gi is above its limit 10387Mi"}},
+			list("2", "10387Mi"), list("", "10387Mi"), []string{"the memory request 11Gi is above its limit 10387Mi"}, false},
 		{"CPU limit below the derived request",
 			&v1.SidecarResources{Limits: &v1.SidecarLimits{CPU: "1"}},
-			list("2", "10387Mi"), list("", "10387Mi"), []string{"the cpu request 2 is above its limit 1"}},
+			list("2", "10387Mi"), list("", "10387Mi"), []string{"the cpu request 2 is above its limit 1"}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, problems := sidecarResources(capacity, tt.overrides)
+			got, problems := sidecarResources(capacity, tt.clientTLS, tt.overrides)
 			if !equality.Semantic.DeepEqual(got.Requests, tt.wantRequests) || !equality.Semantic.DeepEqual(got.Limits, tt.wantLimits) {
 				t.Errorf("requests %v limits %v, want %v %v", got.Requests, got.Limits, tt.wantRequests, tt.wantLimits)
 			}

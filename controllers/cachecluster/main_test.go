@@ -26,7 +26,7 @@ var images = testenv.Images
 
 func TestMain(m *testing.M) {
 	var err error
-	env, err = testenv.Start(controllers.Options{Images: images, SidecarDefaults: sidecarDefaults})
+	env, err = testenv.Start(controllers.Options{Images: images, SidecarDefaults: sidecarDefaults, TLSPolicy: tlsPolicy})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

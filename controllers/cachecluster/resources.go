@@ -104,24 +104,41 @@ func (r *Reconciler) reconcileCredentialsSecret(ctx context.Context, s *scope) e
 	if err != nil {
 		return err
 	}
-	if !found {
-		secret := &corev1.Secret{Type: corev1.SecretTypeOpaque, Data: data}
-		if err := r.owned(s.cluster, secret, name); err != nil {
-			return err
-		}
-		if err := r.Client.Create(ctx, secret); client.IgnoreAlreadyExists(err) != nil {
-			return fmt.Errorf("creating the credentials Secret %s: %w", name, err)
-		}
-	} else if !maps.EqualFunc(existing.Data, data, bytes.Equal) {
-		patch := client.MergeFromWithOptions(existing.DeepCopy(), client.MergeFromWithOptimisticLock{})
-		existing.Data = data
-		if err := r.Client.Patch(ctx, existing, patch); err != nil {
-			return fmt.Errorf("writing the credentials Secret %s: %w", name, err)
-		}
+	// A create that finds the Secret there read a cache that lagged; its event brings the
+	// cluster back.
+	if err := r.writeSecret(ctx, s.cluster, existing, found, name, corev1.SecretTypeOpaque, data); client.IgnoreAlreadyExists(err) != nil {
+		return err
 	}
 	if len(left) > 0 {
 		return fmt.Errorf("the credentials of %d tenants (%s) do not fit in Secret %s (at most %d bytes of keys and hashes); they cannot authenticate until others leave",
 			len(left), objects.ListNames(left), name, corev1.MaxSecretSize)
+	}
+	return nil
+}
+
+// writeSecret creates the cluster's Secret name with data, or, when found, replaces the data
+// of existing (as last read) if it differs. Both are guarded against writers that raced this
+// one: a create fails when the Secret exists, a replace when it changed since it was read,
+// and the next reconcile starts again from what is stored (a cached read may lag behind the
+// last write, and what is written here must never be based on that).
+func (r *Reconciler) writeSecret(ctx context.Context, cluster *v1.CacheCluster, existing *corev1.Secret, found bool, name string, typ corev1.SecretType, data map[string][]byte) error {
+	if !found {
+		secret := &corev1.Secret{Type: typ, Data: data}
+		if err := r.owned(cluster, secret, name); err != nil {
+			return err
+		}
+		if err := r.Client.Create(ctx, secret); err != nil {
+			return fmt.Errorf("creating Secret %s: %w", name, err)
+		}
+		return nil
+	}
+	if maps.EqualFunc(existing.Data, data, bytes.Equal) {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(existing.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	existing.Data = data
+	if err := r.Client.Patch(ctx, existing, patch); err != nil {
+		return fmt.Errorf("writing Secret %s: %w", name, err)
 	}
 	return nil
 }
@@ -224,10 +241,15 @@ func (r *Reconciler) reconcileServices(ctx context.Context, s *scope) error {
 // sidecarOverhead (the proxy's, the agent's and the miss-ratio trackers' baseline), the reply
 // bytes the proxy may hold for all its clients (--max-reply-bytes-in-flight), and each client
 // connection's budget up to the connection cap (--max-client-connections), the bound
-// docs/sidecar-limits.md gives. The DaemonSet leaves both flags at the sidecar's defaults.
-func sidecarMemory(capacity *v1.NodeCapacity) resource.Quantity {
+// docs/sidecar-limits.md gives, with TLS's share of each connection when clients use TLS. The
+// DaemonSet leaves both flags at the sidecar's defaults.
+func sidecarMemory(capacity *v1.NodeCapacity, clientTLS bool) resource.Quantity {
 	memory := capacity.Memory.DeepCopy()
 	memory.Add(sidecarOverhead)
-	memory.Add(*resource.NewQuantity(sidecarmem.ProxyBound, resource.BinarySI))
+	bound := int64(sidecarmem.ProxyBound)
+	if clientTLS {
+		bound = sidecarmem.ProxyBoundTLS
+	}
+	memory.Add(*resource.NewQuantity(bound, resource.BinarySI))
 	return memory
 }

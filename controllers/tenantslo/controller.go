@@ -8,6 +8,7 @@
 package tenantslo
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -55,7 +56,7 @@ type Reconciler struct {
 // SetupWithManager registers the controller. Besides its TenantSLOs and their credentials
 // Secrets it watches the clusters (capacity), the other tenants of a cluster (room freed or
 // taken), the clusters' credentials Secrets (a tenant's hash stored, changed or removed), the
-// plans (a tenant's partition placed, running, or gone after a deletion) and the labels of
+// clusters' TLS Secrets (a CA bundle tenants get as ca.crt), the plans (a tenant's partition placed, running, or gone after a deletion) and the labels of
 // Namespaces (a cluster's
 // tenants.namespaceSelector may select or drop a namespace's tenants).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
@@ -66,6 +67,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&v1.CacheCluster{}, handler.EnqueueRequestsFromMapFunc(r.tenantsOfCluster), builder.WithPredicates(clusterCapacityChanged())).
 		Watches(&v1.TenantSLO{}, handler.EnqueueRequestsFromMapFunc(r.waitingTenants), builder.WithPredicates(objects.TenantGuaranteesChanged())).
 		Watches(&corev1.Secret{}, enqueueChangedTenants(0, storedHashes)).
+		// A cluster's CA bundle, which tenants of a TLS cluster get as ca.crt.
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.tenantsOfTLSSecret), builder.WithPredicates(caBundleChanged())).
 		Watches(&v1.CacheNodePlan{}, enqueueChangedTenants(planBatchDelay, partitionStates)).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.tenantsInNamespace),
 			builder.OnlyMetadata, builder.WithPredicates(predicate.LabelChangedPredicate{})).
@@ -180,6 +183,13 @@ func (r *Reconciler) reconcileCredentials(ctx context.Context, s *scope) error {
 	}
 	if s.cluster != nil {
 		data[objects.CredentialsEndpointKey] = []byte(endpoint(s.cluster))
+		bundle, err := r.caBundle(ctx, s.cluster)
+		if err != nil {
+			return err
+		}
+		if len(bundle) > 0 {
+			data[objects.TLSCAKey] = bundle
+		}
 	}
 	secret := &corev1.Secret{Type: corev1.SecretTypeOpaque, Data: data}
 	secret.Namespace, secret.Name = t.Namespace, name
@@ -368,6 +378,47 @@ func requestsFor(tenants []v1.TenantSLO, keep func(*v1.TenantSLO) bool) []reconc
 		}
 	}
 	return out
+}
+
+// caBundle is the CA bundle clients of a TLS cluster trust, from the cluster's TLS Secret;
+// empty when the cluster does not serve TLS or its Secret is not written yet (its creation
+// brings the tenants back).
+func (r *Reconciler) caBundle(ctx context.Context, c *v1.CacheCluster) ([]byte, error) {
+	if !c.Spec.TLS.Enabled {
+		return nil, nil
+	}
+	secret := &corev1.Secret{}
+	name := objects.TLSSecretName(c.Name)
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("reading the CA bundle of %s/%s (Secret %s): %w", c.Namespace, c.Name, name, err)
+	}
+	return secret.Data[objects.TLSCAKey], nil
+}
+
+// caBundleChanged passes Secrets created or deleted, and updates that change ca.crt.
+func caBundleChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		before, okBefore := e.ObjectOld.(*corev1.Secret)
+		after, okAfter := e.ObjectNew.(*corev1.Secret)
+		return !okBefore || !okAfter || !bytes.Equal(before.Data[objects.TLSCAKey], after.Data[objects.TLSCAKey])
+	}}
+}
+
+// tenantsOfTLSSecret enqueues every tenant of the cluster whose TLS Secret obj is.
+func (r *Reconciler) tenantsOfTLSSecret(ctx context.Context, obj client.Object) []reconcile.Request {
+	owner := metav1.GetControllerOf(obj)
+	if owner == nil || owner.Kind != "CacheCluster" || obj.GetName() != objects.TLSSecretName(owner.Name) {
+		return nil
+	}
+	tenants, err := r.tenantsOf(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: owner.Name})
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "mapping a cluster's TLS Secret to its tenants")
+		return nil
+	}
+	return requestsFor(tenants, func(*v1.TenantSLO) bool { return true })
 }
 
 // tenantsOfCluster enqueues every tenant of a cluster.

@@ -21,3 +21,11 @@ const DefaultMaxClientConnections = 10000
 // ProxyBound is the most memory the proxy's clients can make it hold at the default limits:
 // every connection at its budget plus the replies in flight.
 const ProxyBound = DefaultMaxReplyBytesInFlight + ConnectionBudget*DefaultMaxClientConnections
+
+// TLSConnectionOverhead is what TLS adds to a client connection: crypto/tls's buffers for the
+// records it reads and writes (each grown to a full 16 KiB record) and what the handshake left.
+// cmd/cache-sidecar's TestConnectionMemoryWithTLS measures 53-55 KiB.
+const TLSConnectionOverhead = 64 << 10
+
+// ProxyBoundTLS is ProxyBound when clients connect over TLS.
+const ProxyBoundTLS = ProxyBound + TLSConnectionOverhead*DefaultMaxClientConnections

@@ -29,6 +29,7 @@ func TestProduct(t *testing.T) {
 		t.Run("Isolation", testIsolation)
 		t.Run("StrictTenantHoldsUnderFlood", testStrictTenantHoldsUnderFlood)
 		t.Run("TenantWithEditRole", testTenantWithEditRole)
+		t.Run("ClientTLS", testClientTLS)
 	})
 	t.Run("Faults", testFaults)
 	t.Run("DeletingFreesEverything", testDeletingFreesEverything)

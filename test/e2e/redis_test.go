@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"bufio"
+	"crypto/tls"
+	"crypto/x509"
 	"net"
 	"testing"
 	"time"
@@ -20,10 +22,29 @@ type redisClient struct {
 // dialRedis connects to addr, retrying while a new Service's rules reach iptables.
 func dialRedis(t *testing.T, addr string) *redisClient {
 	t.Helper()
+	return dialRedisWith(t, addr, func() (net.Conn, error) { return net.DialTimeout("tcp", addr, 2*time.Second) })
+}
+
+// dialRedisTLS connects to addr over TLS, trusting only the CAs of caPEM and expecting a
+// certificate for serverName.
+func dialRedisTLS(t *testing.T, addr, serverName string, caPEM []byte) *redisClient {
+	t.Helper()
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(caPEM) {
+		t.Fatal("the CA bundle holds no certificate")
+	}
+	config := &tls.Config{RootCAs: roots, ServerName: serverName, MinVersion: tls.VersionTLS12}
+	return dialRedisWith(t, addr, func() (net.Conn, error) {
+		return tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", addr, config)
+	})
+}
+
+func dialRedisWith(t *testing.T, addr string, dial func() (net.Conn, error)) *redisClient {
+	t.Helper()
 	var conn net.Conn
 	waitFor(t, serviceTimeout, "a connection to "+addr, func() (bool, error) {
 		var err error
-		conn, err = net.DialTimeout("tcp", addr, 2*time.Second)
+		conn, err = dial()
 		return err == nil, nil
 	})
 	t.Cleanup(func() { conn.Close() })

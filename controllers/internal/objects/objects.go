@@ -70,6 +70,9 @@ const (
 	CredentialsUsernameKey = "username"
 	CredentialsPasswordKey = "password"
 	CredentialsEndpointKey = "endpoint"
+	// TLSCAKey holds the CA bundle clients trust, in a tenant's credentials Secret (when the
+	// cluster serves TLS) and in the cluster's TLS Secret.
+	TLSCAKey = "ca.crt"
 )
 
 // Ports of the sidecar pod (the cache-sidecar's own defaults).
@@ -151,6 +154,18 @@ func MonitoringName(cluster string) string {
 // password hash and the peer token.
 func CredentialsSecretName(cluster string) string {
 	return subdomain(cluster + "-tenant-credentials")
+}
+
+// TLSSecretName names the kubernetes.io/tls Secret, in the cluster's namespace, with the
+// sidecars' serving certificate and key and the CA bundle (TLSCAKey).
+func TLSSecretName(cluster string) string {
+	return subdomain(cluster + "-tls")
+}
+
+// TLSCASecretName names the Secret, in the cluster's namespace, with the cluster's CA
+// certificates and keys; only the operator reads it.
+func TLSCASecretName(cluster string) string {
+	return subdomain(cluster + "-tls-ca")
 }
 
 // TenantCredentialsSecretName names a tenant's username/password Secret in its namespace.

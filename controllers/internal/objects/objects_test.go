@@ -30,6 +30,8 @@ func TestNamesAreValid(t *testing.T) {
 			"credentials":     CredentialsSecretName(cluster),
 			"monitoring":      MonitoringName(cluster),
 			"tenant secret":   TenantCredentialsSecretName(cluster),
+			"tls secret":      TLSSecretName(cluster),
+			"tls ca secret":   TLSCASecretName(cluster),
 		} {
 			if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
 				t.Errorf("%s of %q = %q: %v", what, cluster, name, errs)
