@@ -307,6 +307,7 @@ func (a *AllocationSettings) SolverTimeLimitOrDefault() time.Duration {
 }
 
 // MonitoringSettings say where per-tenant metrics come from.
+// +kubebuilder:validation:XValidation:rule="!has(self.prometheusHTTPConfig) || (has(self.prometheusURL) && size(self.prometheusURL) > 0)",fieldPath=".prometheusHTTPConfig",message="monitoring.prometheusHTTPConfig needs monitoring.prometheusURL: the Secret's credentials are for the cluster's own Prometheus, not the operator's"
 type MonitoringSettings struct {
 	// prometheusURL is the Prometheus HTTP API the allocator queries (http or https).
 	// Empty: the operator's --prometheus-url flag.
@@ -314,6 +315,12 @@ type MonitoringSettings struct {
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:Pattern=`^https?://[^\s]+$`
 	PrometheusURL string `json:"prometheusURL,omitempty"`
+
+	// prometheusHTTPConfig names a Secret in the CacheCluster's namespace holding the HTTP
+	// client configuration (credentials, TLS, headers) for prometheusURL, in place of the
+	// operator's --prometheus-http-config. Requires prometheusURL.
+	// +optional
+	PrometheusHTTPConfig *PrometheusHTTPConfigSecret `json:"prometheusHTTPConfig,omitempty"`
 
 	// serviceMonitor makes the operator create a prometheus-operator ServiceMonitor that
 	// scrapes every sidecar.
@@ -324,6 +331,39 @@ type MonitoringSettings struct {
 	// cluster's alerts (SLO missed, tenant throttled, plan not applied).
 	// +optional
 	PrometheusRule PrometheusRuleSettings `json:"prometheusRule,omitempty"`
+}
+
+// DefaultPrometheusHTTPConfigKey is the Secret key read when prometheusHTTPConfig.key is empty.
+const DefaultPrometheusHTTPConfigKey = "http-config.yaml"
+
+// PrometheusHTTPConfigSecret is a key of a Secret in the CacheCluster's namespace holding
+// prometheus/common's HTTP client configuration (authorization, basic_auth, oauth2,
+// tls_config, http_headers, proxy_url). Credentials are inline or name other keys of the same
+// Secret through the *_ref fields (password_ref, credentials_ref, ca_ref, cert_ref, key_ref,
+// client_secret_ref); *_file fields are refused, as they would read the operator's own files.
+type PrometheusHTTPConfigSecret struct {
+	// secretName is the Secret's name, in the CacheCluster's namespace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",messageExpression="'monitoring.prometheusHTTPConfig.secretName ' + self + ' is not a Secret name: lower-case letters, digits, - and ., starting and ending with a letter or digit'"
+	SecretName string `json:"secretName"`
+
+	// key of the Secret that holds the configuration (YAML).
+	// +optional
+	// +kubebuilder:default="http-config.yaml"
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[-._a-zA-Z0-9]+$')",messageExpression="'monitoring.prometheusHTTPConfig.key ' + self + ' is not a Secret key: letters, digits, -, _ and .'"
+	Key string `json:"key,omitempty"`
+}
+
+// KeyOrDefault returns key, or DefaultPrometheusHTTPConfigKey when empty.
+func (s *PrometheusHTTPConfigSecret) KeyOrDefault() string {
+	if s.Key == "" {
+		return DefaultPrometheusHTTPConfigKey
+	}
+	return s.Key
 }
 
 // ServiceMonitorSettings toggle and label the ServiceMonitor.
