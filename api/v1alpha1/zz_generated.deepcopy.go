@@ -156,7 +156,7 @@ func (in *CacheClusterSpec) DeepCopyInto(out *CacheClusterSpec) {
 	out.Images = in.Images
 	if in.NodeSelector != nil {
 		in, out := &in.NodeSelector, &out.NodeSelector
-		*out = make(map[string]string, len(*in))
+		*out = make(map[string]LabelValue, len(*in))
 		for key, val := range *in {
 			(*out)[key] = val
 		}
@@ -689,7 +689,7 @@ func (in *PrometheusRuleSettings) DeepCopyInto(out *PrometheusRuleSettings) {
 	*out = *in
 	if in.Labels != nil {
 		in, out := &in.Labels, &out.Labels
-		*out = make(map[string]string, len(*in))
+		*out = make(map[string]LabelValue, len(*in))
 		for key, val := range *in {
 			(*out)[key] = val
 		}
@@ -731,7 +731,7 @@ func (in *ServiceMonitorSettings) DeepCopyInto(out *ServiceMonitorSettings) {
 	}
 	if in.Labels != nil {
 		in, out := &in.Labels, &out.Labels
-		*out = make(map[string]string, len(*in))
+		*out = make(map[string]LabelValue, len(*in))
 		for key, val := range *in {
 			(*out)[key] = val
 		}
