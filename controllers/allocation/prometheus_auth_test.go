@@ -38,11 +38,7 @@ func TestPerClusterPrometheusCredentials(t *testing.T) {
 		s.SetPlanGeneration(0)
 	}
 	certs := promtest.NewCerts(t, t.TempDir())
-	promA := promtest.StartWeb(t, []string{sidecarA.Address()}, time.Second, promtest.Web{
-		CertFile: certs.ServerCertFile, KeyFile: certs.ServerKeyFile,
-		BasicAuthUsers: map[string]string{promtest.User: promtest.PasswordHash},
-		Client:         certs.BasicAuthClient(),
-	})
+	promA := promtest.StartWeb(t, []string{sidecarA.Address()}, time.Second, certs.BasicAuthWeb())
 	promB := promtest.Start(t, []string{sidecarB.Address()}, time.Second)
 	gatewayB := promtest.StartBearerGateway(t, promB, token, org)
 	promA.WaitFor(t, `count_over_time(`+promquery.MetricRequests+`[8s]) >= 4`, 1, 30*time.Second)

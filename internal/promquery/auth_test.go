@@ -98,20 +98,22 @@ func waitForTraffic(t *testing.T, prom *promtest.Server) {
 	prom.WaitFor(t, `count_over_time(`+promquery.MetricRequests+`[4s]) >= 2`, 1, 30*time.Second)
 }
 
+// basicAuthPrometheus starts a Prometheus that serves only HTTPS and requires basic auth,
+// scraping a servedSidecar, and waits for its traffic.
+func basicAuthPrometheus(t *testing.T) (*promtest.Server, promtest.Certs) {
+	certs := promtest.NewCerts(t, t.TempDir())
+	prom := promtest.StartWeb(t, []string{servedSidecar(t).Address()}, time.Second, certs.BasicAuthWeb())
+	waitForTraffic(t, prom)
+	return prom, certs
+}
+
 // TestMeasureWithTLSAndBasicAuth runs a real Prometheus that serves only HTTPS and requires
 // basic auth (its --web.config.file) and measures with right, wrong and missing credentials.
 func TestMeasureWithTLSAndBasicAuth(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a Prometheus process")
 	}
-	certs := promtest.NewCerts(t, t.TempDir())
-	sidecar := servedSidecar(t)
-	prom := promtest.StartWeb(t, []string{sidecar.Address()}, time.Second, promtest.Web{
-		CertFile: certs.ServerCertFile, KeyFile: certs.ServerKeyFile,
-		BasicAuthUsers: map[string]string{promtest.User: promtest.PasswordHash},
-		Client:         certs.BasicAuthClient(),
-	})
-	waitForTraffic(t, prom)
+	prom, certs := basicAuthPrometheus(t)
 	const trusted = "tls_config:\n  ca_file: ca.pem\n"
 	measureWith(t, prom.URL, certs, []clientCase{
 		{name: "right credentials", config: trusted + "basic_auth:\n  username: cacheqos\n  password_file: password\n"},
@@ -214,14 +216,7 @@ func TestHTTPClientFromSecret(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a Prometheus process")
 	}
-	certs := promtest.NewCerts(t, t.TempDir())
-	sidecar := servedSidecar(t)
-	prom := promtest.StartWeb(t, []string{sidecar.Address()}, time.Second, promtest.Web{
-		CertFile: certs.ServerCertFile, KeyFile: certs.ServerKeyFile,
-		BasicAuthUsers: map[string]string{promtest.User: promtest.PasswordHash},
-		Client:         certs.BasicAuthClient(),
-	})
-	waitForTraffic(t, prom)
+	prom, certs := basicAuthPrometheus(t)
 	ca, err := os.ReadFile(certs.CAFile)
 	if err != nil {
 		t.Fatal(err)
