@@ -239,6 +239,8 @@ func TestHTTPClientFromSecret(t *testing.T) {
 			buildErr: `authorization.credentials_file, tls_config.ca_file read files of the operator's file system`},
 		{name: "header files", data: map[string]string{key: "http_headers:\n  X-Scope-OrgID:\n    files: [/etc/hostname]\n"}, buildErr: `http_headers.X-Scope-OrgID.files read files`},
 		{name: "not YAML of the format", data: map[string]string{key: "basic_auth: [1, 2]\n"}, buildErr: `key "http-config.yaml": yaml: unmarshal errors`},
+		{name: "a password where a flag goes", data: map[string]string{key: "follow_redirects: " + promtest.Password + "\n"},
+			buildErr: `cannot unmarshal !!str \(a value, not shown\) into bool`},
 		{name: "two credentials", data: map[string]string{key: "basic_auth:\n  username: a\n  password: b\nauthorization:\n  credentials: c\n"}, buildErr: "at most one of basic_auth, oauth2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -250,6 +252,9 @@ func TestHTTPClientFromSecret(t *testing.T) {
 			if tc.buildErr != "" {
 				if err == nil || !regexp.MustCompile(tc.buildErr).MatchString(err.Error()) {
 					t.Fatalf("building: error = %v, want one matching %q", err, tc.buildErr)
+				}
+				if strings.Contains(err.Error(), promtest.Password) {
+					t.Errorf("the error shows the password: %v", err)
 				}
 				return
 			}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -25,7 +26,9 @@ func NewHTTPClientFromSecret(data map[string][]byte, configKey string) (*http.Cl
 	}
 	cfg, err := config.LoadHTTPConfig(string(content))
 	if err != nil {
-		return nil, fmt.Errorf("key %q: %w", configKey, err)
+		// The message goes to the CacheCluster's status, which tenants may read: YAML quotes
+		// a misplaced value, which may be a password.
+		return nil, fmt.Errorf("key %q: %s", configKey, quotedYAMLValue.ReplaceAllString(err.Error(), "(a value, not shown)"))
 	}
 	files, refs := credentialSources(cfg)
 	if len(files) > 0 {
@@ -46,6 +49,9 @@ func NewHTTPClientFromSecret(data map[string][]byte, configKey string) (*http.Cl
 	c.Timeout = DefaultTimeout
 	return c, nil
 }
+
+// quotedYAMLValue is a value as YAML's errors quote it.
+var quotedYAMLValue = regexp.MustCompile("`[^`]*`")
 
 // secretKeys serves *_ref fields from a Secret's keys, trimmed of surrounding white space as
 // prometheus/common trims credential files (a key made with kubectl --from-file often ends in
