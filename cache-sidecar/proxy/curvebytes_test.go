@@ -38,32 +38,43 @@ func curveBytesNode(t *testing.T, keys int) (proxy, engine *respClient, footprin
 // a canonical decimal that fits in an int64 as an integer (OBJECT ENCODING int, no string at
 // all), strings of at most 44 bytes in one allocation with their object (embstr), longer ones
 // in two (raw); non-canonical decimals ("007", "+5", "-0") and integers out of range stay strings.
+// Keys of under 32 bytes have a 1-byte string header, longer ones 3 or 5.
 func TestCurveBytesAreRedisBytes(t *testing.T) {
 	proxy, engine, footprint := curveBytesNode(t, 0)
 	for i, tc := range []struct {
 		value, encoding string
+		key             string // empty: key:<i>
 	}{
-		{"0", "int"},
-		{"7", "int"},
-		{"12345", "int"},
-		{"-42", "int"},
-		{"9223372036854775807", "int"},
-		{"-9223372036854775808", "int"},
-		{"9223372036854775808", "embstr"},
-		{"007", "embstr"},
-		{"+5", "embstr"},
-		{"-0", "embstr"},
-		{"1.5", "embstr"},
-		{"12345 ", "embstr"},
-		{"", "embstr"},
-		{strings.Repeat("v", 20), "embstr"},
-		{strings.Repeat("1", 21), "embstr"},
-		{strings.Repeat("v", 44), "embstr"},
-		{strings.Repeat("v", 45), "raw"},
-		{strings.Repeat("v", 300), "raw"},
-		{strings.Repeat("v", 5000), "raw"},
+		{"0", "int", ""},
+		{"7", "int", ""},
+		{"12345", "int", ""},
+		{"-42", "int", ""},
+		{"9223372036854775807", "int", ""},
+		{"-9223372036854775808", "int", ""},
+		{"9223372036854775808", "embstr", ""},
+		{"007", "embstr", ""},
+		{"+5", "embstr", ""},
+		{"-0", "embstr", ""},
+		{"1.5", "embstr", ""},
+		{"12345 ", "embstr", ""},
+		{"", "embstr", ""},
+		{strings.Repeat("v", 20), "embstr", ""},
+		{strings.Repeat("1", 21), "embstr", ""},
+		{strings.Repeat("v", 44), "embstr", ""},
+		{strings.Repeat("v", 45), "raw", ""},
+		{strings.Repeat("v", 300), "raw", ""},
+		{strings.Repeat("v", 5000), "raw", ""},
+		{strings.Repeat("v", 40000), "raw", ""},
+		{strings.Repeat("v", 100000), "raw", ""},
+		{strings.Repeat("v", 1<<20), "raw", ""},
+		{"12345", "int", strings.Repeat("k", 31)}, // the longest key with a 1-byte sds header
+		{"12345", "int", strings.Repeat("k", 32)},
+		{strings.Repeat("v", 100), "raw", strings.Repeat("k", 300)}, // a 5-byte header
 	} {
-		key := fmt.Sprintf("key:%06d", i)
+		key := tc.key
+		if key == "" {
+			key = fmt.Sprintf("key:%06d", i)
+		}
 		before := footprint()
 		if got := proxy.do("SET", key, tc.value); got != "+OK\r\n" {
 			t.Fatalf("SET %s %q: %q", key, tc.value, got)
