@@ -101,7 +101,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*allocation.Loo
 		return nil, err
 	}
 	reportUndecodable(mgr)
-	loop := allocation.New(mgr.GetClient(), mgr.GetEventRecorderFor("cacheqos-allocator"), mgr.GetLogger().WithName("allocation"), opts.Allocation)
+	loop := allocation.New(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorderFor("cacheqos-allocator"), mgr.GetLogger().WithName("allocation"), opts.Allocation)
 	if err := mgr.Add(loop); err != nil {
 		return nil, err
 	}

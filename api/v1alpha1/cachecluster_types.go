@@ -94,9 +94,8 @@ type CacheClusterSpec struct {
 	// Required unless allNodes is true.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=32
-	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 317 && k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'))",message="every key must be a label key: an optional DNS subdomain prefix and '/', then at most 63 of A-Z a-z 0-9 - _ . starting and ending alphanumeric"
-	// +kubebuilder:validation:XValidation:rule="self.all(k, size(self[k]) <= 63)",message="every value must be a label value of at most 63 characters"
-	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 317 && k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'))",messageExpression="'nodeSelector key ' + self.filter(k, !(size(k) <= 317 && k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$')))[0] + ' is not a label key: an optional DNS subdomain prefix and /, then at most 63 of A-Z a-z 0-9 - _ . starting and ending alphanumeric'"
+	NodeSelector map[string]LabelValue `json:"nodeSelector,omitempty"`
 
 	// allNodes runs a sidecar, and reserves capacity, on every schedulable node. It must be
 	// said explicitly: a CacheCluster without a nodeSelector is refused unless allNodes is true.
@@ -186,13 +185,13 @@ type CacheClusterImages struct {
 	// sidecar starts once per partition. Empty: the operator's default for spec.engine.
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
-	// +kubebuilder:validation:Pattern=`^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$`
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$')",messageExpression="'images.engine ' + self + ' is not an image reference: write [registry[:port]/]path[:tag][@sha256:digest] with a lower-case registry and path, e.g. redis:7.2'"
 	Engine string `json:"engine,omitempty"`
 
 	// sidecar is the cacheqos node agent and proxy image. Empty: the operator's own version.
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
-	// +kubebuilder:validation:Pattern=`^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$`
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$')",messageExpression="'images.sidecar ' + self + ' is not an image reference: write [registry[:port]/]path[:tag][@sha256:digest] with a lower-case registry and path, e.g. redis:7.2'"
 	Sidecar string `json:"sidecar,omitempty"`
 
 	// pullPolicy of both images.
@@ -311,13 +310,20 @@ func (a *AllocationSettings) SolverTimeLimitOrDefault() time.Duration {
 }
 
 // MonitoringSettings say where per-tenant metrics come from.
+// +kubebuilder:validation:XValidation:rule="!has(self.prometheusHTTPConfig) || (has(self.prometheusURL) && size(self.prometheusURL) > 0)",fieldPath=".prometheusHTTPConfig",message="monitoring.prometheusHTTPConfig needs monitoring.prometheusURL: the Secret's credentials are for the cluster's own Prometheus, not the operator's"
 type MonitoringSettings struct {
 	// prometheusURL is the Prometheus HTTP API the allocator queries (http or https).
 	// Empty: the operator's --prometheus-url flag.
 	// +optional
 	// +kubebuilder:validation:MaxLength=2048
-	// +kubebuilder:validation:Pattern=`^https?://[^\s]+$`
+	// +kubebuilder:validation:XValidation:rule="self.matches('^https?://[^\\\\s]+$')",messageExpression="'monitoring.prometheusURL ' + self + ' is not an http:// or https:// URL without spaces'"
 	PrometheusURL string `json:"prometheusURL,omitempty"`
+
+	// prometheusHTTPConfig names a Secret in the CacheCluster's namespace holding the HTTP
+	// client configuration (credentials, TLS, headers) for prometheusURL, in place of the
+	// operator's --prometheus-http-config. Requires prometheusURL.
+	// +optional
+	PrometheusHTTPConfig *PrometheusHTTPConfigSecret `json:"prometheusHTTPConfig,omitempty"`
 
 	// serviceMonitor makes the operator create a prometheus-operator ServiceMonitor that
 	// scrapes every sidecar.
@@ -328,6 +334,39 @@ type MonitoringSettings struct {
 	// cluster's alerts (SLO missed, tenant throttled, plan not applied).
 	// +optional
 	PrometheusRule PrometheusRuleSettings `json:"prometheusRule,omitempty"`
+}
+
+// DefaultPrometheusHTTPConfigKey is the Secret key read when prometheusHTTPConfig.key is empty.
+const DefaultPrometheusHTTPConfigKey = "http-config.yaml"
+
+// PrometheusHTTPConfigSecret is a key of a Secret in the CacheCluster's namespace holding
+// prometheus/common's HTTP client configuration (authorization, basic_auth, oauth2,
+// tls_config, http_headers, proxy_url). Credentials are inline or name other keys of the same
+// Secret through the *_ref fields (password_ref, credentials_ref, ca_ref, cert_ref, key_ref,
+// client_secret_ref); *_file fields are refused, as they would read the operator's own files.
+type PrometheusHTTPConfigSecret struct {
+	// secretName is the Secret's name, in the CacheCluster's namespace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",messageExpression="'monitoring.prometheusHTTPConfig.secretName ' + self + ' is not a Secret name: lower-case letters, digits, - and ., starting and ending with a letter or digit'"
+	SecretName string `json:"secretName"`
+
+	// key of the Secret that holds the configuration (YAML).
+	// +optional
+	// +kubebuilder:default="http-config.yaml"
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[-._a-zA-Z0-9]+$')",messageExpression="'monitoring.prometheusHTTPConfig.key ' + self + ' is not a Secret key: letters, digits, -, _ and .'"
+	Key string `json:"key,omitempty"`
+}
+
+// KeyOrDefault returns key, or DefaultPrometheusHTTPConfigKey when empty.
+func (s *PrometheusHTTPConfigSecret) KeyOrDefault() string {
+	if s.Key == "" {
+		return DefaultPrometheusHTTPConfigKey
+	}
+	return s.Key
 }
 
 // ServiceMonitorSettings toggle and label the ServiceMonitor.
@@ -349,9 +388,8 @@ type ServiceMonitorSettings struct {
 	// labels added to the ServiceMonitor so a Prometheus' serviceMonitorSelector picks it up.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=16
-	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 317 && k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'))",message="every key must be a label key: an optional DNS subdomain prefix and '/', then at most 63 of A-Z a-z 0-9 - _ . starting and ending alphanumeric"
-	// +kubebuilder:validation:XValidation:rule="self.all(k, size(self[k]) <= 63)",message="every value must be a label value of at most 63 characters"
-	Labels map[string]string `json:"labels,omitempty"`
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 317 && k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'))",messageExpression="'monitoring.serviceMonitor.labels key ' + self.filter(k, !(size(k) <= 317 && k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$')))[0] + ' is not a label key: an optional DNS subdomain prefix and /, then at most 63 of A-Z a-z 0-9 - _ . starting and ending alphanumeric'"
+	Labels map[string]LabelValue `json:"labels,omitempty"`
 }
 
 // PrometheusRuleSettings toggle and label the PrometheusRule.
@@ -363,9 +401,8 @@ type PrometheusRuleSettings struct {
 	// labels added to the PrometheusRule so a Prometheus' ruleSelector picks it up.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=16
-	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 317 && k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'))",message="every key must be a label key: an optional DNS subdomain prefix and '/', then at most 63 of A-Z a-z 0-9 - _ . starting and ending alphanumeric"
-	// +kubebuilder:validation:XValidation:rule="self.all(k, size(self[k]) <= 63)",message="every value must be a label value of at most 63 characters"
-	Labels map[string]string `json:"labels,omitempty"`
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 317 && k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'))",messageExpression="'monitoring.prometheusRule.labels key ' + self.filter(k, !(size(k) <= 317 && k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$')))[0] + ' is not a label key: an optional DNS subdomain prefix and /, then at most 63 of A-Z a-z 0-9 - _ . starting and ending alphanumeric'"
+	Labels map[string]LabelValue `json:"labels,omitempty"`
 }
 
 // MissRatioCurveSettings tune the sampled miss-ratio curve each sidecar keeps per partition
@@ -377,8 +414,8 @@ type MissRatioCurveSettings struct {
 	// +optional
 	// +kubebuilder:default="0.1"
 	// +kubebuilder:validation:MaxLength=16
-	// +kubebuilder:validation:Pattern=`^[0-9]+([.][0-9]+)?$`
-	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+)?$') || (double(self) > 0.0 && double(self) <= 1.0)",message="must be a decimal in (0, 1], e.g. 0.01"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9]+([.][0-9]+)?$')",messageExpression="'missRatioCurve.samplingRate ' + self + ' is not a decimal: write digits with an optional fraction, without sign, exponent or %, e.g. 0.01'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+)?$') || (double(self) > 0.0 && double(self) <= 1.0)",messageExpression="'missRatioCurve.samplingRate ' + self + ' must be a decimal in (0, 1], e.g. 0.01'"
 	SamplingRate string `json:"samplingRate,omitempty"`
 
 	// maxTrackedKeys caps the sampled keys per partition, about 112 bytes of sidecar memory

@@ -114,16 +114,17 @@ type PartitionPlan struct {
 	// tenant is the TenantSLO's ID, "<namespace>/<name>".
 	// +required
 	// +kubebuilder:validation:MaxLength=317
-	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",messageExpression="'tenant ' + self + ' is not a tenant ID: the TenantSLO namespace/name'"
 	Tenant string `json:"tenant"`
 
 	// memory limit of the partition's engine (bytes): a quantity string such as 1Gi.
-	// planQuantityPattern, not CEL: 1024 partitions of quantity() exceed the CEL budget.
+	// PlanQuantityPattern through matches(), not quantity(): 1024 partitions of quantity()
+	// exceed the CEL budget.
 	// +required
 	// +kubebuilder:validation:Schemaless
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:Pattern=`^[1-9][0-9]{0,15}$|^[1-9][0-9]{0,12}(Ki|k)$|^[1-9][0-9]{0,9}(Mi|M)$|^[1-9][0-9]{0,6}(Gi|G)$|^[1-9][0-9]{0,3}(Ti|T)$|^[1-9](Pi|P)$`
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[1-9][0-9]{0,15}$|^[1-9][0-9]{0,12}(Ki|k)$|^[1-9][0-9]{0,9}(Mi|M)$|^[1-9][0-9]{0,6}(Gi|G)$|^[1-9][0-9]{0,3}(Ti|T)$|^[1-9](Pi|P)$')",messageExpression="'memory ' + self + ' is not a plan quantity: a positive integer below 10Pi with an optional suffix Ki, Mi, Gi, Ti, Pi or k, M, G, T, P, and no fraction or exponent'"
 	Memory resource.Quantity `json:"memory"`
 
 	// evictionPolicy of the partition's engine.
@@ -131,12 +132,12 @@ type PartitionPlan struct {
 	EvictionPolicy EvictionPolicy `json:"evictionPolicy"`
 
 	// bandwidthLimit of the tenant on this node (bytes/s), positive. Unset: unlimited.
-	// planQuantityPattern, as for memory.
+	// PlanQuantityPattern, as for memory.
 	// +optional
 	// +kubebuilder:validation:Schemaless
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:Pattern=`^[1-9][0-9]{0,15}$|^[1-9][0-9]{0,12}(Ki|k)$|^[1-9][0-9]{0,9}(Mi|M)$|^[1-9][0-9]{0,6}(Gi|G)$|^[1-9][0-9]{0,3}(Ti|T)$|^[1-9](Pi|P)$`
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[1-9][0-9]{0,15}$|^[1-9][0-9]{0,12}(Ki|k)$|^[1-9][0-9]{0,9}(Mi|M)$|^[1-9][0-9]{0,6}(Gi|G)$|^[1-9][0-9]{0,3}(Ti|T)$|^[1-9](Pi|P)$')",messageExpression="'bandwidthLimit ' + self + ' is not a plan quantity: a positive integer below 10Pi with an optional suffix Ki, Mi, Gi, Ti, Pi or k, M, G, T, P, and no fraction or exponent'"
 	BandwidthLimit *resource.Quantity `json:"bandwidthLimit,omitempty"`
 
 	// opsLimit of the tenant on this node (ops/s). Unset: unlimited.
@@ -169,6 +170,8 @@ type TenantRoute struct {
 	// that sidecar has an address.
 	// +required
 	// +kubebuilder:validation:MaxLength=261
+	// A pattern, not CEL: 1024 partitions of 256 routes put any rule here over the CEL budget,
+	// so a bad endpoint's message prints the pattern.
 	// +kubebuilder:validation:Pattern=`^([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\]):([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])$`
 	Endpoint string `json:"endpoint"`
 

@@ -51,7 +51,7 @@ type SidecarPodSettings struct {
 	// evicts or preempts low-priority pods keeps the caches. Replaces the operator's default.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
-	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",messageExpression="'sidecar.priorityClassName ' + self + ' is not a PriorityClass name: lower-case letters, digits, - and ., each dot-separated part starting and ending with a letter or digit'"
 	PriorityClassName string `json:"priorityClassName,omitempty"`
 
 	// affinity of the sidecar pods. A required node affinity narrows the nodes that
@@ -65,7 +65,7 @@ type SidecarPodSettings struct {
 	// prefix are refused.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=32
-	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 317 && k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'))",message="every key must be a label key: an optional DNS subdomain prefix and '/', then at most 63 of A-Z a-z 0-9 - _ . starting and ending alphanumeric"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 317 && k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'))",messageExpression="'sidecar.podLabels key ' + self.filter(k, !(size(k) <= 317 && k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$')))[0] + ' is not a label key: an optional DNS subdomain prefix and /, then at most 63 of A-Z a-z 0-9 - _ . starting and ending alphanumeric'"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['app.kubernetes.io/name', 'app.kubernetes.io/instance', 'app.kubernetes.io/managed-by']) && !k.startsWith('cacheqos.io/'))",message="app.kubernetes.io/name, app.kubernetes.io/instance, app.kubernetes.io/managed-by and cacheqos.io/ labels are the operator's own (its selectors use them)"
 	PodLabels map[string]LabelValue `json:"podLabels,omitempty"`
 
@@ -73,7 +73,7 @@ type SidecarPodSettings struct {
 	// cacheqos.io/ prefix is the operator's own.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=32
-	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 317 && k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'))",message="every key must be an annotation key: an optional DNS subdomain prefix and '/', then at most 63 of A-Z a-z 0-9 - _ . starting and ending alphanumeric"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) <= 317 && k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'))",messageExpression="'sidecar.podAnnotations key ' + self.filter(k, !(size(k) <= 317 && k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$')))[0] + ' is not an annotation key: an optional DNS subdomain prefix and /, then at most 63 of A-Z a-z 0-9 - _ . starting and ending alphanumeric'"
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('cacheqos.io/'))",message="cacheqos.io/ annotations are the operator's own"
 	PodAnnotations map[string]string `json:"podAnnotations,omitempty"`
 
@@ -98,12 +98,25 @@ type SidecarPodSettings struct {
 	SecurityContext *corev1.SecurityContext `json:"securityContext,omitempty"`
 }
 
-// LabelValue is a Kubernetes label value. As a map's value type it puts the pattern on the
-// schema's additionalProperties, which the API server checks without CEL (a CEL rule over the
-// values of a map costs 6 to 12 times the budget).
+// LabelValue is a Kubernetes label value. As a map's value type it puts its rule on the
+// schema's additionalProperties, where the maxLength bounds its CEL cost (a rule over the values
+// of a map[string]string, whose values have no maxLength, costs 6 to 12 times the budget). The
+// error's path names the map and the key.
 // +kubebuilder:validation:MaxLength=63
-// +kubebuilder:validation:Pattern=`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`
+// +kubebuilder:validation:XValidation:rule="self.matches('^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$')",messageExpression="'label value ' + self + ' is invalid: at most 63 of A-Z a-z 0-9 - _ ., starting and ending alphanumeric (or empty)'"
 type LabelValue string
+
+// LabelStrings returns labels as the core API's map[string]string.
+func LabelStrings(labels map[string]LabelValue) map[string]string {
+	if labels == nil {
+		return nil
+	}
+	out := make(map[string]string, len(labels))
+	for k, v := range labels {
+		out[k] = string(v)
+	}
+	return out
+}
 
 // SecretReference names a Secret in the object's namespace.
 type SecretReference struct {
@@ -111,7 +124,7 @@ type SecretReference struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
-	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",messageExpression="'Secret name ' + self + ' is invalid: lower-case letters, digits, - and ., each dot-separated part starting and ending with a letter or digit'"
 	Name string `json:"name"`
 }
 
@@ -131,7 +144,7 @@ type SidecarRequests struct {
 	// cpu in cores: 2, 1.5 or 500m.
 	// +optional
 	// +kubebuilder:validation:MaxLength=16
-	// +kubebuilder:validation:Pattern=`^([1-9][0-9]{0,5}([.][0-9]{1,3})?|0[.][0-9]{0,2}[1-9]|[1-9][0-9]{0,8}m)$`
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([1-9][0-9]{0,5}([.][0-9]{1,3})?|0[.][0-9]{0,2}[1-9]|[1-9][0-9]{0,8}m)$')",messageExpression="'requests.cpu ' + self + ' is not a CPU quantity: write cores with at most 3 decimals (2, 1.5, 0.25) or millicores (500m)'"
 	CPU string `json:"cpu,omitempty"`
 
 	// memory in bytes, e.g. 9Gi.
@@ -158,7 +171,7 @@ type SidecarLimits struct {
 	// cpu in cores: 2, 1.5 or 500m.
 	// +optional
 	// +kubebuilder:validation:MaxLength=16
-	// +kubebuilder:validation:Pattern=`^([1-9][0-9]{0,5}([.][0-9]{1,3})?|0[.][0-9]{0,2}[1-9]|[1-9][0-9]{0,8}m)$`
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([1-9][0-9]{0,5}([.][0-9]{1,3})?|0[.][0-9]{0,2}[1-9]|[1-9][0-9]{0,8}m)$')",messageExpression="'limits.cpu ' + self + ' is not a CPU quantity: write cores with at most 3 decimals (2, 1.5, 0.25) or millicores (500m)'"
 	CPU string `json:"cpu,omitempty"`
 
 	// memory in bytes, e.g. 9Gi.

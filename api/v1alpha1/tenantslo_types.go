@@ -112,13 +112,13 @@ type ClusterReference struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
-	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",messageExpression="'clusterRef.name ' + self + ' is not a CacheCluster name: lower-case letters, digits, - and ., each dot-separated part starting and ending with a letter or digit'"
 	Name string `json:"name"`
 
 	// namespace of the CacheCluster. Empty: the TenantSLO's own namespace.
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
-	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",messageExpression="'clusterRef.namespace ' + self + ' is not a namespace name: lower-case letters, digits and -, starting and ending with a letter or digit'"
 	Namespace string `json:"namespace,omitempty"`
 }
 
@@ -144,8 +144,8 @@ type HitRatioObjective struct {
 	// target hit ratio, a decimal in (0, 1] such as "0.95".
 	// +required
 	// +kubebuilder:validation:MaxLength=16
-	// +kubebuilder:validation:Pattern=`^[0-9]+([.][0-9]+)?$`
-	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+)?$') || (double(self) > 0.0 && double(self) <= 1.0)",message="must be a decimal in (0, 1], e.g. 0.95"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9]+([.][0-9]+)?$')",messageExpression="'objective.hitRatio.target ' + self + ' is not a decimal: write digits with an optional fraction, without sign, exponent or %, e.g. 0.95'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+)?$') || (double(self) > 0.0 && double(self) <= 1.0)",messageExpression="'objective.hitRatio.target ' + self + ' must be a decimal in (0, 1], e.g. 0.95'"
 	Ratio string `json:"target"`
 }
 
@@ -195,8 +195,8 @@ type MaxDegradationObjective struct {
 	// target factor, a decimal in [1, 10] such as "1.05" (at most 5% worse than fair share).
 	// +required
 	// +kubebuilder:validation:MaxLength=16
-	// +kubebuilder:validation:Pattern=`^[0-9]+([.][0-9]+)?$`
-	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+)?$') || (double(self) >= 1.0 && double(self) <= 10.0)",message="must be a decimal in [1, 10], e.g. 1.05"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9]+([.][0-9]+)?$')",messageExpression="'objective.maxDegradation.target ' + self + ' is not a decimal: write digits with an optional fraction, without sign, exponent or %, e.g. 1.05'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+)?$') || (double(self) >= 1.0 && double(self) <= 10.0)",messageExpression="'objective.maxDegradation.target ' + self + ' must be a decimal in [1, 10], e.g. 1.05'"
 	Factor string `json:"target"`
 }
 

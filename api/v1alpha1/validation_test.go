@@ -45,7 +45,7 @@ func validCluster() *v1.CacheCluster {
 		ObjectMeta: metav1.ObjectMeta{Namespace: validationNamespace},
 		Spec: v1.CacheClusterSpec{
 			Engine:       v1.EngineRedis,
-			NodeSelector: map[string]string{"pool": "cache"},
+			NodeSelector: map[string]v1.LabelValue{"pool": "cache"},
 			Capacity: v1.NodeCapacity{
 				Memory:       resource.MustParse("8Gi"),
 				Bandwidth:    resource.MustParse("1250M"),
@@ -205,9 +205,20 @@ func TestInvalidObjectsRejected(t *testing.T) {
 		{"zero sampling rate", cluster(func(c *v1.CacheCluster) { c.Spec.MissRatioCurve.SamplingRate = "0" }),
 			"spec.missRatioCurve.samplingRate", "must be a decimal in (0, 1]"},
 		{"sampling rate as a percentage", cluster(func(c *v1.CacheCluster) { c.Spec.MissRatioCurve.SamplingRate = "1%" }),
-			"spec.missRatioCurve.samplingRate", "should match"},
+			"spec.missRatioCurve.samplingRate", "missRatioCurve.samplingRate 1% is not a decimal: write digits with an optional fraction"},
 		{"prometheus URL without scheme", cluster(func(c *v1.CacheCluster) { c.Spec.Monitoring.PrometheusURL = "prometheus:9090" }),
-			"spec.monitoring.prometheusURL", "should match"},
+			"spec.monitoring.prometheusURL", "monitoring.prometheusURL prometheus:9090 is not an http:// or https:// URL"},
+		{"prometheus HTTP config without a URL", cluster(func(c *v1.CacheCluster) {
+			c.Spec.Monitoring.PrometheusHTTPConfig = &v1.PrometheusHTTPConfigSecret{SecretName: "prometheus"}
+		}), "spec.monitoring.prometheusHTTPConfig", "monitoring.prometheusHTTPConfig needs monitoring.prometheusURL"},
+		{"prometheus HTTP config Secret not a name", cluster(func(c *v1.CacheCluster) {
+			c.Spec.Monitoring.PrometheusURL = "https://prometheus:9090"
+			c.Spec.Monitoring.PrometheusHTTPConfig = &v1.PrometheusHTTPConfigSecret{SecretName: "Prom_Creds"}
+		}), "spec.monitoring.prometheusHTTPConfig.secretName", "monitoring.prometheusHTTPConfig.secretName Prom_Creds is not a Secret name"},
+		{"prometheus HTTP config key with a slash", cluster(func(c *v1.CacheCluster) {
+			c.Spec.Monitoring.PrometheusURL = "https://prometheus:9090"
+			c.Spec.Monitoring.PrometheusHTTPConfig = &v1.PrometheusHTTPConfigSecret{SecretName: "prometheus", Key: "etc/config.yaml"}
+		}), "spec.monitoring.prometheusHTTPConfig.key", "monitoring.prometheusHTTPConfig.key etc/config.yaml is not a Secret key"},
 		{"scrape interval below 1s", cluster(func(c *v1.CacheCluster) {
 			c.Spec.Monitoring.ServiceMonitor.Interval = duration(500 * time.Millisecond)
 		}), "spec.monitoring.serviceMonitor.interval", "serviceMonitor.interval 500ms is below the minimum 1s"},
@@ -223,26 +234,36 @@ func TestInvalidObjectsRejected(t *testing.T) {
 			c.Spec.Allocation.SolverTimeLimit = duration(2 * time.Hour)
 		}), "spec.allocation.solverTimeLimit", "allocation.solverTimeLimit 2h0m0s is above the maximum 1h"},
 		{"service monitor label key with a space", cluster(func(c *v1.CacheCluster) {
-			c.Spec.Monitoring.ServiceMonitor.Labels = map[string]string{"release name": "prometheus"}
-		}), "spec.monitoring.serviceMonitor.labels", "every key must be a label key"},
+			c.Spec.Monitoring.ServiceMonitor.Labels = map[string]v1.LabelValue{"release name": "prometheus"}
+		}), "spec.monitoring.serviceMonitor.labels", "monitoring.serviceMonitor.labels key release name is not a label key"},
 		{"service monitor label value of 70 characters", cluster(func(c *v1.CacheCluster) {
-			c.Spec.Monitoring.ServiceMonitor.Labels = map[string]string{"release": strings.Repeat("p", 70)}
-		}), "spec.monitoring.serviceMonitor.labels", "every value must be a label value"},
+			c.Spec.Monitoring.ServiceMonitor.Labels = map[string]v1.LabelValue{"release": v1.LabelValue(strings.Repeat("p", 70))}
+		}), "spec.monitoring.serviceMonitor.labels.release", "may not be longer than 63"},
+		{"service monitor label value with a slash", cluster(func(c *v1.CacheCluster) {
+			c.Spec.Monitoring.ServiceMonitor.Labels = map[string]v1.LabelValue{"release": "kube/prometheus"}
+		}), "spec.monitoring.serviceMonitor.labels[release]", "label value kube/prometheus is invalid: at most 63 of A-Z a-z 0-9 - _ ."},
+		{"prometheus rule label value ending in a dot", cluster(func(c *v1.CacheCluster) {
+			c.Spec.Monitoring.PrometheusRule.Labels = map[string]v1.LabelValue{"release": "prometheus."}
+		}), "spec.monitoring.prometheusRule.labels[release]", "label value prometheus. is invalid"},
 		{"prometheus rule label key with two slashes", cluster(func(c *v1.CacheCluster) {
-			c.Spec.Monitoring.PrometheusRule.Labels = map[string]string{"a/b/c": "x"}
-		}), "spec.monitoring.prometheusRule.labels", "every key must be a label key"},
+			c.Spec.Monitoring.PrometheusRule.Labels = map[string]v1.LabelValue{"a/b/c": "x"}
+		}), "spec.monitoring.prometheusRule.labels", "monitoring.prometheusRule.labels key a/b/c is not a label key"},
 
 		{"no nodeSelector and no allNodes", cluster(func(c *v1.CacheCluster) { c.Spec.NodeSelector = nil }),
 			"spec.nodeSelector", "name the nodes with nodeSelector, or set allNodes: true"},
 		{"nodeSelector and allNodes", cluster(func(c *v1.CacheCluster) { c.Spec.AllNodes = true }),
 			"spec.nodeSelector", "(not both)"},
-		{"selector key with a space", cluster(func(c *v1.CacheCluster) { c.Spec.NodeSelector = map[string]string{"bad key!": "x"} }),
-			"spec.nodeSelector", "every key must be a label key"},
-		{"selector key with two slashes", cluster(func(c *v1.CacheCluster) { c.Spec.NodeSelector = map[string]string{"a/b/c": "x"} }),
-			"spec.nodeSelector", "every key must be a label key"},
+		{"selector key with a space", cluster(func(c *v1.CacheCluster) { c.Spec.NodeSelector = map[string]v1.LabelValue{"bad key!": "x"} }),
+			"spec.nodeSelector", "nodeSelector key bad key! is not a label key: an optional DNS subdomain prefix and /"},
+		{"selector key with two slashes", cluster(func(c *v1.CacheCluster) { c.Spec.NodeSelector = map[string]v1.LabelValue{"a/b/c": "x"} }),
+			"spec.nodeSelector", "nodeSelector key a/b/c is not a label key"},
 		{"selector value of 70 characters", cluster(func(c *v1.CacheCluster) {
-			c.Spec.NodeSelector = map[string]string{"pool": strings.Repeat("v", 70)}
-		}), "spec.nodeSelector", "every value must be a label value of at most 63 characters"},
+			c.Spec.NodeSelector = map[string]v1.LabelValue{"pool": v1.LabelValue(strings.Repeat("v", 70))}
+		}), "spec.nodeSelector.pool", "may not be longer than 63"},
+		{"selector value with a space", cluster(func(c *v1.CacheCluster) { c.Spec.NodeSelector = map[string]v1.LabelValue{"pool": "fast cache"} }),
+			"spec.nodeSelector[pool]", "label value fast cache is invalid: at most 63 of A-Z a-z 0-9 - _ ., starting and ending alphanumeric"},
+		{"selector value starting with a dash", cluster(func(c *v1.CacheCluster) { c.Spec.NodeSelector = map[string]v1.LabelValue{"pool": "-cache"} }),
+			"spec.nodeSelector[pool]", "label value -cache is invalid"},
 		{"tls names without tls", cluster(func(c *v1.CacheCluster) { c.Spec.TLS.ExtraDNSNames = []string{"cache.example.com"} }),
 			"spec.tls.extraDNSNames", "tls.extraDNSNames needs tls.enabled: true"},
 		{"tls name with an upper-case letter", cluster(func(c *v1.CacheCluster) {
@@ -258,34 +279,34 @@ func TestInvalidObjectsRejected(t *testing.T) {
 			c.Spec.Sidecar.PodLabels = map[string]v1.LabelValue{"cacheqos.io/tenant": "x"}
 		}), "spec.sidecar.podLabels", "labels are the operator's own"},
 		{"sidecar pod label key with a space", cluster(func(c *v1.CacheCluster) { c.Spec.Sidecar.PodLabels = map[string]v1.LabelValue{"team name": "x"} }),
-			"spec.sidecar.podLabels", "every key must be a label key"},
+			"spec.sidecar.podLabels", "sidecar.podLabels key team name is not a label key"},
 		{"sidecar pod label value of 70 characters", cluster(func(c *v1.CacheCluster) {
 			c.Spec.Sidecar.PodLabels = map[string]v1.LabelValue{"team": v1.LabelValue(strings.Repeat("v", 70))}
 		}), "spec.sidecar.podLabels.team", "may not be longer than 63"},
 		{"sidecar pod label value with a space", cluster(func(c *v1.CacheCluster) {
 			c.Spec.Sidecar.PodLabels = map[string]v1.LabelValue{"team": "check out"}
-		}), "spec.sidecar.podLabels.team", "should match"},
+		}), "spec.sidecar.podLabels[team]", "label value check out is invalid"},
 		{"sidecar pod label value ending in a dash", cluster(func(c *v1.CacheCluster) {
 			c.Spec.Sidecar.PodLabels = map[string]v1.LabelValue{"team": "checkout-"}
-		}), "spec.sidecar.podLabels.team", "should match"},
+		}), "spec.sidecar.podLabels[team]", "label value checkout- is invalid"},
 		{"sidecar pod annotation with the operator's prefix", cluster(func(c *v1.CacheCluster) {
 			c.Spec.Sidecar.PodAnnotations = map[string]string{"cacheqos.io/spec-hash": "x"}
 		}), "spec.sidecar.podAnnotations", "cacheqos.io/ annotations are the operator's own"},
 		{"sidecar pull secret name", cluster(func(c *v1.CacheCluster) {
 			c.Spec.Sidecar.ImagePullSecrets = []v1.SecretReference{{Name: "Registry_Creds"}}
 		}),
-			"spec.sidecar.imagePullSecrets[0].name", "should match"},
+			"spec.sidecar.imagePullSecrets[0].name", "Secret name Registry_Creds is invalid: lower-case letters, digits, - and ."},
 		{"sidecar pull secret twice", cluster(func(c *v1.CacheCluster) {
 			c.Spec.Sidecar.ImagePullSecrets = []v1.SecretReference{{Name: "registry"}, {Name: "registry"}}
 		}), "spec.sidecar.imagePullSecrets[1]", "Duplicate value"},
 		{"sidecar priority class name", cluster(func(c *v1.CacheCluster) { c.Spec.Sidecar.PriorityClassName = "High Priority" }),
-			"spec.sidecar.priorityClassName", "should match"},
+			"spec.sidecar.priorityClassName", "sidecar.priorityClassName High Priority is not a PriorityClass name"},
 		{"sidecar cpu as an exponent", cluster(func(c *v1.CacheCluster) {
 			c.Spec.Sidecar.Resources = &v1.SidecarResources{Requests: &v1.SidecarRequests{CPU: "1e3"}}
-		}), "spec.sidecar.resources.requests.cpu", "should match"},
+		}), "spec.sidecar.resources.requests.cpu", "requests.cpu 1e3 is not a CPU quantity: write cores with at most 3 decimals"},
 		{"sidecar cpu zero", cluster(func(c *v1.CacheCluster) {
 			c.Spec.Sidecar.Resources = &v1.SidecarResources{Limits: &v1.SidecarLimits{CPU: "0"}}
-		}), "spec.sidecar.resources.limits.cpu", "should match"},
+		}), "spec.sidecar.resources.limits.cpu", "limits.cpu 0 is not a CPU quantity"},
 		{"toleration operator Equals", cluster(func(c *v1.CacheCluster) {
 			c.Spec.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: "Equals", Value: "cache"}}
 		}), "spec.tolerations", "toleration operator must be Exists or Equal"},
@@ -299,9 +320,9 @@ func TestInvalidObjectsRejected(t *testing.T) {
 			c.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpEqual, Value: "cache"}}
 		}), "spec.tolerations", "a toleration without a key must use operator Exists"},
 		{"sidecar image not a reference", cluster(func(c *v1.CacheCluster) { c.Spec.Images.Sidecar = "not an image ref!!" }),
-			"spec.images.sidecar", "should match"},
+			"spec.images.sidecar", "images.sidecar not an image ref!! is not an image reference: write [registry[:port]/]path[:tag][@sha256:digest]"},
 		{"engine image in upper case", cluster(func(c *v1.CacheCluster) { c.Spec.Images.Engine = "Redis:7" }),
-			"spec.images.engine", "should match"},
+			"spec.images.engine", "images.engine Redis:7 is not an image reference"},
 		{"memcached node below 8Mi", cluster(func(c *v1.CacheCluster) {
 			c.Spec.Engine = v1.EngineMemcached
 			c.Spec.Capacity.Memory = resource.MustParse("6Mi")
@@ -344,7 +365,10 @@ func TestInvalidObjectsRejected(t *testing.T) {
 		{"hit ratio zero", tenant(func(s *v1.TenantSLO) { s.Spec.Objective.HitRatio.Ratio = "0.0" }),
 			"spec.objective.hitRatio.target", "must be a decimal in (0, 1]"},
 		{"hit ratio as a percentage", tenant(func(s *v1.TenantSLO) { s.Spec.Objective.HitRatio.Ratio = "95%" }),
-			"spec.objective.hitRatio.target", "should match"},
+			"spec.objective.hitRatio.target", "objective.hitRatio.target 95% is not a decimal"},
+		{"degradation as a percentage", tenant(func(s *v1.TenantSLO) {
+			s.Spec.Objective = v1.Objective{MaxDegradation: &v1.MaxDegradationObjective{Factor: "105%"}}
+		}), "spec.objective.maxDegradation.target", "objective.maxDegradation.target 105% is not a decimal"},
 		{"zero latency target", tenant(func(s *v1.TenantSLO) {
 			s.Spec.Objective = v1.Objective{Latency: &v1.LatencyObjective{}}
 		}), "spec.objective.latency.target", "latency.target 0s is not a positive duration"},
@@ -392,18 +416,20 @@ func TestInvalidObjectsRejected(t *testing.T) {
 		{"unknown eviction policy", tenant(func(s *v1.TenantSLO) { s.Spec.EvictionPolicy = "fifo" }),
 			"spec.evictionPolicy", `Unsupported value: "fifo"`},
 		{"cluster name not a DNS name", tenant(func(s *v1.TenantSLO) { s.Spec.ClusterRef.Name = "Shared_Redis" }),
-			"spec.clusterRef.name", "should match"},
+			"spec.clusterRef.name", "clusterRef.name Shared_Redis is not a CacheCluster name"},
+		{"cluster namespace with a dot", tenant(func(s *v1.TenantSLO) { s.Spec.ClusterRef.Namespace = "cache.platform" }),
+			"spec.clusterRef.namespace", "clusterRef.namespace cache.platform is not a namespace name"},
 
 		// CacheNodePlan
 		{"partition count out of step", plan(func(p *v1.CacheNodePlan) { p.Spec.PartitionCount = ptr.To[int32](2) }),
 			"spec.partitionCount", "partitionCount must equal the number of entries in partitions"},
 		{"tenant ID without namespace", plan(func(p *v1.CacheNodePlan) { p.Spec.Partitions[0].Tenant = "sessions" }),
-			"spec.partitions[0].tenant", "should match"},
+			"spec.partitions[0].tenant", "tenant sessions is not a tenant ID: the TenantSLO namespace/name"},
 		{"same tenant twice", plan(func(p *v1.CacheNodePlan) {
 			p.Spec.SetPartitions(append(p.Spec.Partitions, p.Spec.Partitions[0]))
 		}), "spec.partitions[1]", "Duplicate value"},
 		{"zero partition memory", plan(func(p *v1.CacheNodePlan) { p.Spec.Partitions[0].Memory = resource.MustParse("0") }),
-			"spec.partitions[0].memory", "should match"},
+			"spec.partitions[0].memory", "memory 0 is not a plan quantity: a positive integer below 10Pi"},
 		{"partition memory as a bare integer", planWithBareIntegerMemory(),
 			"spec.partitions[0].memory", "must be of type string"},
 		{"negative route weight", plan(func(p *v1.CacheNodePlan) { p.Spec.Partitions[0].Routes[0].Weight = -1 }),
@@ -415,7 +441,7 @@ func TestInvalidObjectsRejected(t *testing.T) {
 		{"route port 0", plan(func(p *v1.CacheNodePlan) { p.Spec.Partitions[0].Routes[0].Endpoint = "10.0.0.1:0" }),
 			"spec.partitions[0].routes[0].endpoint", "should match"},
 		{"negative bandwidth limit on a node", plan(func(p *v1.CacheNodePlan) { p.Spec.Partitions[0].BandwidthLimit = ptr.To(resource.MustParse("-1M")) }),
-			"spec.partitions[0].bandwidthLimit", "should match"},
+			"spec.partitions[0].bandwidthLimit", "bandwidthLimit -1M is not a plan quantity"},
 		{"partition memory of one byte", plan(func(p *v1.CacheNodePlan) { p.Spec.Partitions[0].Memory = resource.MustParse("1") }),
 			"spec.partitions", "every partition of a redis plan needs at least 4Mi"},
 		{"partition memory one byte under 4Mi", plan(func(p *v1.CacheNodePlan) {
@@ -435,13 +461,13 @@ func TestInvalidObjectsRejected(t *testing.T) {
 			p.Spec.Partitions[0].Routes[1].Weight = 0
 		}), "spec.partitions[0].routes", "at least one route needs a positive weight"},
 		{"partition memory in milli-bytes", planWithPartitionField("memory", "5000000000m"),
-			"spec.partitions[0].memory", "should match"},
+			"spec.partitions[0].memory", "memory 5000000000m is not a plan quantity"},
 		{"partition memory with an exponent", planWithPartitionField("memory", "1e1.5"),
-			"spec.partitions[0].memory", "should match"},
+			"spec.partitions[0].memory", "memory 1e1.5 is not a plan quantity"},
 		{"partition bandwidth limit that does not parse", planWithPartitionField("bandwidthLimit", "1e1.5"),
-			"spec.partitions[0].bandwidthLimit", "should match"},
+			"spec.partitions[0].bandwidthLimit", "bandwidthLimit 1e1.5 is not a plan quantity"},
 		{"partition memory overflowing int64", plan(func(p *v1.CacheNodePlan) { p.Spec.Partitions[0].Memory = resource.MustParse("10Ei") }),
-			"spec.partitions[0].memory", "should match"},
+			"spec.partitions[0].memory", "memory 9223372036854775807 is not a plan quantity"},
 		{"negative plan generation", plan(func(p *v1.CacheNodePlan) { p.Spec.PlanGeneration = -1 }),
 			"spec.planGeneration", "greater than or equal to 0"},
 	} {
@@ -547,6 +573,12 @@ func assertRejected(t *testing.T, err error, wantField, wantMsg string) {
 	}
 	found := false
 	for _, cause := range status.Status().Details.Causes {
+		// Only a CacheNodePlan's route endpoints keep a schema pattern (a CEL rule over 1024
+		// partitions of 256 routes is over the cost budget); every other field says what is
+		// wrong in words.
+		if strings.Contains(cause.Message, "should match") && wantMsg != "should match" {
+			t.Errorf("%s: the message prints a regular expression: %s", cause.Field, cause.Message)
+		}
 		switch {
 		case cause.Field == wantField && strings.Contains(cause.Message, wantMsg):
 			found = true

@@ -857,7 +857,8 @@ func (t *tenant) recordRead(h uint64, hit bool, keyLen, valueLen int) {
 	}
 }
 
-// Value lengths of a write (entry.valueLen) that the request does not tell.
+// Value lengths of a write (entry.valueLen) that the request does not tell; distinct from
+// mrc.IntegerValue, which entry.valueLen may also hold.
 const (
 	// unknownValue: nor does the reply (memcached append, touch); the curve keeps the size
 	// it knows.

@@ -156,13 +156,17 @@ func TestCommandSizesReachTheCurve(t *testing.T) {
 }
 
 // curveClients returns a function that sends a step through the proxy and reads its reply,
-// and one that asks the engine itself for a key's value length.
+// and one that asks the engine itself for a key's value length (mrc.IntegerValue for a redis
+// value encoded as an integer).
 func curveClients(t *testing.T, protocol Protocol, n *testNode, acct account, engine string) (send func(curveStep), valueLen func(string) (int, bool)) {
 	if protocol == Redis {
 		c, direct := loginRESP(t, n, acct), dialRESP(t, "unix", engine)
 		return func(s curveStep) { c.do(s.redis...) }, func(key string) (int, bool) {
 			if direct.do("EXISTS", key) != ":1\r\n" {
 				return 0, false
+			}
+			if direct.do("OBJECT", "ENCODING", key) == "$3\r\nint\r\n" {
+				return mrc.IntegerValue, true
 			}
 			length, err := strconv.Atoi(strings.TrimSpace(direct.do("STRLEN", key)[1:]))
 			if err != nil {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/cacheqos/cacheqos/internal/mrc"
 	"github.com/cacheqos/cacheqos/internal/protocol"
 	"github.com/cacheqos/cacheqos/internal/protocol/resp"
 )
@@ -392,7 +393,7 @@ func (h *redisHandler) route(spec *resp.CommandSpec, cmd *resp.Command, start in
 		e.keyLen, e.valueLen = int32(len(args[idx[0]])), unknownValue
 		if e.access == accessWrite {
 			if i, ok := writeValueArg[spec]; ok && i < len(args) {
-				e.valueLen = int32(len(args[i]))
+				e.valueLen = int32(mrc.RedisValueLen(args[i]))
 			} else if v, ok := writeValueInReply[spec]; ok {
 				e.valueLen = v
 			}
@@ -596,7 +597,7 @@ func countRESP(p *pending, reply resp.Reply) {
 	switch p.access {
 	case accessRead:
 		if hit, counted := classifyRead(reply); counted {
-			t.recordRead(p.keyHash, hit, int(p.keyLen), payloadLen(reply.Raw()))
+			t.recordRead(p.keyHash, hit, int(p.keyLen), readValueLen(reply.Raw()))
 		}
 	case accessReadMulti:
 		if v, err := reply.Decode(); err == nil && v.Type == resp.TypeArray && len(v.Elems) == len(p.more.keyHashes) {
@@ -610,7 +611,7 @@ func countRESP(p *pending, reply resp.Reply) {
 		}
 	case accessTake:
 		if hit, counted := classifyRead(reply); counted {
-			t.recordRead(p.keyHash, hit, int(p.keyLen), payloadLen(reply.Raw()))
+			t.recordRead(p.keyHash, hit, int(p.keyLen), readValueLen(reply.Raw()))
 			t.recordDelete(p.keyHash)
 		}
 	case accessDelete:
@@ -649,7 +650,7 @@ func writtenValueLen(valueLen int32, reply resp.Reply) (int, bool) {
 		n, ok := protocol.ParseUint(raw[1 : len(raw)-2])
 		return int(n), ok
 	case reply.Type() == resp.TypeInteger && len(raw) > 3:
-		return len(raw) - 3, true // the integer's digits and sign, as the value's string
+		return mrc.IntegerValue, true // INCR and DECR leave an integer-encoded value
 	case reply.Type() == resp.TypeBulkString:
 		return payloadLen(raw), true
 	}
@@ -675,7 +676,17 @@ func (h *redisHandler) deliver(p *pending) {
 
 // recordElement counts one key of a multi-key read.
 func recordElement(t *tenant, h uint64, keyLen int, elem resp.Value) {
-	t.recordRead(h, !elem.Null, keyLen, payloadLen(elem.Raw))
+	t.recordRead(h, !elem.Null, keyLen, readValueLen(elem.Raw))
+}
+
+// readValueLen is the value length a read's reply tells the curve: mrc.RedisValueLen of a bulk
+// string's bytes (redis stores a value SET as an integer without a string), else payloadLen.
+func readValueLen(raw []byte) int {
+	n := payloadLen(raw)
+	if len(raw) == 0 || resp.Type(raw[0]) != resp.TypeBulkString || n+2 > len(raw) {
+		return n
+	}
+	return mrc.RedisValueLen(raw[len(raw)-2-n : len(raw)-2])
 }
 
 // payloadLen is the length of a reply's payload: a bulk string's bytes without its header and

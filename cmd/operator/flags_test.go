@@ -38,11 +38,7 @@ func TestPrometheusHTTPConfigFlag(t *testing.T) {
 		t.Skip("starts a Prometheus process")
 	}
 	certs := promtest.NewCerts(t, t.TempDir())
-	prom := promtest.StartWeb(t, nil, time.Second, promtest.Web{
-		CertFile: certs.ServerCertFile, KeyFile: certs.ServerKeyFile,
-		BasicAuthUsers: map[string]string{promtest.User: promtest.PasswordHash},
-		Client:         certs.BasicAuthClient(),
-	})
+	prom := promtest.StartWeb(t, nil, time.Second, certs.BasicAuthWeb())
 	dir := t.TempDir()
 	ca, err := os.ReadFile(certs.CAFile)
 	if err != nil {

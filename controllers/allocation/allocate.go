@@ -101,7 +101,7 @@ func (l *Loop) allocate(ctx context.Context, key types.NamespacedName) (time.Dur
 	}
 	st := l.stateOf(key)
 	st.restore(in.admitted)
-	metrics := l.measure(ctx, in)
+	metrics := l.measure(ctx, in, st)
 	out := l.decide(ctx, in, metrics, st)
 	if out.summary != nil {
 		out.summary.Duration = metav1.Duration{Duration: time.Since(start)}

@@ -96,7 +96,7 @@ func sharedCluster(ns, pool, promURL string, opsPerSecond int64, policy v1.Alloc
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shared"},
 		Spec: v1.CacheClusterSpec{
 			Engine:       v1.EngineRedis,
-			NodeSelector: map[string]string{"pool": pool},
+			NodeSelector: map[string]v1.LabelValue{"pool": v1.LabelValue(pool)},
 			Capacity: v1.NodeCapacity{Memory: resource.MustParse("1Gi"), Bandwidth: resource.MustParse("100M"), OpsPerSecond: opsPerSecond,
 				HeadroomPercent: ptr.To[int32](0)},
 			Allocation: v1.AllocationSettings{Interval: &metav1.Duration{Duration: 5 * time.Second}, SolverTimeLimit: &metav1.Duration{Duration: 2 * time.Second},

@@ -442,7 +442,7 @@ func (unreachableAPI) Get(context.Context, client.ObjectKey, client.Object, ...c
 // TestAllocationRetriesWhenTheClusterCannotBeRead: an error reading the cluster schedules the
 // next attempt instead of dropping the cluster from the loop.
 func TestAllocationRetriesWhenTheClusterCannotBeRead(t *testing.T) {
-	l := New(unreachableAPI{}, nil, logr.Discard(), Options{})
+	l := New(unreachableAPI{}, unreachableAPI{}, nil, logr.Discard(), Options{})
 	next, err := l.allocate(t.Context(), types.NamespacedName{Namespace: "ns", Name: "c"})
 	if err == nil || next != retryAfterError {
 		t.Errorf("allocate = %s, %v; want a retry after %s and the error", next, err, retryAfterError)

@@ -72,7 +72,10 @@ func (o Options) withDefaults() Options {
 
 // Loop allocates every CacheCluster, one at a time.
 type Loop struct {
-	client   client.Client
+	client client.Client
+	// secrets reads the Secrets that spec.monitoring.prometheusHTTPConfig names, which the
+	// manager's cache does not hold.
+	secrets  client.Reader
 	writer   *ssa.Writer
 	recorder record.EventRecorder
 	opts     Options
@@ -83,11 +86,13 @@ type Loop struct {
 	state map[types.NamespacedName]*clusterState
 }
 
-// New returns a loop that reads and writes through c (the manager's client) and records
-// events with recorder. Add it to the manager; reconcilers call Trigger.
-func New(c client.Client, recorder record.EventRecorder, log logr.Logger, opts Options) *Loop {
+// New returns a loop that reads and writes through c (the manager's client), reads Secrets
+// through secrets (the manager's API reader) and records events with recorder. Add it to the
+// manager; reconcilers call Trigger.
+func New(c client.Client, secrets client.Reader, recorder record.EventRecorder, log logr.Logger, opts Options) *Loop {
 	return &Loop{
 		client:   c,
+		secrets:  secrets,
 		writer:   ssa.NewWriter(c, objects.FieldOwnerAllocator),
 		recorder: recorder,
 		opts:     opts.withDefaults(),
@@ -162,6 +167,8 @@ type clusterState struct {
 	demand map[string][]planning.NodeRate
 	// control is the control loop's per-tenant state (damped corrections, feedback).
 	control *control.Loop
+	// prometheus is the client spec.monitoring.prometheusHTTPConfig configured last.
+	prometheus *secretHTTPClient
 }
 
 // restore takes, once after the operator starts, the isolated tenants and their demand from

@@ -4,8 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
 	"github.com/cacheqos/cacheqos/controllers/conditions"
@@ -42,8 +47,9 @@ func scrapeInterval(c *v1.CacheCluster) time.Duration {
 }
 
 // measure reads the cluster's sidecar metrics over the last window (the allocation interval,
-// and at least windowScrapes scrape intervals) and checks they are fresh.
-func (l *Loop) measure(ctx context.Context, in *inputs) metricsResult {
+// and at least windowScrapes scrape intervals) and checks they are fresh. A cluster with
+// spec.monitoring.prometheusHTTPConfig queries with the client its Secret configures.
+func (l *Loop) measure(ctx context.Context, in *inputs, st *clusterState) metricsResult {
 	c := in.cluster
 	scrape := scrapeInterval(c)
 	r := metricsResult{window: max(c.Spec.Allocation.IntervalOrDefault(), windowScrapes*scrape)}
@@ -56,7 +62,15 @@ func (l *Loop) measure(ctx context.Context, in *inputs) metricsResult {
 		r.reason = conditions.ReasonPrometheusNotConfigured
 		return r
 	}
-	client, err := promquery.New(url, l.opts.HTTPClient)
+	httpClient := l.opts.HTTPClient
+	if ref := c.Spec.Monitoring.PrometheusHTTPConfig; ref != nil {
+		var err error
+		if httpClient, err = l.clusterHTTPClient(ctx, c, ref, st); err != nil {
+			r.err, r.reason = err, conditions.ReasonPrometheusHTTPConfigInvalid
+			return r
+		}
+	}
+	client, err := promquery.New(url, httpClient)
 	if err == nil {
 		r.m, err = promquery.Measure(ctx, client, promquery.Scope{Nodes: in.nodes, Window: r.window})
 	}
@@ -86,4 +100,41 @@ func (l *Loop) measure(ctx context.Context, in *inputs) metricsResult {
 	}
 	slices.Sort(r.unmeasured)
 	return r
+}
+
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+
+// clusterHTTPClient returns the HTTP client spec.monitoring.prometheusHTTPConfig configures.
+// The Secret is read on every allocation, uncached (the operator caches only the Secrets it
+// manages), so a changed Secret applies from the next allocation on; the client is rebuilt
+// only when the Secret's resourceVersion changed, so connections are reused meanwhile.
+func (l *Loop) clusterHTTPClient(ctx context.Context, c *v1.CacheCluster, ref *v1.PrometheusHTTPConfigSecret, st *clusterState) (*http.Client, error) {
+	key := ref.KeyOrDefault()
+	name := fmt.Sprintf("Secret %s/%s", c.Namespace, ref.SecretName)
+	var secret corev1.Secret
+	if err := l.secrets.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: ref.SecretName}, &secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("spec.monitoring.prometheusHTTPConfig: %s does not exist", name)
+		}
+		return nil, fmt.Errorf("spec.monitoring.prometheusHTTPConfig: reading %s: %w", name, err)
+	}
+	version := string(secret.UID) + "/" + secret.ResourceVersion + "/" + key
+	if st.prometheus != nil && st.prometheus.version == version {
+		return st.prometheus.client, nil
+	}
+	httpClient, err := promquery.NewHTTPClientFromSecret(secret.Data, key)
+	if err != nil {
+		return nil, fmt.Errorf("spec.monitoring.prometheusHTTPConfig: %s: %w", name, err)
+	}
+	if st.prometheus != nil {
+		st.prometheus.client.CloseIdleConnections()
+	}
+	st.prometheus = &secretHTTPClient{version: version, client: httpClient}
+	return httpClient, nil
+}
+
+// secretHTTPClient is a cluster's Prometheus HTTP client and the Secret version it was built from.
+type secretHTTPClient struct {
+	version string
+	client  *http.Client
 }

@@ -111,7 +111,7 @@ func TestOperatorMetricsFollowTheCluster(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: cacheNS, Name: "shared"},
 		Spec: v1.CacheClusterSpec{
 			Engine:       v1.EngineRedis,
-			NodeSelector: map[string]string{"pool": "opm"},
+			NodeSelector: map[string]v1.LabelValue{"pool": "opm"},
 			Capacity: v1.NodeCapacity{Memory: resource.MustParse("2Gi"), Bandwidth: resource.MustParse("125M"), OpsPerSecond: 50000,
 				HeadroomPercent: ptr.To[int32](25)},
 			Allocation: v1.AllocationSettings{Interval: &metav1.Duration{Duration: 5 * time.Second}, SolverTimeLimit: &metav1.Duration{Duration: time.Second},

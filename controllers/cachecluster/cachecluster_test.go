@@ -166,7 +166,7 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, c *v1.CacheCluster) {
 	t.Helper()
 	pod := ds.Spec.Template.Spec
 	wantTolerations := append(slices.Clone(c.Spec.Tolerations), defaultToleration)
-	if !equality.Semantic.DeepEqual(pod.NodeSelector, c.Spec.NodeSelector) || !equality.Semantic.DeepEqual(pod.Tolerations, wantTolerations) {
+	if !equality.Semantic.DeepEqual(pod.NodeSelector, v1.LabelStrings(c.Spec.NodeSelector)) || !equality.Semantic.DeepEqual(pod.Tolerations, wantTolerations) {
 		t.Errorf("pods select %v tolerate %v, want the cluster's %v and %v", pod.NodeSelector, pod.Tolerations, c.Spec.NodeSelector, wantTolerations)
 	}
 	if pod.ServiceAccountName != "shared-sidecar" || pod.SecurityContext == nil || !*pod.SecurityContext.RunAsNonRoot ||
@@ -409,8 +409,8 @@ func TestMonitoring(t *testing.T) {
 	node(t, "monitoring-a", map[string]string{"pool": "monitoring"})
 	c := newCluster(ns, "watched", "monitoring")
 	c.Spec.Monitoring = v1.MonitoringSettings{
-		ServiceMonitor: v1.ServiceMonitorSettings{Enabled: true, Labels: map[string]string{"release": "prom"}},
-		PrometheusRule: v1.PrometheusRuleSettings{Enabled: true, Labels: map[string]string{"release": "prom"}},
+		ServiceMonitor: v1.ServiceMonitorSettings{Enabled: true, Labels: map[string]v1.LabelValue{"release": "prom"}},
+		PrometheusRule: v1.PrometheusRuleSettings{Enabled: true, Labels: map[string]v1.LabelValue{"release": "prom"}},
 	}
 	create(t, c)
 	monitoringIs := func(status metav1.ConditionStatus, reason string) func() error {

@@ -352,7 +352,7 @@ func (r *Reconciler) desiredDaemonSet(c *v1.CacheCluster) (*appsv1.DaemonSet, []
 				ServiceAccountName:            objects.ServiceAccountName(c.Name),
 				AutomountServiceAccountToken:  ptr.To(true),
 				EnableServiceLinks:            ptr.To(false),
-				NodeSelector:                  c.Spec.NodeSelector,
+				NodeSelector:                  v1.LabelStrings(c.Spec.NodeSelector),
 				Tolerations:                   r.tolerations(c),
 				TerminationGracePeriodSeconds: ptr.To[int64](60),
 				SecurityContext:               podSecurity,

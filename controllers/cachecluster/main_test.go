@@ -55,7 +55,7 @@ func newCluster(ns, name, pool string) *v1.CacheCluster {
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: v1.CacheClusterSpec{
 			Engine:       v1.EngineRedis,
-			NodeSelector: map[string]string{"pool": pool},
+			NodeSelector: map[string]v1.LabelValue{"pool": v1.LabelValue(pool)},
 			Capacity: v1.NodeCapacity{
 				Memory:       resource.MustParse("4Gi"),
 				Bandwidth:    resource.MustParse("1250M"),

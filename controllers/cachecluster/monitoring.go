@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"strings"
 	"time"
 
@@ -206,7 +205,7 @@ func desiredServiceMonitor(c *v1.CacheCluster) *monitoringv1.ServiceMonitor {
 		}},
 		NamespaceSelector: monitoringv1.NamespaceSelector{MatchNames: []string{c.Namespace}},
 	}}
-	sm.SetLabels(maps.Clone(settings.Labels))
+	sm.SetLabels(v1.LabelStrings(settings.Labels))
 	return sm
 }
 
@@ -226,7 +225,7 @@ func desiredPrometheusRule(c *v1.CacheCluster) *monitoringv1.PrometheusRule {
 		Name:  "cacheqos-" + c.Namespace + "-" + c.Name,
 		Rules: rules,
 	}}}}
-	rule.SetLabels(maps.Clone(c.Spec.Monitoring.PrometheusRule.Labels))
+	rule.SetLabels(v1.LabelStrings(c.Spec.Monitoring.PrometheusRule.Labels))
 	return rule
 }
 

@@ -138,7 +138,7 @@ func (r *Reconciler) reconcileNodePlans(ctx context.Context, s *scope) error {
 	if err := r.Client.List(ctx, &nodes); err != nil {
 		return fmt.Errorf("listing nodes: %w", err)
 	}
-	s.nodes = selectNodes(nodes.Items, s.cluster.Spec.NodeSelector, r.tolerations(s.cluster), r.podSettings(s.cluster).Affinity)
+	s.nodes = selectNodes(nodes.Items, v1.LabelStrings(s.cluster.Spec.NodeSelector), r.tolerations(s.cluster), r.podSettings(s.cluster).Affinity)
 	plans, err := r.listPlans(ctx, s.cluster)
 	if err != nil {
 		return err

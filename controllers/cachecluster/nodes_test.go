@@ -19,6 +19,7 @@ func TestSelectNodes(t *testing.T) {
 		return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Spec: corev1.NodeSpec{Taints: taints}}
 	}
 	cache := map[string]string{"pool": "cache"}
+	selector := map[string]v1.LabelValue{"pool": "cache"}
 	deleting := n("deleting", cache)
 	deleting.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)}
 	nodes := []corev1.Node{
@@ -52,48 +53,48 @@ func TestSelectNodes(t *testing.T) {
 	}{
 		{
 			name:     "required node affinity narrows the selector",
-			spec:     v1.CacheClusterSpec{NodeSelector: cache},
+			spec:     v1.CacheClusterSpec{NodeSelector: selector},
 			affinity: required(expr("mem", corev1.NodeSelectorOpGt, "100")),
 			want:     []string{"big"},
 		},
 		{
 			name:     "terms are alternatives",
-			spec:     v1.CacheClusterSpec{NodeSelector: cache},
+			spec:     v1.CacheClusterSpec{NodeSelector: selector},
 			affinity: required(expr("mem", corev1.NodeSelectorOpLt, "100"), field(corev1.NodeSelectorOpIn, "alpha")),
 			want:     []string{"alpha", "small"},
 		},
 		{
 			name:     "NotIn and DoesNotExist",
-			spec:     v1.CacheClusterSpec{NodeSelector: cache},
+			spec:     v1.CacheClusterSpec{NodeSelector: selector},
 			affinity: required(corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "mem", Operator: corev1.NodeSelectorOpDoesNotExist}}, MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"zeta"}}}}),
 			want:     []string{"alpha", "cordoned", "prefers-not", "starting", "unreachable"},
 		},
 		{
 			name:     "an empty term matches nothing",
-			spec:     v1.CacheClusterSpec{NodeSelector: cache},
+			spec:     v1.CacheClusterSpec{NodeSelector: selector},
 			affinity: required(corev1.NodeSelectorTerm{}),
 		},
 		{
 			name:     "preferred affinity and pod anti-affinity select nothing away",
-			spec:     v1.CacheClusterSpec{NodeSelector: map[string]string{"mem": "64"}},
+			spec:     v1.CacheClusterSpec{NodeSelector: map[string]v1.LabelValue{"mem": "64"}},
 			affinity: &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{}, NodeAffinity: &corev1.NodeAffinity{}},
 			want:     []string{"small"},
 		},
 		{
 			name: "selector and condition taints",
-			spec: v1.CacheClusterSpec{NodeSelector: cache},
+			spec: v1.CacheClusterSpec{NodeSelector: selector},
 			want: []string{"alpha", "big", "cordoned", "prefers-not", "small", "starting", "unreachable", "zeta"},
 		},
 		{
 			name: "tolerations admit tainted nodes",
-			spec: v1.CacheClusterSpec{NodeSelector: cache, Tolerations: []corev1.Toleration{
+			spec: v1.CacheClusterSpec{NodeSelector: selector, Tolerations: []corev1.Toleration{
 				{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "x", Effect: corev1.TaintEffectNoSchedule},
 			}},
 			want: []string{"alpha", "big", "cordoned", "dedicated", "prefers-not", "small", "starting", "unreachable", "zeta"},
 		},
 		{
 			name: "a toleration for another effect does not",
-			spec: v1.CacheClusterSpec{NodeSelector: cache, Tolerations: []corev1.Toleration{
+			spec: v1.CacheClusterSpec{NodeSelector: selector, Tolerations: []corev1.Toleration{
 				{Key: "gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
 			}},
 			want: []string{"alpha", "big", "cordoned", "prefers-not", "small", "starting", "unreachable", "zeta"},
@@ -107,7 +108,7 @@ func TestSelectNodes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var got []string
-			for _, node := range selectNodes(nodes, tt.spec.NodeSelector, tt.spec.Tolerations, tt.affinity) {
+			for _, node := range selectNodes(nodes, v1.LabelStrings(tt.spec.NodeSelector), tt.spec.Tolerations, tt.affinity) {
 				got = append(got, node.Name)
 			}
 			if !slices.Equal(got, tt.want) {

@@ -23,6 +23,10 @@ const (
 	// ReasonPrometheusNotConfigured (MetricsAvailable=False): neither the cluster nor the
 	// operator names a Prometheus; plans are made without measurements.
 	ReasonPrometheusNotConfigured = "PrometheusNotConfigured"
+	// ReasonPrometheusHTTPConfigInvalid (MetricsAvailable=False): the Secret that
+	// spec.monitoring.prometheusHTTPConfig names is missing, unreadable or holds no valid
+	// configuration; the message says which.
+	ReasonPrometheusHTTPConfigInvalid = "PrometheusHTTPConfigInvalid"
 	// ReasonMetricsStale (MetricsAvailable=False): Prometheus answered, but no sidecar of the
 	// cluster was scraped recently.
 	ReasonMetricsStale = "MetricsStale"

@@ -43,7 +43,7 @@ func TestBadStoredObjectsSkipped(t *testing.T) {
 	tenantObj := tenant(ns, "bad-tenant", "", "good", "")
 	badCluster := &v1.CacheCluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bad-cluster"},
-		Spec: v1.CacheClusterSpec{Engine: v1.EngineRedis, NodeSelector: map[string]string{"pool": "nowhere"},
+		Spec: v1.CacheClusterSpec{Engine: v1.EngineRedis, NodeSelector: map[string]v1.LabelValue{"pool": "nowhere"},
 			Capacity: v1.NodeCapacity{Bandwidth: resource.MustParse("1G"), OpsPerSecond: 1000}},
 	}
 	plan := &v1.CacheNodePlan{

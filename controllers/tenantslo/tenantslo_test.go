@@ -80,7 +80,7 @@ func cluster(t *testing.T, ns, name, pool string, engine v1.Engine, wantNodes in
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: v1.CacheClusterSpec{
 			Engine:       engine,
-			NodeSelector: map[string]string{"pool": pool},
+			NodeSelector: map[string]v1.LabelValue{"pool": v1.LabelValue(pool)},
 			Capacity: v1.NodeCapacity{
 				Memory: resource.MustParse("10Gi"), Bandwidth: resource.MustParse("1G"), OpsPerSecond: 100000,
 				HeadroomPercent: ptr.To[int32](0),

@@ -1,10 +1,12 @@
 package mrc
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math/bits"
 	"slices"
+	"strconv"
 )
 
 // EngineModel converts what clients store (key and value bytes) into what an engine's memory
@@ -72,9 +74,46 @@ func redisStaticBytes(key, value int64) int64 {
 	return b + jemallocSize(redisObjectBytes) + jemallocSize(sdsBytes(value, false))
 }
 
-// ObjectBytes is the memory the engine allocates for an object of key and value bytes.
+// redisIntegerBytes is the memory redis allocates for a string key whose value it stores as
+// an integer: the value is the robj's pointer field (OBJ_ENCODING_INT), with no string.
+// Partitions always run with maxmemory and an allkeys-lru or -lfu policy, under which redis
+// gives every such value its own robj (for its LRU field) instead of sharing the integers
+// below 10000.
+func redisIntegerBytes(key int64) int64 {
+	return jemallocSize(redisDictEntryBytes) + jemallocSize(sdsBytes(key, true)) + jemallocSize(redisObjectBytes)
+}
+
+// maxIntegerDigits is the longest value redis tries to store as an integer.
+const maxIntegerDigits = 20
+
+// RedisValueLen is the value length a Recorder is given for value as redis stores it from a
+// SET: IntegerValue when redis keeps it as an integer (a decimal without sign "+", leading
+// zeros or "-0" that fits in an int64, as its string2l reads it back exactly), else its length.
+// Values that APPEND, SETRANGE or INCRBYFLOAT leave stay strings in redis even when they read
+// as integers; a read of one is counted as an integer all the same.
+func RedisValueLen(value []byte) int {
+	if len(value) == 0 || len(value) > maxIntegerDigits {
+		return len(value)
+	}
+	n, err := strconv.ParseInt(string(value), 10, 64)
+	if err != nil || !bytes.Equal(strconv.AppendInt(make([]byte, 0, maxIntegerDigits), n, 10), value) {
+		return len(value)
+	}
+	return IntegerValue
+}
+
+// ObjectBytes is the memory the engine allocates for an object of key and value bytes; value
+// may be IntegerValue (memcached, which stores every value as a string, counts it as the
+// longest integer).
 func (m *EngineModel) ObjectBytes(key, value int) int64 {
-	k, v := int64(max(key, 0)), int64(max(value, 0))
+	k := int64(max(key, 0))
+	if value == IntegerValue {
+		if m.slabs == nil {
+			return redisIntegerBytes(k)
+		}
+		value = maxIntegerDigits
+	}
+	v := int64(max(value, 0))
 	if m.slabs != nil {
 		return m.slabs.objectBytes(k, v)
 	}

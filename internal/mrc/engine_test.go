@@ -2,6 +2,7 @@ package mrc
 
 import (
 	"math"
+	"strconv"
 	"testing"
 )
 
@@ -78,5 +79,57 @@ func TestJemallocSize(t *testing.T) {
 		if got := jemallocSize(n); got != want {
 			t.Errorf("jemallocSize(%d) = %d, want %d", n, got, want)
 		}
+	}
+}
+
+// TestRedisValueLen: the values redis 7's string2l reads back exactly, and only those, are
+// integers (cache-sidecar/proxy's TestCurveBytesAreRedisBytes checks them against OBJECT
+// ENCODING on a real redis).
+func TestRedisValueLen(t *testing.T) {
+	for value, want := range map[string]int{
+		"0": IntegerValue, "7": IntegerValue, "-42": IntegerValue, "12345": IntegerValue,
+		"9223372036854775807": IntegerValue, "-9223372036854775808": IntegerValue,
+		"9223372036854775808": 19, "-9223372036854775809": 20, "007": 3, "+5": 2, "-0": 2, "-": 1,
+		"1.5": 3, " 1": 2, "1 ": 2, "1e3": 3, "": 0, "0x10": 4, "１": 3, "123456789012345678901": 21,
+	} {
+		if got := RedisValueLen([]byte(value)); got != want {
+			t.Errorf("RedisValueLen(%q) = %d, want %d", value, got, want)
+		}
+	}
+}
+
+func FuzzRedisValueLen(f *testing.F) {
+	for _, seed := range []string{"0", "-1", "007", "+5", "9223372036854775808", "1.5", ""} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, value []byte) {
+		got := RedisValueLen(value)
+		if got != IntegerValue {
+			if got != len(value) {
+				t.Fatalf("RedisValueLen(%q) = %d, neither IntegerValue nor its length", value, got)
+			}
+			return
+		}
+		// An integer is a decimal that prints back as itself.
+		n, err := strconv.ParseInt(string(value), 10, 64)
+		if err != nil || strconv.FormatInt(n, 10) != string(value) {
+			t.Fatalf("RedisValueLen(%q) says integer; ParseInt gives %d, %v", value, n, err)
+		}
+	})
+}
+
+// TestIntegerObjectBytes: redis holds an integer value in its 16-byte object alone, whatever
+// its digits (against a real redis: TestCurveBytesAreRedisBytes); memcached, which stores the
+// digits, counts the longest integer.
+func TestIntegerObjectBytes(t *testing.T) {
+	if got := NewRedisModel().ObjectBytes(10, IntegerValue); got != 32+16+16 {
+		t.Errorf("redis integer: %d bytes, want 64 (entry 32, key 16, robj 16)", got)
+	}
+	mc, err := NewMemcachedModel(DefaultMemcachedSettings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := mc.ObjectBytes(10, IntegerValue), mc.ObjectBytes(10, maxIntegerDigits); got != want {
+		t.Errorf("memcached integer: %d bytes, want %d (20 digits)", got, want)
 	}
 }

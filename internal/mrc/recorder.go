@@ -2,9 +2,15 @@ package mrc
 
 import "sync/atomic"
 
-// UnknownValue is the value length of a reply or request that does not tell the size of the
-// value the engine holds (a read that missed, mg without v, memcached append or touch).
-const UnknownValue = -1
+// Value lengths that are not lengths.
+const (
+	// UnknownValue is the value length of a reply or request that does not tell the size of
+	// the value the engine holds (a read that missed, mg without v, memcached append or touch).
+	UnknownValue = -1
+	// IntegerValue is the value length of a value redis stores as an integer rather than as a
+	// string (RedisValueLen; INCR's result): its bytes do not depend on its digits.
+	IntegerValue = -4
+)
 
 // Recorder turns one partition's requests and the engine's replies into its Tracker's reads,
 // writes and deletes, with object sizes in the bytes the engine's limit counts (its
@@ -50,10 +56,10 @@ func (r *Recorder) Model() *EngineModel { return r.model.Load() }
 // SetModel counts the sizes of later requests with model.
 func (r *Recorder) SetModel(model *EngineModel) { r.model.Store(model) }
 
-// objectBytes is the engine bytes of an object of keyLen and valueLen bytes, 0 when valueLen
-// is UnknownValue.
+// objectBytes is the engine bytes of an object of keyLen and valueLen bytes (or IntegerValue),
+// 0 when valueLen is UnknownValue.
 func (r *Recorder) objectBytes(keyLen, valueLen int) int64 {
-	if valueLen < 0 {
+	if valueLen < 0 && valueLen != IntegerValue {
 		return 0
 	}
 	return r.model.Load().ObjectBytes(keyLen, valueLen)
@@ -61,7 +67,8 @@ func (r *Recorder) objectBytes(keyLen, valueLen int) int64 {
 
 // Read records a read of the key hashed h (keyhash.Sum64) whose key is keyLen bytes: hit is
 // whether the engine found it, valueLen the length of the value the reply carried
-// (UnknownValue when it carried none). It returns the object's engine bytes, 0 when unknown.
+// (UnknownValue when it carried none, IntegerValue for an integer-encoded one). It returns the
+// object's engine bytes, 0 when unknown.
 func (r *Recorder) Read(h uint64, hit bool, keyLen, valueLen int) int64 {
 	var size int64
 	if hit {

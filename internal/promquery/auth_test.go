@@ -2,16 +2,10 @@ package promquery_test
 
 import (
 	"context"
-	"encoding/pem"
 	"errors"
-	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -104,20 +98,22 @@ func waitForTraffic(t *testing.T, prom *promtest.Server) {
 	prom.WaitFor(t, `count_over_time(`+promquery.MetricRequests+`[4s]) >= 2`, 1, 30*time.Second)
 }
 
+// basicAuthPrometheus starts a Prometheus that serves only HTTPS and requires basic auth,
+// scraping a servedSidecar, and waits for its traffic.
+func basicAuthPrometheus(t *testing.T) (*promtest.Server, promtest.Certs) {
+	certs := promtest.NewCerts(t, t.TempDir())
+	prom := promtest.StartWeb(t, []string{servedSidecar(t).Address()}, time.Second, certs.BasicAuthWeb())
+	waitForTraffic(t, prom)
+	return prom, certs
+}
+
 // TestMeasureWithTLSAndBasicAuth runs a real Prometheus that serves only HTTPS and requires
 // basic auth (its --web.config.file) and measures with right, wrong and missing credentials.
 func TestMeasureWithTLSAndBasicAuth(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a Prometheus process")
 	}
-	certs := promtest.NewCerts(t, t.TempDir())
-	sidecar := servedSidecar(t)
-	prom := promtest.StartWeb(t, []string{sidecar.Address()}, time.Second, promtest.Web{
-		CertFile: certs.ServerCertFile, KeyFile: certs.ServerKeyFile,
-		BasicAuthUsers: map[string]string{promtest.User: promtest.PasswordHash},
-		Client:         certs.BasicAuthClient(),
-	})
-	waitForTraffic(t, prom)
+	prom, certs := basicAuthPrometheus(t)
 	const trusted = "tls_config:\n  ca_file: ca.pem\n"
 	measureWith(t, prom.URL, certs, []clientCase{
 		{name: "right credentials", config: trusted + "basic_auth:\n  username: cacheqos\n  password_file: password\n"},
@@ -185,9 +181,8 @@ func TestMeasureWithClientCertificate(t *testing.T) {
 }
 
 // TestMeasureWithBearerTokenAndTenantHeader reads a real Prometheus through an HTTPS gateway
-// that requires a bearer token and an X-Scope-OrgID header, as the gateways of Mimir, Thanos
-// or kube-rbac-proxy do: Prometheus' own web configuration has no bearer token check, so the
-// gateway is this test's, and the Prometheus behind it is real.
+// that requires a bearer token and an X-Scope-OrgID header (promtest.StartBearerGateway); the
+// Prometheus behind it is real.
 func TestMeasureWithBearerTokenAndTenantHeader(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a Prometheus process")
@@ -195,25 +190,10 @@ func TestMeasureWithBearerTokenAndTenantHeader(t *testing.T) {
 	sidecar := servedSidecar(t)
 	prom := promtest.Start(t, []string{sidecar.Address()}, time.Second)
 	waitForTraffic(t, prom)
-	target, err := url.Parse(prom.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	gateway := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch {
-		case r.Header.Get("Authorization") != "Bearer "+testToken:
-			http.Error(w, "invalid bearer token", http.StatusUnauthorized)
-		case r.Header.Get("X-Scope-OrgID") != testOrg:
-			http.Error(w, "no access to tenant "+strconv.Quote(r.Header.Get("X-Scope-OrgID")), http.StatusForbidden)
-		default:
-			proxy.ServeHTTP(w, r)
-		}
-	}))
-	defer gateway.Close()
+	gateway := promtest.StartBearerGateway(t, prom, testToken, testOrg)
 	// The gateway's certificate is its own CA.
 	certs := promtest.Certs{CAFile: filepath.Join(t.TempDir(), "gateway-ca.pem")}
-	if err := os.WriteFile(certs.CAFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: gateway.Certificate().Raw}), 0o600); err != nil {
+	if err := os.WriteFile(certs.CAFile, gateway.CAPEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	certs.ClientCertFile, certs.ClientKeyFile = certs.CAFile, certs.CAFile
@@ -226,4 +206,72 @@ func TestMeasureWithBearerTokenAndTenantHeader(t *testing.T) {
 		{name: "no token", config: trusted + org, wantErr: "invalid bearer token", wantIs: promquery.ErrUnauthorized},
 		{name: "no tenant header", config: trusted + "authorization:\n  credentials_file: token\n", wantErr: "HTTP 403", wantIs: promquery.ErrUnauthorized},
 	})
+}
+
+// TestHTTPClientFromSecret builds clients from a Secret's keys, as a CacheCluster's
+// spec.monitoring.prometheusHTTPConfig gives them, and queries a real Prometheus that serves
+// only HTTPS and requires basic auth: *_ref fields read other keys, file fields and refs to
+// missing keys are refused when the client is built, and wrong credentials when it is used.
+func TestHTTPClientFromSecret(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Prometheus process")
+	}
+	prom, certs := basicAuthPrometheus(t)
+	ca, err := os.ReadFile(certs.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const key = "http-config.yaml"
+	const refs = "tls_config:\n  ca_ref: ca.crt\nbasic_auth:\n  username: cacheqos\n  password_ref: password\n"
+	for _, tc := range []struct {
+		name string
+		data map[string]string
+		// buildErr is what building the client fails with; queryErr what querying fails with.
+		buildErr, queryErr string
+	}{
+		{name: "refs to other keys", data: map[string]string{key: refs, "ca.crt": string(ca), "password": promtest.Password + "\n"}},
+		{name: "inline", data: map[string]string{key: "tls_config:\n  ca: |\n    " + strings.ReplaceAll(strings.TrimSpace(string(ca)), "\n", "\n    ") +
+			"\nbasic_auth:\n  username: cacheqos\n  password: " + promtest.Password + "\n"}},
+		{name: "wrong password", data: map[string]string{key: refs, "ca.crt": string(ca), "password": "not-it"}, queryErr: "HTTP 401"},
+		{name: "no config key", data: map[string]string{"config": refs}, buildErr: `no key "http-config.yaml" \(keys: config\)`},
+		{name: "ref to a missing key", data: map[string]string{key: refs, "ca.crt": string(ca)}, buildErr: `basic_auth.password_ref names key "password", which the Secret does not have`},
+		{name: "file fields", data: map[string]string{key: "tls_config:\n  ca_file: /etc/ssl/ca.pem\nauthorization:\n  credentials_file: /var/run/secrets/kubernetes.io/serviceaccount/token\n"},
+			buildErr: `authorization.credentials_file, tls_config.ca_file read files of the operator's file system`},
+		{name: "header files", data: map[string]string{key: "http_headers:\n  X-Scope-OrgID:\n    files: [/etc/hostname]\n"}, buildErr: `http_headers.X-Scope-OrgID.files read files`},
+		{name: "not YAML of the format", data: map[string]string{key: "basic_auth: [1, 2]\n"}, buildErr: `key "http-config.yaml": yaml: unmarshal errors`},
+		{name: "a password where a flag goes", data: map[string]string{key: "follow_redirects: " + promtest.Password + "\n"},
+			buildErr: `cannot unmarshal !!str \(a value, not shown\) into bool`},
+		{name: "two credentials", data: map[string]string{key: "basic_auth:\n  username: a\n  password: b\nauthorization:\n  credentials: c\n"}, buildErr: "at most one of basic_auth, oauth2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := map[string][]byte{}
+			for k, v := range tc.data {
+				data[k] = []byte(v)
+			}
+			httpClient, err := promquery.NewHTTPClientFromSecret(data, key)
+			if tc.buildErr != "" {
+				if err == nil || !regexp.MustCompile(tc.buildErr).MatchString(err.Error()) {
+					t.Fatalf("building: error = %v, want one matching %q", err, tc.buildErr)
+				}
+				if strings.Contains(err.Error(), promtest.Password) {
+					t.Errorf("the error shows the password: %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("building: %v", err)
+			}
+			client, err := promquery.New(prom.URL, httpClient)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = client.Query(context.Background(), "vector(1)", time.Time{})
+			switch {
+			case tc.queryErr == "" && err != nil:
+				t.Fatalf("querying: %v", err)
+			case tc.queryErr != "" && (err == nil || !strings.Contains(err.Error(), tc.queryErr)):
+				t.Fatalf("querying: error = %v, want one containing %q", err, tc.queryErr)
+			}
+		})
+	}
 }

@@ -108,11 +108,7 @@ func TestPrometheusAuthValuesReachPrometheus(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the rendered configuration: %v", err)
 	}
-	prom := promtest.StartWeb(t, nil, time.Second, promtest.Web{
-		CertFile: certs.ServerCertFile, KeyFile: certs.ServerKeyFile,
-		BasicAuthUsers: map[string]string{promtest.User: promtest.PasswordHash},
-		Client:         certs.BasicAuthClient(),
-	})
+	prom := promtest.StartWeb(t, nil, time.Second, certs.BasicAuthWeb())
 	c, err := promquery.New(prom.URL, httpClient)
 	if err != nil {
 		t.Fatal(err)

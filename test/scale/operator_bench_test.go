@@ -245,7 +245,7 @@ func createFleet(b *testing.B, c client.Client, f fleet, promURL string) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: cacheNS, Name: clusterName},
 		Spec: v1.CacheClusterSpec{
 			Engine:       v1.EngineRedis,
-			NodeSelector: map[string]string{"pool": "fleet"},
+			NodeSelector: map[string]v1.LabelValue{"pool": "fleet"},
 			Capacity:     v1.NodeCapacity{Memory: resource.MustParse("4Gi"), Bandwidth: resource.MustParse("1G"), OpsPerSecond: 200000},
 			Allocation:   v1.AllocationSettings{Interval: &metav1.Duration{Duration: allocationInterval}},
 			Monitoring:   v1.MonitoringSettings{PrometheusURL: promURL, ServiceMonitor: v1.ServiceMonitorSettings{Interval: &metav1.Duration{Duration: scrapeInterval}}},

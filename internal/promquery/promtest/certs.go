@@ -121,6 +121,16 @@ func (c Certs) BasicAuthClient() *http.Client {
 	return &http.Client{Transport: basicAuth{next: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: c.Pool}}}}
 }
 
+// BasicAuthWeb is the Web of a server that serves only HTTPS with the server certificate and
+// requires basic auth as User.
+func (c Certs) BasicAuthWeb() Web {
+	return Web{
+		CertFile: c.ServerCertFile, KeyFile: c.ServerKeyFile,
+		BasicAuthUsers: map[string]string{User: PasswordHash},
+		Client:         c.BasicAuthClient(),
+	}
+}
+
 // ClientCertClient trusts the CA and presents the client certificate.
 func (c Certs) ClientCertClient() *http.Client {
 	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: c.Pool, Certificates: []tls.Certificate{c.Client}}}}

@@ -6,11 +6,14 @@ package promtest
 
 import (
 	"context"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -382,4 +385,37 @@ func (s *Sidecar) advance(dt float64) {
 			}
 		}
 	}
+}
+
+// BearerGateway is an HTTPS reverse proxy in front of a Server that requires a bearer token
+// and an X-Scope-OrgID header, as the gateways of Mimir, Thanos or kube-rbac-proxy do:
+// Prometheus' own web configuration has no bearer token check.
+type BearerGateway struct {
+	// URL is the gateway's base URL.
+	URL string
+	// CAPEM is the gateway's self-signed certificate, the CA a client must trust.
+	CAPEM []byte
+}
+
+// StartBearerGateway serves s through a gateway that answers 401 without "Bearer token" in
+// Authorization and 403 without org in X-Scope-OrgID; it stops in t.Cleanup.
+func StartBearerGateway(t testing.TB, s *Server, token, org string) BearerGateway {
+	t.Helper()
+	target, err := url.Parse(s.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	gateway := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Header.Get("Authorization") != "Bearer "+token:
+			http.Error(w, "invalid bearer token", http.StatusUnauthorized)
+		case r.Header.Get("X-Scope-OrgID") != org:
+			http.Error(w, "no access to tenant "+strconv.Quote(r.Header.Get("X-Scope-OrgID")), http.StatusForbidden)
+		default:
+			proxy.ServeHTTP(w, r)
+		}
+	}))
+	t.Cleanup(gateway.Close)
+	return BearerGateway{URL: gateway.URL, CAPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: gateway.Certificate().Raw})}
 }
