@@ -18,7 +18,8 @@ func (c *conn) armReadDeadline() {
 		return
 	case c.tenant == nil:
 		d = c.loginDeadline
-	case c.p.opts.IdleTimeout > 0:
+	case c.p.opts.IdleTimeout > 0 && !c.blocked():
+		// A client waiting for a blocking command's reply is not idle (as in redis).
 		d = time.Now().Add(c.p.opts.IdleTimeout)
 	}
 	if d.Equal(c.readDeadline) {

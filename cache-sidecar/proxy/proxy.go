@@ -60,6 +60,9 @@ type nodeConfig struct {
 	tokenDigest [sha256.Size]byte
 	// multiNode: some tenant has a route to another node, so peers need the peer listener.
 	multiNode bool
+	// sharedEngines are the local engines that serve several tenants: scripts are refused on
+	// them, since a script may reach any key of its engine.
+	sharedEngines map[string]bool
 }
 
 // dummyCredentialHash is checked against when a client names an unknown tenant, so that the
@@ -136,10 +139,11 @@ func (p *Proxy) Update(cfg Config) error {
 		}
 	}
 	p.conf.Store(&nodeConfig{
-		nodeID:      cfg.NodeID,
-		peerToken:   cfg.PeerToken,
-		tokenDigest: sha256.Sum256([]byte(cfg.PeerToken)),
-		multiNode:   multiNode,
+		nodeID:        cfg.NodeID,
+		peerToken:     cfg.PeerToken,
+		tokenDigest:   sha256.Sum256([]byte(cfg.PeerToken)),
+		multiNode:     multiNode,
+		sharedEngines: sharedEngines(cfg.Tenants),
 	})
 	p.tenants.Store(&next)
 	p.loaded.Store(true)
@@ -153,6 +157,20 @@ func (p *Proxy) Update(cfg Config) error {
 	// what was sent on them.
 	p.links.retire(func(k linkKey) bool { return !linkInUse(next, cfg.NodeID, k) }, false)
 	return nil
+}
+
+// sharedEngines returns the local engines that more than one tenant names.
+func sharedEngines(tenants []Tenant) map[string]bool {
+	seen := make(map[string]bool, len(tenants))
+	shared := make(map[string]bool)
+	for i := range tenants {
+		engine := tenants[i].LocalEngine
+		if engine != "" && seen[engine] {
+			shared[engine] = true
+		}
+		seen[engine] = true
+	}
+	return shared
 }
 
 // linkInUse reports whether a link's tenant still sends requests to its address.

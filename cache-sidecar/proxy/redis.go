@@ -142,6 +142,16 @@ func (h *redisHandler) handle(cmd *resp.Command, start int64) {
 		h.replyError(err.Error(), start)
 		return
 	}
+	switch {
+	case spec == specUnwatch:
+		h.unwatch(cmd, start)
+		return
+	case scriptSpecs[spec]:
+		if msg := c.scriptRefusal(cmd.Args); msg != "" {
+			h.replyError(msg, start)
+			return
+		}
+	}
 	switch spec.Handling {
 	case protocol.HandleProxy:
 		h.local(spec, cmd.Args, start)
@@ -290,6 +300,7 @@ func (h *redisHandler) local(spec *resp.CommandSpec, args [][]byte, start int64)
 		if !c.peer {
 			c.setTenant(nil)
 		}
+		c.unpin() // and with it the engine connection's watches
 		reply = resp.AppendSimpleString(nil, "RESET")
 	case "ping":
 		switch len(args) {
@@ -398,7 +409,30 @@ func (h *redisHandler) route(spec *resp.CommandSpec, cmd *resp.Command, start in
 			}
 		}
 	}
-	if err := c.forward(rt, node, cmd.Raw(), len(cmd.Raw()), e); err != nil {
+	blocking := spec.Flags&resp.FlagBlocking != 0
+	if blocking || spec == specWatch {
+		if err := c.pinLink(rt, node); errors.Is(err, errPinnedElsewhere) {
+			h.replyError(err.Error(), start)
+			return
+		} else if err != nil {
+			h.failed(err, start)
+			return
+		}
+	}
+	err = c.forward(rt, node, cmd.Raw(), len(cmd.Raw()), e)
+	if pn := c.pin; pn != nil && pn.sending {
+		pn.sending = false
+		switch {
+		case err != nil:
+		case spec == specWatch:
+			pn.watching = true
+		case blocking:
+			if until, ok := blockDeadline(spec, args, c.p.opts.BackendTimeout); ok {
+				pn.l.awaitBlockedReply(until)
+			}
+		}
+	}
+	if err != nil {
 		h.failed(err, start)
 	}
 }
@@ -668,6 +702,8 @@ func (h *redisHandler) deliver(p *pending) {
 		c.write(failureReply(p.failure))
 	case p.kind == entryScan:
 		h.deliverScan(p)
+	case p.more != nil && p.more.instead != nil:
+		c.write(p.more.instead)
 	default:
 		c.writeReply(p)
 	}

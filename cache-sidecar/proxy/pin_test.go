@@ -1,0 +1,272 @@
+package proxy
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestWatchMatchesRedis sends WATCH sequences through the proxy and the same commands, on
+// another key, to the engine itself: every reply must be the engine's (a transaction after a
+// change of a watched key, even by the same client, answers a null array), and so must the
+// key's value afterwards.
+func TestWatchMatchesRedis(t *testing.T) {
+	acct := newAccount(t, "team-a/app")
+	n, engine := singleNode(t, Redis, acct, Options{})
+	direct := dialRESP(t, "unix", engine)
+	for i, commands := range [][][]string{
+		{{"WATCH", "K"}, {"MULTI"}, {"INCR", "K"}, {"EXEC"}},
+		{{"WATCH", "K"}, {"SET", "K", "1"}, {"MULTI"}, {"INCR", "K"}, {"EXEC"}, {"GET", "K"}},
+		{{"WATCH", "K"}, {"UNWATCH"}, {"SET", "K", "2"}, {"MULTI"}, {"INCR", "K"}, {"EXEC"}},
+		{{"WATCH", "K"}, {"MULTI"}, {"WATCH", "K"}, {"INCR", "K"}, {"EXEC"}},
+		{{"WATCH", "K"}, {"SET", "K", "1"}, {"MULTI"}, {"EXEC"}},
+		{{"WATCH", "K"}, {"SET", "K", "1"}, {"MULTI"}, {"DISCARD"}, {"MULTI"}, {"INCR", "K"}, {"EXEC"}},
+		{{"WATCH", "K"}, {"SET", "K", "1"}, {"MULTI"}, {"NOSUCHCOMMAND"}, {"EXEC"}, {"MULTI"}, {"INCR", "K"}, {"EXEC"}},
+		{{"WATCH", "K"}, {"MULTI"}, {"UNWATCH"}, {"INCR", "K"}, {"EXEC"}},
+		{{"UNWATCH"}, {"WATCH", "K", "K"}, {"GET", "K"}, {"MULTI"}, {"GET", "K"}, {"EXEC"}, {"SET", "K", "3"}, {"MULTI"}, {"GET", "K"}, {"EXEC"}},
+		{{"WATCH", "K"}, {"EXEC"}, {"DISCARD"}, {"SET", "K", "v"}, {"MULTI"}, {"GET", "K"}, {"EXEC"}},
+	} {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			key, ref := fmt.Sprintf("watch-%d", i), fmt.Sprintf("watch-%d-ref", i)
+			c := loginRESP(t, n, acct)
+			got := pipeline(c, withKey(commands, key))
+			want := pipeline(direct, withKey(commands, ref))
+			for j := range commands {
+				if got[j] != want[j] {
+					t.Errorf("reply to %v: %q, the engine answers %q", commands[j], got[j], want[j])
+				}
+			}
+			if got, want := direct.do("GET", key), direct.do("GET", ref); got != want {
+				t.Errorf("%s on the engine: %q, want %q", key, got, want)
+			}
+		})
+	}
+}
+
+// TestWatchSeesOtherClients runs optimistic locking with two clients through node A of a
+// two-node tenant, on hash-tagged keys of either node (node B's through the peer link): a
+// watched key changed by the other client between WATCH and EXEC makes EXEC answer a null
+// array and apply nothing; unchanged, the transaction commits. Keys on two nodes cannot be
+// watched together.
+func TestWatchSeesOtherClients(t *testing.T) {
+	cl := startCluster(t, Redis, 1, 1)
+	a, b := loginRESP(t, cl.a, cl.acct), loginRESP(t, cl.a, cl.acct)
+	onB := 0
+	for tag := range 8 {
+		bal, log := fmt.Sprintf("{acct%d}:balance", tag), fmt.Sprintf("{acct%d}:log", tag)
+		if got := a.do("SET", bal, "10"); got != "+OK\r\n" {
+			t.Fatal(got)
+		}
+		// Another client changes the balance while a watches it.
+		if got := a.do("WATCH", bal, log); got != "+OK\r\n" {
+			t.Fatalf("WATCH: %q", got)
+		}
+		if got := a.do("GET", bal); got != "$2\r\n10\r\n" {
+			t.Fatalf("GET after WATCH: %q", got)
+		}
+		if got := b.do("INCRBY", bal, "5"); got != ":15\r\n" {
+			t.Fatalf("the other client's INCRBY: %q", got)
+		}
+		replies := pipeline(a, [][]string{{"MULTI"}, {"SET", bal, "9"}, {"RPUSH", log, "-1"}, {"EXEC"}})
+		if replies[3] != "*-1\r\n" {
+			t.Fatalf("tag %d: EXEC after another client's write: %q, want a null array (all %q)", tag, replies[3], replies)
+		}
+		if got := b.do("MGET", bal, log); got != "*2\r\n$2\r\n15\r\n$-1\r\n" {
+			t.Fatalf("tag %d: after the aborted transaction: %q, want the other client's 15 and no log", tag, got)
+		}
+		// Nobody else writes: it commits.
+		replies = pipeline(a, [][]string{{"WATCH", bal}, {"GET", bal}, {"MULTI"}, {"SET", bal, "14"}, {"RPUSH", log, "-1"}, {"EXEC"}})
+		if want := "*2\r\n+OK\r\n:1\r\n"; replies[5] != want {
+			t.Fatalf("tag %d: EXEC without interference: %q, want %q", tag, replies[5], want)
+		}
+		held := enginesHold(t, []string{cl.engineA, cl.engB}, []string{bal, log})
+		if held[1][0] {
+			onB++
+		}
+		if held[0][0] == held[1][0] || held[0][1] != held[0][0] {
+			t.Fatalf("tag %d: keys held by engines %v, want both on one", tag, held)
+		}
+	}
+	if onB == 0 || onB == 8 {
+		t.Fatalf("%d of 8 tags on node B: the test covers one node only", onB)
+	}
+	// A transaction after WATCH keeps to the watched keys' node.
+	for i := range 64 {
+		x, y := fmt.Sprintf("w%d", i), fmt.Sprintf("v%d", i)
+		replies := pipeline(a, [][]string{{"WATCH", x}, {"MULTI"}, {"SET", y, "1"}, {"EXEC"}, {"EXISTS", y}})
+		if !strings.HasPrefix(replies[2], "-CROSSSLOT") {
+			continue
+		}
+		if replies[3] != "-"+replyExecAbort+"\r\n" || replies[4] != ":0\r\n" {
+			t.Fatalf("transaction on another node than its WATCH: %q", replies)
+		}
+		return
+	}
+	t.Fatal("no key landed on another node than its watched key")
+}
+
+// TestBlockingPops blocks clients on lists through the proxy, on a real redis-server, with the
+// proxy's engine timeout at 300ms: a pop that times out answers what the engine answers (a
+// null), even when its timeout is longer than the proxy's engine timeout; one without a
+// timeout waits until another client pushes; while clients block, the same tenant's other
+// connections and another tenant keep being served; and keys on two nodes are refused.
+func TestBlockingPops(t *testing.T) {
+	acct, other := newAccount(t, "team-a/app"), newAccount(t, "team-b/app")
+	engine, otherEngine := startEngine(t, Redis), startEngine(t, Redis)
+	n := startNode(t, "node-a", Options{Protocol: Redis, BackendTimeout: 300 * time.Millisecond, ThrottleMaxWait: 100 * time.Millisecond})
+	n.update(t,
+		Tenant{ID: acct.id, CredentialHash: acct.hash, LocalEngine: engine, Routes: []Route{n.route(1)}},
+		Tenant{ID: other.id, CredentialHash: other.hash, LocalEngine: otherEngine, Routes: []Route{n.route(1)}})
+	direct := dialRESP(t, "unix", engine)
+
+	t.Run("timeouts answer as the engine does", func(t *testing.T) {
+		c := loginRESP(t, n, acct)
+		for _, cmd := range [][]string{
+			{"BLPOP", "K", "0.1"},
+			{"BRPOP", "K", "K2", "0.1"},
+			{"BLMOVE", "K", "K2", "LEFT", "RIGHT", "0.1"},
+			{"BRPOPLPUSH", "K", "K2", "0.1"},
+			{"BZPOPMIN", "K", "0.1"},
+			{"BLMPOP", "0.1", "1", "K", "LEFT"},
+			{"BLPOP", "K", "notanumber"},
+			{"BLPOP", "K", "-1"},
+		} {
+			key := "empty-" + cmd[0]
+			start := time.Now()
+			got := c.do(withKey([][]string{cmd}, key)[0]...)
+			took := time.Since(start)
+			if want := direct.do(withKey([][]string{cmd}, key+"-ref")[0]...); got != want {
+				t.Errorf("%v: %q, the engine answers %q", cmd, got, want)
+			}
+			if took > 2*time.Second {
+				t.Errorf("%v took %v", cmd, took)
+			}
+		}
+		// Longer than the proxy's engine timeout (300ms): not cut by it.
+		start := time.Now()
+		if got := c.do("BLPOP", "long", "1"); got != "*-1\r\n" {
+			t.Errorf("BLPOP with a 1s timeout: %q, want a null array", got)
+		}
+		if took := time.Since(start); took < 900*time.Millisecond {
+			t.Errorf("BLPOP with a 1s timeout answered after %v", took)
+		}
+	})
+
+	t.Run("others are served while clients block", func(t *testing.T) {
+		const blockers = 4
+		var blocked []*respClient
+		for i := range blockers {
+			c := loginRESP(t, n, acct)
+			// No timeout: only a push ends the block, long after the engine timeout.
+			c.send("BLPOP", fmt.Sprintf("{jobs}:q%d", i), "0")
+			blocked = append(blocked, c)
+		}
+		mover := loginRESP(t, n, acct)
+		mover.send("BLMOVE", "{jobs}:src", "{jobs}:dst", "RIGHT", "LEFT", "0")
+		same, otherTenant := loginRESP(t, n, acct), loginRESP(t, n, other)
+		otherTenant.do("SET", "x", "1")
+		var latencies []time.Duration
+		deadline := time.Now().Add(time.Second)
+		for time.Now().Before(deadline) {
+			for _, cl := range []*respClient{same, otherTenant} {
+				start := time.Now()
+				if got := cl.do("GET", "x"); got == "" || got[0] == '-' {
+					t.Fatalf("GET while others block: %q", got)
+				}
+				latencies = append(latencies, time.Since(start))
+			}
+		}
+		slices.Sort(latencies)
+		p99 := latencies[len(latencies)*99/100]
+		t.Logf("while %d clients block: %d GETs of the same and another tenant in 1s, p99 %v", blockers+1, len(latencies), p99)
+		if p99 > 100*time.Millisecond {
+			t.Errorf("p99 %v while clients block", p99)
+		}
+		for i, c := range blocked {
+			if got := same.do("RPUSH", fmt.Sprintf("{jobs}:q%d", i), "job"); got != ":1\r\n" && got != ":0\r\n" {
+				t.Fatalf("RPUSH: %q", got)
+			}
+			q := fmt.Sprintf("{jobs}:q%d", i)
+			if got, want := c.read(), fmt.Sprintf("*2\r\n$%d\r\n%s\r\n$3\r\njob\r\n", len(q), q); got != want {
+				t.Errorf("blocked BLPOP: %q, want %q", got, want)
+			}
+			// The connection goes on, back on the shared link.
+			if got := c.do("LLEN", fmt.Sprintf("{jobs}:q%d", i)); got != ":0\r\n" {
+				t.Errorf("LLEN after the pop: %q", got)
+			}
+		}
+		same.do("RPUSH", "{jobs}:src", "a", "b")
+		if got := mover.read(); got != "$1\r\nb\r\n" {
+			t.Errorf("blocked BLMOVE: %q", got)
+		}
+		if got := mover.do("LRANGE", "{jobs}:dst", "0", "-1"); got != "*1\r\n$1\r\nb\r\n" {
+			t.Errorf("after BLMOVE: %q", got)
+		}
+	})
+
+	t.Run("a client gone while blocked frees its engine connection", func(t *testing.T) {
+		before := engineInfoInt(t, direct, "connected_clients")
+		c := loginRESP(t, n, acct)
+		c.send("BLPOP", "never", "0")
+		waitFor(t, "the engine to block a client", func() bool { return engineInfoField(t, direct, "blocked_clients") == "1" })
+		c.nc.Close()
+		waitFor(t, "the engine connection to close", func() bool {
+			return engineInfoField(t, direct, "blocked_clients") == "0" && engineInfoInt(t, direct, "connected_clients") < before+1
+		})
+	})
+}
+
+// TestBlockingPopsAcrossNodes blocks through node A on keys of node B (through the peer link)
+// and refuses keys on two nodes.
+func TestBlockingPopsAcrossNodes(t *testing.T) {
+	cl := startCluster(t, Redis, 1, 1)
+	c, pusher := loginRESP(t, cl.a, cl.acct), loginRESP(t, cl.a, cl.acct)
+	onB := 0
+	for tag := range 8 {
+		q := fmt.Sprintf("{queue%d}:jobs", tag)
+		c.send("BLPOP", q, "0")
+		time.Sleep(20 * time.Millisecond)
+		pusher.do("RPUSH", q, "job")
+		if got, want := c.read(), fmt.Sprintf("*2\r\n$%d\r\n%s\r\n$3\r\njob\r\n", len(q), q); got != want {
+			t.Fatalf("BLPOP %s: %q, want %q", q, got, want)
+		}
+		pusher.do("SET", q+":seen", "1")
+		if enginesHold(t, []string{cl.engineA, cl.engB}, []string{q + ":seen"})[1][0] {
+			onB++
+		}
+	}
+	if onB == 0 || onB == 8 {
+		t.Fatalf("%d of 8 tags on node B: the test covers one node only", onB)
+	}
+	for i := range 64 {
+		if got := c.do("BLPOP", fmt.Sprintf("a%d", i), fmt.Sprintf("b%d", i), "0.01"); strings.HasPrefix(got, "-CROSSSLOT") {
+			return
+		}
+	}
+	t.Fatal("no pair of keys refused across nodes")
+}
+
+// engineInfoField reads one field of the engine's INFO.
+func engineInfoField(t *testing.T, direct *respClient, field string) string {
+	t.Helper()
+	info := direct.do("INFO", "clients")
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			return v
+		}
+	}
+	t.Fatalf("INFO has no %s: %q", field, info)
+	return ""
+}
+
+func engineInfoInt(t *testing.T, direct *respClient, field string) int {
+	t.Helper()
+	n, err := strconv.Atoi(engineInfoField(t, direct, field))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
