@@ -270,3 +270,11 @@ func engineInfoInt(t *testing.T, direct *respClient, field string) int {
 	}
 	return n
 }
+
+// TestRedisPyWatchScriptsAndBlocking runs redis-py's WATCH (pipeline(transaction=True) with
+// watch, and transaction()), register_script, eval and blocking pops against node A of a
+// two-node tenant (testdata/redispy_watch_scripts.py).
+func TestRedisPyWatchScriptsAndBlocking(t *testing.T) {
+	cl := startCluster(t, Redis, 1, 1)
+	runRedisPy(t, "testdata/redispy_watch_scripts.py", cl.a, cl.acct)
+}

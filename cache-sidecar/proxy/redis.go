@@ -829,6 +829,14 @@ func (h *redisHandler) deliverSplit(p *pending) {
 		c.write(resp.AppendInteger(nil, sum))
 	case resp.MergeAllOK:
 		c.write(resp.AppendSimpleString(nil, "OK"))
+	case resp.MergeSame:
+		for _, v := range values[1:] {
+			if !bytes.Equal(v.Raw, values[0].Raw) {
+				c.write(resp.AppendError(nil, "ERR cacheqos: the tenant's nodes answered differently"))
+				return
+			}
+		}
+		c.write(values[0].Raw)
 	}
 }
 

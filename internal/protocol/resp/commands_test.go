@@ -171,7 +171,7 @@ func TestClassify(t *testing.T) {
 		{"multi", "multi", ""},
 		{"watch k", "watch", ""},
 		{"script flush", "script", "ERR SCRIPT FLUSH is not supported by the cacheqos proxy"},
-		{"fcall f 1 k", "fcall", "ERR FCALL is not supported by the cacheqos proxy: functions do not declare the keys they touch; use EVAL or EVALSHA with declared keys"},
+		{"fcall f 1 k", "fcall", "ERR FCALL is not supported by the cacheqos proxy: functions are not supported; use EVAL or EVALSHA with declared keys"},
 		{"subscribe ch", "subscribe", "ERR SUBSCRIBE is not supported by the cacheqos proxy: it serves caching commands, not messaging"},
 		{"blpop l 0", "blpop", ""},
 		{"wait 1 0", "wait", "ERR WAIT is not supported by the cacheqos proxy: administrative and replication commands are reserved to the cacheqos operator"},

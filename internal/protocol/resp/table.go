@@ -277,7 +277,7 @@ var refused = []refusalGroup{
 		"sort", "sort_ro", "georadius", "georadiusbymember", "migrate", "dump", "restore",
 		"restore-asking", "object",
 	}},
-	{other, "functions do not declare the keys they touch; use EVAL or EVALSHA with declared keys", []string{
+	{other, "functions are not supported; use EVAL or EVALSHA with declared keys", []string{
 		"fcall", "fcall_ro", "function",
 	}},
 	{other, "it serves caching commands, not messaging", []string{
