@@ -94,6 +94,8 @@ func redisRow(s *resp.CommandSpec) commandRow {
 	switch {
 	case s.Handling == protocol.HandleRefuse:
 		row.note = refusalReason(s.Refusal)
+	case s.Name == "script":
+		row.note = "LOAD only (on every node, which answer the same digest); other subcommands refused"
 	case s.Handling == protocol.HandleSplit || s.Handling == protocol.HandleAllEngines:
 		row.note = mergeNote(s.Merge)
 	case s.Flags&resp.FlagBlocking != 0:
@@ -102,8 +104,6 @@ func redisRow(s *resp.CommandSpec) commandRow {
 		row.handling, row.note = "own link", "keys on one node; the later commands on that node and EXEC follow it"
 	case s.Name == "unwatch":
 		row.handling, row.note = "own link", "on the WATCH's link; answered by the sidecar without one"
-	case s.Name == "script":
-		row.note = "LOAD only (on every node, which answer the same digest); other subcommands refused"
 	case strings.HasPrefix(s.Name, "eval"):
 		row.note = "declared keys (numkeys > 0) on one node; refused on an engine shared by tenants"
 	case s.Handling == protocol.HandleRoute && (s.Keys.Last != s.Keys.First || s.Keys.NumKeysAt > 0):

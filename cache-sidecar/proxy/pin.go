@@ -67,6 +67,7 @@ func (c *conn) pinLink(rt *routes, i int) error {
 		}
 		c.unpin()
 	}
+	c.awaitAnswered()
 	var key linkKey
 	node := c.p.nodeID()
 	switch {
@@ -101,6 +102,35 @@ func (c *conn) pinLink(rt *routes, i int) error {
 		c.pin.node = rt.nodes[i].id
 	}
 	return nil
+}
+
+// answeredPoll is how often a connection about to pin a link looks whether its requests in
+// flight are answered.
+const answeredPoll = 200 * time.Microsecond
+
+// awaitAnswered waits until every request the connection has queued is answered (its reply
+// read, or failed), so that a request sent next on a new link cannot overtake, on the engine,
+// those still on their way on the shared link.
+func (c *conn) awaitAnswered() {
+	for {
+		c.mu.Lock()
+		waiting := false
+		for i := range c.queue.len() {
+			if c.queue.at(i).remaining.Load() > 0 {
+				waiting = true
+				break
+			}
+		}
+		c.mu.Unlock()
+		if !waiting {
+			return
+		}
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-time.After(answeredPoll):
+		}
+	}
 }
 
 // unpin lets the pinned link go: it closes once it has read the replies it owes (none, unless
@@ -204,7 +234,7 @@ var scriptSpecs = map[*resp.CommandSpec]bool{
 // runs only on engines that hold no other tenant's keys, since inside the engine it may reach
 // any key. "" when it can run.
 func (c *conn) scriptRefusal(args [][]byte) string {
-	n, ok := protocol.ParseInt(args[2])
+	n, ok := protocol.ParseRedisInt(args[2])
 	switch {
 	case !ok:
 		return "ERR value is not an integer or out of range"

@@ -2,11 +2,15 @@ package proxy
 
 import (
 	"fmt"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/cacheqos/cacheqos/internal/protocol/resp"
 )
 
 // TestWatchMatchesRedis sends WATCH sequences through the proxy and the same commands, on
@@ -28,6 +32,7 @@ func TestWatchMatchesRedis(t *testing.T) {
 		{{"WATCH", "K"}, {"MULTI"}, {"UNWATCH"}, {"INCR", "K"}, {"EXEC"}},
 		{{"UNWATCH"}, {"WATCH", "K", "K"}, {"GET", "K"}, {"MULTI"}, {"GET", "K"}, {"EXEC"}, {"SET", "K", "3"}, {"MULTI"}, {"GET", "K"}, {"EXEC"}},
 		{{"WATCH", "K"}, {"EXEC"}, {"DISCARD"}, {"SET", "K", "v"}, {"MULTI"}, {"GET", "K"}, {"EXEC"}},
+		{{"MULTI"}, {"BLPOP", "K", "0"}, {"BRPOPLPUSH", "K", "K", "0"}, {"EXEC"}},
 	} {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			key, ref := fmt.Sprintf("watch-%d", i), fmt.Sprintf("watch-%d-ref", i)
@@ -92,6 +97,16 @@ func TestWatchSeesOtherClients(t *testing.T) {
 	}
 	if onB == 0 || onB == 8 {
 		t.Fatalf("%d of 8 tags on node B: the test covers one node only", onB)
+	}
+	// RESET drops the watches.
+	bal := "{acct0}:balance"
+	replies := pipeline(a, [][]string{{"WATCH", bal}, {"RESET"}, {"AUTH", cl.acct.id, cl.acct.password}})
+	if replies[1] != "+RESET\r\n" || replies[2] != "+OK\r\n" {
+		t.Fatalf("RESET and AUTH: %q", replies)
+	}
+	b.do("SET", bal, "1")
+	if got := pipeline(a, [][]string{{"MULTI"}, {"SET", bal, "2"}, {"EXEC"}}); got[2] != "*1\r\n+OK\r\n" {
+		t.Fatalf("EXEC after RESET dropped the watch: %q", got)
 	}
 	// A transaction after WATCH keeps to the watched keys' node.
 	for i := range 64 {
@@ -207,6 +222,19 @@ func TestBlockingPops(t *testing.T) {
 		}
 	})
 
+	t.Run("a blocked client is not idle", func(t *testing.T) {
+		idle := startNode(t, "node-a", Options{Protocol: Redis, IdleTimeout: 200 * time.Millisecond})
+		idle.update(t, Tenant{ID: acct.id, CredentialHash: acct.hash, LocalEngine: engine, Routes: []Route{idle.route(1)}})
+		c := loginRESP(t, idle, acct)
+		if got := c.do("BLPOP", "idle-queue", "0.6"); got != "*-1\r\n" {
+			t.Errorf("BLPOP past the idle timeout: %q", got)
+		}
+		time.Sleep(400 * time.Millisecond)
+		if _, err := c.readErr(); err == nil {
+			t.Error("an idle client was not closed after the block")
+		}
+	})
+
 	t.Run("a client gone while blocked frees its engine connection", func(t *testing.T) {
 		before := engineInfoInt(t, direct, "connected_clients")
 		c := loginRESP(t, n, acct)
@@ -277,4 +305,106 @@ func engineInfoInt(t *testing.T, direct *respClient, field string) int {
 func TestRedisPyWatchScriptsAndBlocking(t *testing.T) {
 	cl := startCluster(t, Redis, 1, 1)
 	runRedisPy(t, "testdata/redispy_watch_scripts.py", cl.a, cl.acct)
+}
+
+// FuzzWatchAndScriptFraming sends random sequences of MULTI, EXEC, DISCARD, WATCH, UNWATCH,
+// INCR, GET, EVAL and EVALSHA, pipelined, through the proxy and, on another key, to the engine
+// itself: every reply must be the engine's and so must the key's value, and the connection
+// never drops. Outside a transaction some EVALs take their key count from the fuzzer's bytes,
+// so the proxy's parsing of it must agree with redis' (a count redis reads as 0 gets the
+// proxy's refusal instead: scripts must declare their keys).
+func FuzzWatchAndScriptFraming(f *testing.F) {
+	acct := newAccount(f, "team-a/app")
+	n, engine := singleNode(f, Redis, acct, Options{})
+	loader := dialRESP(f, "unix", engine)
+	sha := strings.Split(loader.do("SCRIPT", "LOAD", incrScript), "\r\n")[1]
+	countKeys := "return #KEYS"
+	for _, seed := range []string{"\x03\x05\x00\x05\x01", "\x03\x00\x07\x08\x01\x06", "\x09\x01\x09-1\x09+1\x0901", "\x03\x00\x03\x02\x04\x01"} {
+		f.Add([]byte(seed))
+	}
+	var run atomic.Int64
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		if len(ops) == 0 {
+			return // pipeline would write nothing, which fails
+		}
+		if len(ops) > 256 {
+			ops = ops[:256]
+		}
+		key := fmt.Sprintf("fuzz-watch-%d", run.Add(1))
+		var commands [][]string
+		inMulti := false
+		for i := 0; i < len(ops); i++ {
+			var cmd []string
+			switch op := ops[i] % 10; {
+			case op == 0:
+				cmd, inMulti = []string{"MULTI"}, true
+			case op == 1:
+				cmd, inMulti = []string{"EXEC"}, false
+			case op == 2:
+				cmd, inMulti = []string{"DISCARD"}, false
+			case op == 3:
+				cmd = []string{"WATCH", "K"}
+			case op == 4:
+				cmd = []string{"UNWATCH"}
+			case op == 5:
+				cmd = []string{"INCR", "K"}
+			case op == 6:
+				cmd = []string{"GET", "K"}
+			case op == 7 || op == 9 && inMulti:
+				cmd = []string{"EVAL", incrScript, "1", "K"}
+			case op == 8:
+				cmd = []string{"EVALSHA", sha, "1", "K"}
+			default:
+				// The key count is the next byte or two, as they are.
+				end := min(i+3, len(ops))
+				cmd = []string{"EVAL", countKeys, string(ops[i+1 : end]), "K"}
+				i = end - 1
+			}
+			commands = append(commands, cmd)
+		}
+		client, server := net.Pipe()
+		defer client.Close()
+		go n.p.runConn(n.p.newConn(server, nil, nil))
+		c := newRESPClient(t, client)
+		if got := c.do("AUTH", acct.id, acct.password); got != "+OK\r\n" {
+			t.Fatalf("AUTH: %q", got)
+		}
+		var requests []byte
+		for _, args := range withKeyArg(commands, key) {
+			requests = resp.AppendCommandStrings(requests, args...)
+		}
+		go func() {
+			client.SetWriteDeadline(time.Now().Add(testIOTimeout))
+			_, _ = client.Write(requests)
+		}()
+		direct := dialRESP(t, "unix", engine)
+		want := pipeline(direct, withKeyArg(commands, key+"-ref"))
+		for i, cmd := range commands {
+			got := c.read()
+			if cmd[0] == "EVAL" && cmd[1] == countKeys && want[i] == ":0\r\n" {
+				if !strings.Contains(got, "must declare the keys") {
+					t.Fatalf("ops %x: reply %d to %q: %q, want the refusal of a script without keys", ops, i, cmd, got)
+				}
+				continue
+			}
+			if got != want[i] {
+				t.Fatalf("ops %x: reply %d to %q: %q, the engine answers %q", ops, i, cmd, got, want[i])
+			}
+		}
+		if got, want := direct.do("GET", key), direct.do("GET", key+"-ref"); got != want {
+			t.Fatalf("ops %x: %s on the engine: %q, want %q", ops, key, got, want)
+		}
+	})
+}
+
+// withKeyArg puts key in the arguments that are K (not in scripts, which may say KEYS).
+func withKeyArg(commands [][]string, key string) [][]string {
+	out := make([][]string, len(commands))
+	for i, args := range commands {
+		out[i] = slices.Clone(args)
+		if j := slices.Index(args, "K"); j > 0 {
+			out[i][j] = key
+		}
+	}
+	return out
 }

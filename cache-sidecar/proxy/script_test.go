@@ -92,6 +92,20 @@ func TestScriptsStayInTheirTenant(t *testing.T) {
 		t.Fatalf("tenant b's own script: %q", got)
 	}
 
+	// What redis lets a script do inside its engine reaches that engine only.
+	for _, call := range []string{"'CONFIG', 'SET', 'maxmemory', '1'", "'SHUTDOWN'", "'DEBUG', 'SLEEP', '0'",
+		"'ACL', 'WHOAMI'", "'CLIENT', 'LIST'", "'SCRIPT', 'FLUSH'", "'MONITOR'", "'SAVE'"} {
+		if got := ca.do("EVAL", "return redis.call("+call+")", "1", "mine"); !strings.Contains(got, "not allowed from script") {
+			t.Errorf("script calling %s: %q, want redis' refusal", call, got)
+		}
+	}
+	if got := ca.do("EVAL", "return redis.call('FLUSHALL')", "1", "mine"); got != "+OK\r\n" {
+		t.Fatalf("script calling FLUSHALL: %q", got)
+	}
+	if got := cb.do("GET", "secret"); got != "$3\r\nb's\r\n" {
+		t.Fatalf("tenant b's key after tenant a's script flushed: %q", got)
+	}
+
 	shared := startEngine(t, Redis)
 	n.update(t,
 		Tenant{ID: a.id, CredentialHash: a.hash, LocalEngine: shared, Routes: []Route{n.route(1)}},
