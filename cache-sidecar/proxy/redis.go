@@ -146,7 +146,7 @@ func (h *redisHandler) handle(cmd *resp.Command, start int64) {
 	case spec == specUnwatch:
 		h.unwatch(cmd, start)
 		return
-	case scriptSpecs[spec]:
+	case spec.Flags&resp.FlagMovableKeys != 0 && scriptSpecs[spec]: // the flag spares most requests a map lookup
 		if msg := c.scriptRefusal(cmd.Args); msg != "" {
 			h.replyError(msg, start)
 			return
