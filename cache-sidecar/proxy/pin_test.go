@@ -2,54 +2,13 @@ package proxy
 
 import (
 	"fmt"
-	"net"
 	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/cacheqos/cacheqos/internal/protocol/resp"
 )
-
-// TestWatchMatchesRedis sends WATCH sequences through the proxy and the same commands, on
-// another key, to the engine itself: every reply must be the engine's (a transaction after a
-// change of a watched key, even by the same client, answers a null array), and so must the
-// key's value afterwards.
-func TestWatchMatchesRedis(t *testing.T) {
-	acct := newAccount(t, "team-a/app")
-	n, engine := singleNode(t, Redis, acct, Options{})
-	direct := dialRESP(t, "unix", engine)
-	for i, commands := range [][][]string{
-		{{"WATCH", "K"}, {"MULTI"}, {"INCR", "K"}, {"EXEC"}},
-		{{"WATCH", "K"}, {"SET", "K", "1"}, {"MULTI"}, {"INCR", "K"}, {"EXEC"}, {"GET", "K"}},
-		{{"WATCH", "K"}, {"UNWATCH"}, {"SET", "K", "2"}, {"MULTI"}, {"INCR", "K"}, {"EXEC"}},
-		{{"WATCH", "K"}, {"MULTI"}, {"WATCH", "K"}, {"INCR", "K"}, {"EXEC"}},
-		{{"WATCH", "K"}, {"SET", "K", "1"}, {"MULTI"}, {"EXEC"}},
-		{{"WATCH", "K"}, {"SET", "K", "1"}, {"MULTI"}, {"DISCARD"}, {"MULTI"}, {"INCR", "K"}, {"EXEC"}},
-		{{"WATCH", "K"}, {"SET", "K", "1"}, {"MULTI"}, {"NOSUCHCOMMAND"}, {"EXEC"}, {"MULTI"}, {"INCR", "K"}, {"EXEC"}},
-		{{"WATCH", "K"}, {"MULTI"}, {"UNWATCH"}, {"INCR", "K"}, {"EXEC"}},
-		{{"UNWATCH"}, {"WATCH", "K", "K"}, {"GET", "K"}, {"MULTI"}, {"GET", "K"}, {"EXEC"}, {"SET", "K", "3"}, {"MULTI"}, {"GET", "K"}, {"EXEC"}},
-		{{"WATCH", "K"}, {"EXEC"}, {"DISCARD"}, {"SET", "K", "v"}, {"MULTI"}, {"GET", "K"}, {"EXEC"}},
-		{{"MULTI"}, {"BLPOP", "K", "0"}, {"BRPOPLPUSH", "K", "K", "0"}, {"EXEC"}},
-	} {
-		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			key, ref := fmt.Sprintf("watch-%d", i), fmt.Sprintf("watch-%d-ref", i)
-			c := loginRESP(t, n, acct)
-			got := pipeline(c, withKey(commands, key))
-			want := pipeline(direct, withKey(commands, ref))
-			for j := range commands {
-				if got[j] != want[j] {
-					t.Errorf("reply to %v: %q, the engine answers %q", commands[j], got[j], want[j])
-				}
-			}
-			if got, want := direct.do("GET", key), direct.do("GET", ref); got != want {
-				t.Errorf("%s on the engine: %q, want %q", key, got, want)
-			}
-		})
-	}
-}
 
 // TestWatchSeesOtherClients runs optimistic locking with two clients through node A of a
 // two-node tenant, on hash-tagged keys of either node (node B's through the peer link): a
@@ -314,21 +273,15 @@ func TestRedisPyWatchScriptsAndBlocking(t *testing.T) {
 // so the proxy's parsing of it must agree with redis' (a count redis reads as 0 gets the
 // proxy's refusal instead: scripts must declare their keys).
 func FuzzWatchAndScriptFraming(f *testing.F) {
-	acct := newAccount(f, "team-a/app")
-	n, engine := singleNode(f, Redis, acct, Options{})
+	acct, n, engine := fuzzNode(f, "\x03\x05\x00\x05\x01", "\x03\x00\x07\x08\x01\x06", "\x09\x01\x09-1\x09+1\x0901", "\x03\x00\x03\x02\x04\x01")
 	loader := dialRESP(f, "unix", engine)
 	sha := strings.Split(loader.do("SCRIPT", "LOAD", incrScript), "\r\n")[1]
 	countKeys := "return #KEYS"
-	for _, seed := range []string{"\x03\x05\x00\x05\x01", "\x03\x00\x07\x08\x01\x06", "\x09\x01\x09-1\x09+1\x0901", "\x03\x00\x03\x02\x04\x01"} {
-		f.Add([]byte(seed))
-	}
 	var run atomic.Int64
 	f.Fuzz(func(t *testing.T, ops []byte) {
-		if len(ops) == 0 {
-			return // pipeline would write nothing, which fails
-		}
-		if len(ops) > 256 {
-			ops = ops[:256]
+		ops, ok := fuzzOps(ops)
+		if !ok {
+			return
 		}
 		key := fmt.Sprintf("fuzz-watch-%d", run.Add(1))
 		var commands [][]string
@@ -362,37 +315,17 @@ func FuzzWatchAndScriptFraming(f *testing.F) {
 			}
 			commands = append(commands, cmd)
 		}
-		client, server := net.Pipe()
-		defer client.Close()
-		go n.p.runConn(n.p.newConn(server, nil, nil))
-		c := newRESPClient(t, client)
-		if got := c.do("AUTH", acct.id, acct.password); got != "+OK\r\n" {
-			t.Fatalf("AUTH: %q", got)
-		}
-		var requests []byte
-		for _, args := range withKeyArg(commands, key) {
-			requests = resp.AppendCommandStrings(requests, args...)
-		}
-		go func() {
-			client.SetWriteDeadline(time.Now().Add(testIOTimeout))
-			_, _ = client.Write(requests)
-		}()
-		direct := dialRESP(t, "unix", engine)
-		want := pipeline(direct, withKeyArg(commands, key+"-ref"))
+		got, want := proxyAndEngine(t, n, engine, acct, commands, withKeyArg, key)
 		for i, cmd := range commands {
-			got := c.read()
 			if cmd[0] == "EVAL" && cmd[1] == countKeys && want[i] == ":0\r\n" {
-				if !strings.Contains(got, "must declare the keys") {
-					t.Fatalf("ops %x: reply %d to %q: %q, want the refusal of a script without keys", ops, i, cmd, got)
+				if !strings.Contains(got[i], "must declare the keys") {
+					t.Fatalf("ops %x: reply %d to %q: %q, want the refusal of a script without keys", ops, i, cmd, got[i])
 				}
 				continue
 			}
-			if got != want[i] {
-				t.Fatalf("ops %x: reply %d to %q: %q, the engine answers %q", ops, i, cmd, got, want[i])
+			if got[i] != want[i] {
+				t.Fatalf("ops %x: reply %d to %q: %q, the engine answers %q", ops, i, cmd, got[i], want[i])
 			}
-		}
-		if got, want := direct.do("GET", key), direct.do("GET", key+"-ref"); got != want {
-			t.Fatalf("ops %x: %s on the engine: %q, want %q", ops, key, got, want)
 		}
 	})
 }

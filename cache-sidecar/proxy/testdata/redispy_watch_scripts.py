@@ -3,20 +3,11 @@
 Usage: redispy_watch_scripts.py HOST PORT USER PASSWORD
 Prints one line per check, "ok ..." or "FAIL ...", and exits 1 on any failure.
 """
-import sys
-
 import redis
 
-host, port, user, password = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
-r = redis.Redis(host=host, port=port, username=user, password=password)
-other = redis.Redis(host=host, port=port, username=user, password=password)
-failed = False
+from redispy_checks import check, client, finish
 
-
-def check(ok, what):
-    global failed
-    print(("ok " if ok else "FAIL ") + what)
-    failed = failed or not ok
+r, other = client(), client()
 
 
 # Optimistic locking: pipeline(transaction=True) with watch, another client writing between
@@ -80,4 +71,4 @@ check(got is None, "blmove on an empty list returned %r" % (got,))
 other.rpush("{queue}:a", "x")
 got = r.brpop(["{queue}:a"], timeout=1)
 check(got is not None and list(got) == [b"{queue}:a", b"x"], "brpop returned %r" % (got,))
-sys.exit(1 if failed else 0)
+finish()
