@@ -140,7 +140,9 @@
 //     so scripts must declare them); SCRIPT LOAD goes to every node (the same digest back).
 //     Each tenant partition has an engine of its own, so a script reaches only its tenant's
 //     keys; on an engine the configuration gives to several tenants, scripts are refused
-//     (TestScriptsStayInTheirTenant);
+//     (TestScriptsStayInTheirTenant). A tenant sends its engine at most 1000 distinct
+//     scripts and 4 MiB of them (redis keeps each, in memory maxmemory does not bound);
+//     new ones past that are refused (TestDistinctScriptsAreBounded);
 //   - refused outright (the codec's table gives the reason): functions, pub/sub, KEYS,
 //     administration (WAIT included).
 //

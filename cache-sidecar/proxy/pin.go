@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/cacheqos/cacheqos/internal/protocol"
 	"github.com/cacheqos/cacheqos/internal/protocol/resp"
 )
 
@@ -220,36 +219,6 @@ var (
 	specWatch   = resp.Lookup([]byte("watch"))
 	specUnwatch = resp.Lookup([]byte("unwatch"))
 )
-
-// scriptSpecs are the commands that run a script on the engine.
-var scriptSpecs = map[*resp.CommandSpec]bool{
-	resp.Lookup([]byte("eval")):       true,
-	resp.Lookup([]byte("evalsha")):    true,
-	resp.Lookup([]byte("eval_ro")):    true,
-	resp.Lookup([]byte("evalsha_ro")): true,
-}
-
-// scriptRefusal says why a script command cannot run, with redis' words for a bad key count:
-// a script must declare its keys (numkeys > 0) so the proxy can send it to their node, and it
-// runs only on engines that hold no other tenant's keys, since inside the engine it may reach
-// any key. "" when it can run.
-func (c *conn) scriptRefusal(args [][]byte) string {
-	n, ok := protocol.ParseRedisInt(args[2])
-	switch {
-	case !ok:
-		return "ERR value is not an integer or out of range"
-	case n < 0:
-		return "ERR Number of keys can't be negative"
-	case n > int64(len(args)-3):
-		return "ERR Number of keys can't be greater than number of args"
-	case n == 0:
-		return "ERR cacheqos: a script must declare the keys it touches (numkeys > 0): the sidecar sends it to " +
-			"the node that holds them"
-	case c.p.conf.Load().sharedEngines[c.tenant.cfg.Load().localEngine]:
-		return "ERR cacheqos: scripts are refused on a partition whose engine holds other tenants' keys"
-	}
-	return ""
-}
 
 // unwatch answers UNWATCH: on the pinned link when keys are watched there, by the proxy
 // otherwise (nothing is watched anywhere else).

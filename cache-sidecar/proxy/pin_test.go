@@ -236,10 +236,14 @@ func TestBlockingPopsAcrossNodes(t *testing.T) {
 	t.Fatal("no pair of keys refused across nodes")
 }
 
-// engineInfoField reads one field of the engine's INFO.
-func engineInfoField(t *testing.T, direct *respClient, field string) string {
+// engineInfoField reads one field of a section of the engine's INFO (clients by default).
+func engineInfoField(t *testing.T, direct *respClient, field string, section ...string) string {
 	t.Helper()
-	info := direct.do("INFO", "clients")
+	name := "clients"
+	if len(section) > 0 {
+		name = section[0]
+	}
+	info := direct.do("INFO", name)
 	for _, line := range strings.Split(info, "\r\n") {
 		if v, ok := strings.CutPrefix(line, field+":"); ok {
 			return v
@@ -249,9 +253,9 @@ func engineInfoField(t *testing.T, direct *respClient, field string) string {
 	return ""
 }
 
-func engineInfoInt(t *testing.T, direct *respClient, field string) int {
+func engineInfoInt(t *testing.T, direct *respClient, field string, section ...string) int {
 	t.Helper()
-	n, err := strconv.Atoi(engineInfoField(t, direct, field))
+	n, err := strconv.Atoi(engineInfoField(t, direct, field, section...))
 	if err != nil {
 		t.Fatal(err)
 	}

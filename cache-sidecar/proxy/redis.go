@@ -147,8 +147,13 @@ func (h *redisHandler) handle(cmd *resp.Command, start int64) {
 		h.unwatch(cmd, start)
 		return
 	case spec.Flags&resp.FlagMovableKeys != 0 && scriptSpecs[spec]: // the flag spares most requests a map lookup
-		if msg := c.scriptRefusal(cmd.Args); msg != "" {
+		if msg := c.scriptRefusal(spec, cmd.Args); msg != "" {
 			h.replyError(msg, start)
+			return
+		}
+	case spec == specScriptLoad:
+		if !c.tenant.scripts.admit(c.tenant.cfg.Load().localEngine, cmd.Args[2]) {
+			h.replyError(replyTooManyScripts, start)
 			return
 		}
 	}

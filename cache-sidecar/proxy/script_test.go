@@ -123,3 +123,59 @@ func TestScriptsStayInTheirTenant(t *testing.T) {
 		}
 	}
 }
+
+// TestDistinctScriptsAreBounded sends a tenant's engine maxScriptsPerEngine distinct scripts
+// (EVAL and SCRIPT LOAD), which run; a new one after them is refused, with nothing sent to the
+// engine (its script cache stays at the bound), while the scripts sent before still run, by
+// EVAL and EVALSHA.
+func TestDistinctScriptsAreBounded(t *testing.T) {
+	acct := newAccount(t, "team-a/app")
+	n, engine := singleNode(t, Redis, acct, Options{})
+	c := loginRESP(t, n, acct)
+	script := func(i int) string { return fmt.Sprintf("return %d + #KEYS", i) }
+	commands := [][]string{{"SCRIPT", "LOAD", script(0)}}
+	for i := 1; i < maxScriptsPerEngine; i++ {
+		commands = append(commands, []string{"EVAL", script(i), "1", "k"})
+	}
+	for i, got := range pipeline(c, commands) {
+		if got[0] == '-' {
+			t.Fatalf("script %d of %d refused: %q", i, maxScriptsPerEngine, got)
+		}
+	}
+	for _, cmd := range [][]string{
+		{"EVAL", script(maxScriptsPerEngine), "1", "k"},
+		{"EVAL_RO", script(maxScriptsPerEngine), "1", "k"},
+		{"SCRIPT", "LOAD", script(maxScriptsPerEngine + 1)},
+	} {
+		if got := c.do(cmd...); got != "-"+replyTooManyScripts+"\r\n" {
+			t.Errorf("%s of a new script past the bound: %q", cmd[0], got)
+		}
+	}
+	if got := c.do("EVAL", script(7), "1", "k"); got != ":8\r\n" {
+		t.Errorf("EVAL of a script sent before: %q", got)
+	}
+	sha := strings.Split(c.do("SCRIPT", "LOAD", script(0)), "\r\n")[1]
+	if got := c.do("EVALSHA", sha, "1", "k"); got != ":1\r\n" {
+		t.Errorf("EVALSHA of a script loaded before: %q", got)
+	}
+	direct := dialRESP(t, "unix", engine)
+	if got := engineInfoInt(t, direct, "number_of_cached_scripts", "memory"); got != maxScriptsPerEngine {
+		t.Errorf("the engine caches %d scripts, want %d", got, maxScriptsPerEngine)
+	}
+
+	// In bytes: a few large scripts fill the bound too (a comment pads them).
+	other := newAccount(t, "team-b/app")
+	n.update(t,
+		Tenant{ID: acct.id, CredentialHash: acct.hash, LocalEngine: engine, Routes: []Route{n.route(1)}},
+		Tenant{ID: other.id, CredentialHash: other.hash, LocalEngine: startEngine(t, Redis), Routes: []Route{n.route(1)}})
+	c = loginRESP(t, n, other)
+	padded := func(i int) string { return fmt.Sprintf("return %d --%s", i, strings.Repeat("x", 1<<20-64)) }
+	for i := range maxScriptBytesPerEngine >> 20 {
+		if got := c.do("EVAL", padded(i), "1", "k"); got[0] == '-' {
+			t.Fatalf("large script %d refused: %q", i, got)
+		}
+	}
+	if got := c.do("EVAL", padded(-1), "1", "k"); got != "-"+replyTooManyScripts+"\r\n" {
+		t.Errorf("a large script past the bound in bytes: %q", got)
+	}
+}

@@ -88,7 +88,7 @@ func (h *redisHandler) queue(tx *transaction, spec *resp.CommandSpec, cmd *resp.
 		return "ERR cacheqos: " + spec.Name + " cannot run inside a transaction"
 	}
 	if scriptSpecs[spec] {
-		if msg := c.scriptRefusal(cmd.Args); msg != "" {
+		if msg := c.scriptRefusal(spec, cmd.Args); msg != "" {
 			return msg
 		}
 	}
