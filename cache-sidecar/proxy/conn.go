@@ -292,11 +292,15 @@ type conn struct {
 	replyRoom  chan struct{}
 
 	// Reader-owned.
-	tenant       *tenant
-	proto        resp.Proto       // RESP version of the connection, so of its links (0: memcached)
-	local        *link            // the link to the tenant's local partition
-	links        map[string]*link // links to peers, by node ID
-	pin          *pin             // the link of this connection's own, if any (pin.go)
+	tenant *tenant
+	proto  resp.Proto       // RESP version of the connection, so of its links (0: memcached)
+	local  *link            // the link to the tenant's local partition
+	links  map[string]*link // links to peers, by node ID
+	pin    *pin             // the link of this connection's own, if any (pin.go)
+	// blockUntil is when the reply to the last blocking command is due at the latest, unless
+	// blockForever (sent without a timeout).
+	blockUntil   time.Time
+	blockForever bool
 	authFailures int
 	closing      bool
 	readStart    int64 // when the buffered requests were read

@@ -133,12 +133,18 @@ func (c *conn) awaitAnswered() {
 }
 
 // unpin lets the pinned link go: it closes once it has read the replies it owes (none, unless
-// the client logs out or resets meanwhile, when they are still answered).
+// the client logs out or resets meanwhile, or the proxy shuts down, when they are still
+// answered). A link that still owes replies keeps closing with the connection or the proxy,
+// whatever it waits for (a block without a timeout).
 func (c *conn) unpin() {
 	if pn := c.pin; pn != nil {
-		pn.stop()
+		idle := pn.l.idle()
 		pn.l.retire()
+		if idle {
+			pn.stop()
+		}
 		c.pin = nil
+		c.blockUntil, c.blockForever = time.Time{}, false
 	}
 }
 

@@ -1,7 +1,10 @@
 package proxy
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -182,16 +185,38 @@ func TestBlockingPops(t *testing.T) {
 	})
 
 	t.Run("a blocked client is not idle", func(t *testing.T) {
-		idle := startNode(t, "node-a", Options{Protocol: Redis, IdleTimeout: 200 * time.Millisecond})
+		idle := startNode(t, "node-a", Options{Protocol: Redis, IdleTimeout: 200 * time.Millisecond,
+			BackendTimeout: 300 * time.Millisecond, ThrottleMaxWait: 100 * time.Millisecond})
 		idle.update(t, Tenant{ID: acct.id, CredentialHash: acct.hash, LocalEngine: engine, Routes: []Route{idle.route(1)}})
 		c := loginRESP(t, idle, acct)
+		start := time.Now()
 		if got := c.do("BLPOP", "idle-queue", "0.6"); got != "*-1\r\n" {
 			t.Errorf("BLPOP past the idle timeout: %q", got)
 		}
-		time.Sleep(400 * time.Millisecond)
-		if _, err := c.readErr(); err == nil {
-			t.Error("an idle client was not closed after the block")
+		// Idle from the block's latest end (0.6s, plus the engine timeout): then closed.
+		_, err := c.readErr()
+		var ne net.Error
+		if took := time.Since(start); err == nil || errors.As(err, &ne) && ne.Timeout() || took > 3*time.Second {
+			t.Errorf("after the block, an idle client: %v after %v, want closed", err, took)
 		}
+	})
+
+	t.Run("shutdown ends a block without a timeout", func(t *testing.T) {
+		closing := startNode(t, "node-a", Options{Protocol: Redis})
+		closing.update(t, Tenant{ID: acct.id, CredentialHash: acct.hash, LocalEngine: engine, Routes: []Route{closing.route(1)}})
+		c := loginRESP(t, closing, acct)
+		c.send("BLPOP", "shutdown-queue", "0")
+		waitFor(t, "the engine to block a client", func() bool { return engineInfoField(t, direct, "blocked_clients") == "1" })
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		if err := closing.p.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Shutdown with a client blocked: %v, want the deadline exceeded", err)
+		}
+		if took := time.Since(start); took > 2*time.Second {
+			t.Errorf("Shutdown took %v", took)
+		}
+		waitFor(t, "the engine to forget the block", func() bool { return engineInfoField(t, direct, "blocked_clients") == "0" })
 	})
 
 	t.Run("a client gone while blocked frees its engine connection", func(t *testing.T) {

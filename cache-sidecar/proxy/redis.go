@@ -434,6 +434,7 @@ func (h *redisHandler) route(spec *resp.CommandSpec, cmd *resp.Command, start in
 		case blocking:
 			if until, ok := blockDeadline(spec, args, c.p.opts.BackendTimeout); ok {
 				pn.l.awaitBlockedReply(until)
+				c.blockUntil, c.blockForever = until, until.IsZero()
 			}
 		}
 	}
