@@ -301,6 +301,8 @@ type conn struct {
 	// blockForever (sent without a timeout).
 	blockUntil   time.Time
 	blockForever bool
+	// watchLost: the pinned link failed while keys were watched on it; the next EXEC aborts.
+	watchLost    bool
 	authFailures int
 	closing      bool
 	readStart    int64 // when the buffered requests were read

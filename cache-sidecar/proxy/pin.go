@@ -46,8 +46,9 @@ func (c *conn) pinnedLink(rt *routes, i int) *link {
 	if pn == nil || !c.peer && rt.nodes[i].id != pn.node {
 		return nil
 	}
-	if !pn.l.usable() || !pn.watching && !pn.sending && pn.l.idle() {
+	if lost := !pn.l.usable(); lost || !pn.watching && !pn.sending && pn.l.idle() {
 		c.unpin()
+		c.watchLost = lost && pn.watching
 		return nil
 	}
 	return pn.l
@@ -144,7 +145,7 @@ func (c *conn) unpin() {
 			pn.stop()
 		}
 		c.pin = nil
-		c.blockUntil, c.blockForever = time.Time{}, false
+		c.blockUntil, c.blockForever, c.watchLost = time.Time{}, false, false
 	}
 }
 
@@ -229,30 +230,31 @@ var (
 // unwatch answers UNWATCH: on the pinned link when keys are watched there, by the proxy
 // otherwise (nothing is watched anywhere else).
 func (h *redisHandler) unwatch(cmd *resp.Command, start int64) {
-	c := h.c
-	if c.pin == nil || !c.pin.watching {
-		c.pushLocal(resp.AppendSimpleString(nil, "OK"), start)
+	ok := resp.AppendSimpleString(nil, "OK")
+	if !h.watching() {
+		h.c.pushLocal(ok, start)
 		return
 	}
-	h.sendPinned(cmd.Raw(), 0, nil, start)
+	h.sendPinned(cmd.Raw(), 0, nil, ok, start)
 }
 
 // sendPinned sends raw on the pinned link, whose watches it ends (EXEC, DISCARD and UNWATCH
 // all clear them), and answers the client with the reply of raw's last command (after skips),
-// or with instead when not nil. A pinned link that failed, or whose node left the tenant's
-// routes, lost its watches: the client gets what redis answers a transaction whose watched
-// keys changed, a null array.
-func (h *redisHandler) sendPinned(raw []byte, skips int, instead []byte, start int64) {
+// or with instead when not nil. When the pinned link failed, or its node left the tenant's
+// routes, the watches are lost and nothing is sent: the client gets lost, for EXEC what redis
+// answers a transaction whose watched keys changed (a null array).
+func (h *redisHandler) sendPinned(raw []byte, skips int, instead, lost []byte, start int64) {
 	c := h.c
 	pn := c.pin
 	rt := c.tenant.cfg.Load().routes
 	node := 0 // any index does on a peer connection
-	if !c.peer {
+	if pn != nil && !c.peer {
 		node = slices.IndexFunc(rt.nodes, func(n routeNode) bool { return n.id == pn.node })
 	}
-	if node < 0 || !pn.l.usable() {
+	if c.watchLost || pn == nil || node < 0 || !pn.l.usable() {
 		c.unpin()
-		c.pushLocal(resp.AppendNullArray(nil, c.proto), start)
+		c.watchLost = false
+		c.pushLocal(lost, start)
 		return
 	}
 	e := entry{kind: entryForward, start: start}

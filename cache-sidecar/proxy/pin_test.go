@@ -370,3 +370,39 @@ func withKeyArg(commands [][]string, key string) [][]string {
 	}
 	return out
 }
+
+// TestWatchLostLinkAborts kills the engine connections (the pinned link among them) between
+// WATCH and EXEC: the watches are gone with it, so EXEC answers a null array and applies
+// nothing, as for a changed key; then the connection works again.
+func TestWatchLostLinkAborts(t *testing.T) {
+	acct := newAccount(t, "team-a/app")
+	n, engine := singleNode(t, Redis, acct, Options{})
+	c, direct := loginRESP(t, n, acct), dialRESP(t, "unix", engine)
+	for _, between := range [][]string{{"GET", "k"}, {"UNWATCH"}, nil} {
+		if got := c.do("WATCH", "k"); got != "+OK\r\n" {
+			t.Fatalf("WATCH: %q", got)
+		}
+		if got := direct.do("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"); got[0] != ':' {
+			t.Fatalf("CLIENT KILL: %q", got)
+		}
+		time.Sleep(50 * time.Millisecond) // the link's reader sees the close
+		if between != nil {
+			c.do(between...)
+		}
+		replies := pipeline(c, [][]string{{"MULTI"}, {"SET", "k", "applied"}, {"EXEC"}})
+		want := "*-1\r\n"
+		if between != nil && between[0] == "UNWATCH" {
+			want = "*1\r\n+OK\r\n" // nothing watched any more: it commits
+		}
+		if replies[2] != want {
+			t.Fatalf("EXEC after the pinned link was lost (%v between): %q, want %q", between, replies[2], want)
+		}
+		if got := direct.do("GET", "k"); want == "*-1\r\n" && got != "$-1\r\n" {
+			t.Fatalf("after the aborted EXEC: %q", got)
+		}
+		direct.do("DEL", "k")
+	}
+	if got := c.do("SET", "k", "v"); got != "+OK\r\n" {
+		t.Fatalf("SET afterwards: %q", got)
+	}
+}

@@ -58,7 +58,7 @@ func (h *redisHandler) transaction(spec *resp.CommandSpec, err error, cmd *resp.
 	case spec == specDisc && err == nil && h.watching():
 		// DISCARD unwatches: UNWATCH answers +OK as DISCARD does.
 		h.tx = nil
-		h.sendPinned(cmdUnwatch, 0, nil, start)
+		h.sendPinned(cmdUnwatch, 0, nil, resp.AppendSimpleString(nil, "OK"), start)
 	case spec == specDisc && err == nil:
 		h.tx = nil
 		h.c.pushLocal(resp.AppendSimpleString(nil, "OK"), start)
@@ -130,7 +130,8 @@ func (h *redisHandler) exec(tx *transaction, cmd *resp.Command, start int64) {
 	switch {
 	case tx.abort && watching:
 		// EXECABORT unwatches too.
-		h.sendPinned(cmdUnwatch, 0, resp.AppendError(nil, replyExecAbort), start)
+		abort := resp.AppendError(nil, replyExecAbort)
+		h.sendPinned(cmdUnwatch, 0, abort, abort, start)
 		return
 	case tx.abort:
 		h.replyError(replyExecAbort, start)
@@ -139,7 +140,7 @@ func (h *redisHandler) exec(tx *transaction, cmd *resp.Command, start int64) {
 		// Even an empty transaction: the engine answers it a null array if a watched key
 		// changed.
 		raw := append(tx.raw, cmd.Raw()...)
-		h.sendPinned(raw, tx.queue+1, nil, start)
+		h.sendPinned(raw, tx.queue+1, nil, resp.AppendNullArray(nil, c.proto), start)
 		return
 	case tx.queue == 0:
 		c.pushLocal(resp.AppendArrayHeader(nil, 0), start)
@@ -165,13 +166,15 @@ func (h *redisHandler) exec(tx *transaction, cmd *resp.Command, start int64) {
 var cmdUnwatch = resp.AppendCommandStrings(nil, "UNWATCH")
 
 // watching reports whether the connection has keys WATCHed on its pinned link.
-func (h *redisHandler) watching() bool { return h.c.pin != nil && h.c.pin.watching }
+func (h *redisHandler) watching() bool {
+	return h.c.watchLost || h.c.pin != nil && h.c.pin.watching
+}
 
 // watchedNode is the node a transaction after WATCH must keep its keys on (any node on a peer
 // connection, which serves its local partition only); -1 without WATCH.
 func (h *redisHandler) watchedNode() int {
 	c := h.c
-	if !h.watching() || c.peer {
+	if !h.watching() || c.peer || c.pin == nil {
 		return -1
 	}
 	return slices.IndexFunc(c.tenant.cfg.Load().routes.nodes, func(n routeNode) bool { return n.id == c.pin.node })
