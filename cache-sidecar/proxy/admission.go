@@ -20,6 +20,15 @@ func (c *conn) armReadDeadline() {
 		d = c.loginDeadline
 	case c.p.opts.IdleTimeout > 0:
 		d = time.Now().Add(c.p.opts.IdleTimeout)
+		// A client waiting for a blocking command's reply is not idle (as in redis): its idle
+		// time runs from when the block ends at the latest, never for a block without a timeout.
+		switch {
+		case !c.blocked():
+		case c.blockForever:
+			d = time.Time{}
+		case c.blockUntil.Add(c.p.opts.IdleTimeout).After(d):
+			d = c.blockUntil.Add(c.p.opts.IdleTimeout)
+		}
 	}
 	if d.Equal(c.readDeadline) {
 		return

@@ -61,7 +61,10 @@ fails when this page and the tables differ. What each handling means:
 
 ` + "`MULTI`" + `, ` + "`EXEC`" + ` and ` + "`DISCARD`" + ` are answered by the sidecar: it queues the commands in between
 (route, split or any-engine commands whose keys all live on one node) and at ` + "`EXEC`" + ` sends the
-whole transaction to that node (see docs/sidecar-limits.md).
+whole transaction to that node. ` + "`WATCH`" + ` and the blocking pops go on an engine connection of the
+client's own (**own link** below), which the client keeps for its later commands on that node
+until it neither watches nor blocks. Scripts must declare their keys. See
+docs/sidecar-limits.md (Transactions, scripts and blocking commands).
 
 `)
 	var redis []commandRow
@@ -91,8 +94,18 @@ func redisRow(s *resp.CommandSpec) commandRow {
 	switch {
 	case s.Handling == protocol.HandleRefuse:
 		row.note = refusalReason(s.Refusal)
+	case s.Name == "script":
+		row.note = "LOAD only (on every node, which answer the same digest); other subcommands refused"
 	case s.Handling == protocol.HandleSplit || s.Handling == protocol.HandleAllEngines:
 		row.note = mergeNote(s.Merge)
+	case s.Flags&resp.FlagBlocking != 0:
+		row.handling, row.note = "own link", "keys on one node; the block holds the client's own engine connection"
+	case s.Name == "watch":
+		row.handling, row.note = "own link", "keys on one node; the later commands on that node and EXEC follow it"
+	case s.Name == "unwatch":
+		row.handling, row.note = "own link", "on the WATCH's link; answered by the sidecar without one"
+	case strings.HasPrefix(s.Name, "eval"):
+		row.note = "declared keys (numkeys > 0) on one node; refused on an engine shared by tenants"
 	case s.Handling == protocol.HandleRoute && (s.Keys.Last != s.Keys.First || s.Keys.NumKeysAt > 0):
 		row.note = "several keys: all on one node"
 	}
@@ -130,6 +143,8 @@ func mergeNote(m resp.Merge) string {
 		return "OK when every node answered OK, else the first error"
 	case resp.MergeScan:
 		return "one node after another, the cursor names the node"
+	case resp.MergeSame:
+		return "the same reply from every node"
 	}
 	return ""
 }

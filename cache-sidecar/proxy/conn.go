@@ -78,6 +78,8 @@ type entryMore struct {
 	keyLens   []int32  // redis accessReadMulti: the keys' lengths in request order
 	// scanNode and scanNodes place a SCAN reply in the tenant's node order.
 	scanNode, scanNodes int
+	// instead is the reply the client gets in place of the link's (see sendPinned).
+	instead []byte
 }
 
 // epoch anchors now().
@@ -290,10 +292,17 @@ type conn struct {
 	replyRoom  chan struct{}
 
 	// Reader-owned.
-	tenant       *tenant
-	proto        resp.Proto       // RESP version of the connection, so of its links (0: memcached)
-	local        *link            // the link to the tenant's local partition
-	links        map[string]*link // links to peers, by node ID
+	tenant *tenant
+	proto  resp.Proto       // RESP version of the connection, so of its links (0: memcached)
+	local  *link            // the link to the tenant's local partition
+	links  map[string]*link // links to peers, by node ID
+	pin    *pin             // the link of this connection's own, if any (pin.go)
+	// blockUntil is when the reply to the last blocking command is due at the latest, unless
+	// blockForever (sent without a timeout).
+	blockUntil   time.Time
+	blockForever bool
+	// watchLost: the pinned link failed while keys were watched on it; the next EXEC aborts.
+	watchLost    bool
 	authFailures int
 	closing      bool
 	readStart    int64 // when the buffered requests were read
@@ -371,6 +380,7 @@ func (c *conn) serve() {
 		c.writeLoop()
 	}()
 	err := c.handler.readLoop()
+	c.endPin(err)
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !c.p.draining.Load() {
 		c.p.log.Debug("connection ended", "conn", c.id, "err", err)
 	}
@@ -418,6 +428,7 @@ func (c *conn) setTenant(t *tenant) bool {
 	}
 	if old != nil {
 		old.unregister(c)
+		c.unpin()
 		c.local = nil
 		clear(c.links)
 	}
@@ -485,6 +496,9 @@ var errNoPartition = errors.New("the tenant has no partition on this node")
 // backend returns the link to node i of rt (the local partition on a peer connection), fetching
 // a shared one when the connection has none or the one it had stopped taking requests.
 func (c *conn) backend(rt *routes, i int) (*link, error) {
+	if l := c.pinnedLink(rt, i); l != nil {
+		return l, nil
+	}
 	if c.peer || rt.nodes[i].local {
 		return c.localLink()
 	}
@@ -563,7 +577,9 @@ func (c *conn) admitLocal(size int) error {
 func (c *conn) send(l *link, rt *routes, node int, raw []byte, size int, w waiter, skips int) {
 	alone := c.handler.buffered() == 0
 	err := l.send(raw, w, skips, alone)
-	if errors.Is(err, errLinkClosed) {
+	// A pinned link's requests (WATCH, a blocking pop, what follows them) mean something on
+	// that link only: they fail with it.
+	if errors.Is(err, errLinkClosed) && !l.pinned {
 		if l, err = c.backend(rt, node); err == nil {
 			err = l.send(raw, w, skips, alone)
 		}

@@ -27,8 +27,10 @@
 // commands that set connection state (AUTH, HELLO, SELECT, CLIENT, RESET, QUIT) are answered
 // by the proxy, which keeps that state per client connection; a transaction is queued by the
 // proxy and sent whole, MULTI to EXEC, in one piece that no other client's request splits;
-// WATCH, blocking commands, pub/sub and scripts are refused (see Routing); the RESP version is part of the
-// link's identity, so a client's replies always come in its own version. A request that makes
+// WATCH and blocking pops, whose effect is tied to the engine connection, go on a link of the
+// client's own (pinned links, see Routing); scripts are sent with their declared keys and run
+// on engines that hold one tenant's keys only; pub/sub is refused; the RESP version is part of
+// the link's identity, so a client's replies always come in its own version. A request that makes
 // the engine close the link (such as one over the engine's own size limits) costs the other
 // requests in flight on it their replies: they are answered with an error, as are requests
 // on a link that fails or times out, and later requests get a new link.
@@ -122,8 +124,27 @@
 //     command with keys on another node is answered "-CROSSSLOT ..." and EXEC then
 //     "-EXECABORT ..." with nothing sent, as redis answers a transaction with a command
 //     refused while queueing; QUIT and RESET act at once, and RESET ends the transaction;
-//   - refused outright (the codec's table gives the reason): WATCH, scripts, blocking
-//     commands, pub/sub, KEYS, administration.
+//   - WATCH and blocking pops (pin.go): a client that sends one gets a link of its own to the
+//     node of its keys (which must all be on one node), pinned: its later requests for that
+//     node go on it, in order, until it neither watches nor blocks and the link owes no
+//     reply; the link is pinned once the client's requests in flight are answered, so none is
+//     overtaken. A transaction after WATCH keeps to the watched node and runs on the pinned
+//     link, where the engine aborts it (null array) when a watched key changed, whichever
+//     client changed it (TestWatchSeesOtherClients); DISCARD and an aborted EXEC send UNWATCH;
+//     a lost pinned link makes EXEC answer a null array. A blocking pop's reply is due its
+//     timeout plus Options.BackendTimeout (no limit for timeout 0), so the engine timeout
+//     never cuts a block (TestBlockingPops); a client gone while blocked closes its link;
+//     other clients and tenants are served meanwhile, on their own links;
+//   - scripts (EVAL, EVALSHA and their _RO forms): routed by their declared keys, which must
+//     be on one node; numkeys 0 is refused (keys a script takes from ARGV cannot be checked,
+//     so scripts must declare them); SCRIPT LOAD goes to every node (the same digest back).
+//     Each tenant partition has an engine of its own, so a script reaches only its tenant's
+//     keys; on an engine the configuration gives to several tenants, scripts are refused
+//     (TestScriptsStayInTheirTenant). A tenant sends its engine at most 1000 distinct
+//     scripts and 4 MiB of them (redis keeps each, in memory maxmemory does not bound);
+//     new ones past that are refused (TestDistinctScriptsAreBounded);
+//   - refused outright (the codec's table gives the reason): functions, pub/sub, KEYS,
+//     administration (WAIT included).
 //
 // DBSIZE is summed over the nodes. SCAN iterates the tenant's nodes one after the other, in
 // node ID order: the proxy's cursor keeps the node's index in its low 10 bits and that node's

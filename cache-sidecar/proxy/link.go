@@ -79,7 +79,9 @@ type link struct {
 	key   linkKey
 	node  string
 	local bool
-	nc    net.Conn
+	// pinned: the link is one client connection's own (pin.go), not shared.
+	pinned bool
+	nc     net.Conn
 	// forwarded counts requests sent on a peer link, by tenant and peer (a metrics series).
 	forwarded *atomic.Uint64
 

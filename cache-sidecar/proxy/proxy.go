@@ -63,6 +63,9 @@ type nodeConfig struct {
 	peerPlaintext bool
 	// multiNode: some tenant has a route to another node, so peers need the peer listener.
 	multiNode bool
+	// sharedEngines are the local engines that serve several tenants: scripts are refused on
+	// them, since a script may reach any key of its engine.
+	sharedEngines map[string]bool
 }
 
 // dummyCredentialHash is checked against when a client names an unknown tenant, so that the
@@ -144,6 +147,7 @@ func (p *Proxy) Update(cfg Config) error {
 		tokenDigest:   sha256.Sum256([]byte(cfg.PeerToken)),
 		peerPlaintext: cfg.PeerPlaintext,
 		multiNode:     multiNode,
+		sharedEngines: sharedEngines(cfg.Tenants),
 	})
 	p.tenants.Store(&next)
 	p.loaded.Store(true)
@@ -157,6 +161,20 @@ func (p *Proxy) Update(cfg Config) error {
 	// what was sent on them.
 	p.links.retire(func(k linkKey) bool { return !linkInUse(next, cfg.NodeID, k) }, false)
 	return nil
+}
+
+// sharedEngines returns the local engines that more than one tenant names.
+func sharedEngines(tenants []Tenant) map[string]bool {
+	seen := make(map[string]bool, len(tenants))
+	shared := make(map[string]bool)
+	for i := range tenants {
+		engine := tenants[i].LocalEngine
+		if engine != "" && seen[engine] {
+			shared[engine] = true
+		}
+		seen[engine] = true
+	}
+	return shared
 }
 
 // linkInUse reports whether a link's tenant still sends requests to its address.

@@ -143,6 +143,21 @@ func (h *redisHandler) handle(cmd *resp.Command, start int64) {
 		h.replyError(err.Error(), start)
 		return
 	}
+	switch {
+	case spec == specUnwatch:
+		h.unwatch(cmd, start)
+		return
+	case spec.Flags&resp.FlagMovableKeys != 0 && scriptSpecs[spec]: // the flag spares most requests a map lookup
+		if msg := c.scriptRefusal(spec, cmd.Args); msg != "" {
+			h.replyError(msg, start)
+			return
+		}
+	case spec == specScriptLoad:
+		if !c.tenant.scripts.admit(c.tenant.cfg.Load().localEngine, cmd.Args[2]) {
+			h.replyError(replyTooManyScripts, start)
+			return
+		}
+	}
 	switch spec.Handling {
 	case protocol.HandleProxy:
 		h.local(spec, cmd.Args, start)
@@ -291,6 +306,7 @@ func (h *redisHandler) local(spec *resp.CommandSpec, args [][]byte, start int64)
 		if !c.peer {
 			c.setTenant(nil)
 		}
+		c.unpin() // and with it the engine connection's watches
 		reply = resp.AppendSimpleString(nil, "RESET")
 	case "ping":
 		switch len(args) {
@@ -399,7 +415,31 @@ func (h *redisHandler) route(spec *resp.CommandSpec, cmd *resp.Command, start in
 			}
 		}
 	}
-	if err := c.forward(rt, node, cmd.Raw(), len(cmd.Raw()), e); err != nil {
+	blocking := spec.Flags&resp.FlagBlocking != 0
+	if blocking || spec == specWatch {
+		if err := c.pinLink(rt, node); errors.Is(err, errPinnedElsewhere) {
+			h.replyError(err.Error(), start)
+			return
+		} else if err != nil {
+			h.failed(err, start)
+			return
+		}
+	}
+	err = c.forward(rt, node, cmd.Raw(), len(cmd.Raw()), e)
+	if pn := c.pin; pn != nil && pn.sending {
+		pn.sending = false
+		switch {
+		case err != nil:
+		case spec == specWatch:
+			pn.watching = true
+		case blocking:
+			if until, ok := blockDeadline(spec, args, c.p.opts.BackendTimeout); ok {
+				pn.l.awaitBlockedReply(until)
+				c.blockUntil, c.blockForever = until, until.IsZero()
+			}
+		}
+	}
+	if err != nil {
 		h.failed(err, start)
 	}
 }
@@ -669,6 +709,8 @@ func (h *redisHandler) deliver(p *pending) {
 		c.write(failureReply(p.failure))
 	case p.kind == entryScan:
 		h.deliverScan(p)
+	case p.more != nil && p.more.instead != nil:
+		c.write(p.more.instead)
 	default:
 		c.writeReply(p)
 	}
@@ -804,6 +846,14 @@ func (h *redisHandler) deliverSplit(p *pending) {
 		c.write(resp.AppendInteger(nil, sum))
 	case resp.MergeAllOK:
 		c.write(resp.AppendSimpleString(nil, "OK"))
+	case resp.MergeSame:
+		for _, v := range values[1:] {
+			if !bytes.Equal(v.Raw, values[0].Raw) {
+				c.write(resp.AppendError(nil, "ERR cacheqos: the tenant's nodes answered differently"))
+				return
+			}
+		}
+		c.write(values[0].Raw)
 	}
 }
 

@@ -65,6 +65,10 @@ var redisCommandCases = []commandCase{
 	cmd("LSET", "l", "0", "A"), cmd("LREM", "l", "1", "b"), cmd("LTRIM", "l", "0", "10"),
 	cmd("LINSERT", "l", "BEFORE", "c", "B"), cmd("LPOS", "l", "c"), cmd("RPOPLPUSH", "l", "l2"),
 	cmd("LMOVE", "l", "l2", "LEFT", "RIGHT"), cmd("LMPOP", "2", "l", "l2", "LEFT"), cmd("LRANGE", "missing", "0", "-1"),
+	// Blocking pops, on data and timing out (on the client's own engine connection).
+	cmd("RPUSH", "bl", "a", "b", "c", "d"), cmd("BLPOP", "bl", "0.01"), cmd("BRPOP", "none", "bl", "0.01"),
+	cmd("BRPOPLPUSH", "bl", "bl2", "0.01"), cmd("BLMOVE", "bl2", "bl", "LEFT", "RIGHT", "0.01"),
+	cmd("BLMPOP", "0.01", "2", "none", "bl", "LEFT"), cmd("BLPOP", "none", "0.01"),
 	// Sets.
 	cmd("SADD", "set", "1", "2", "3"), cmd("SADD", "set2", "2", "3", "4"), cmd("SREM", "set", "3"),
 	cmd("SMEMBERS", "set"), cmd("SISMEMBER", "set", "1"), cmd("SMISMEMBER", "set", "1", "9"), cmd("SCARD", "set"),
@@ -85,6 +89,13 @@ var redisCommandCases = []commandCase{
 	cmd("ZPOPMAX", "z"), cmd("ZMPOP", "2", "z", "z2", "MIN"), cmd("ZADD", "z3", "1", "a", "2", "b", "3", "c"),
 	cmd("ZREMRANGEBYRANK", "z3", "0", "0"), cmd("ZREMRANGEBYSCORE", "z3", "2", "2"),
 	cmd("ZREMRANGEBYLEX", "z3", "-", "+"),
+	cmd("ZADD", "bz", "1", "a", "2", "b", "3", "c"), cmd("BZPOPMIN", "bz", "0.01"), cmd("BZPOPMAX", "none", "bz", "0.01"),
+	cmd("BZMPOP", "0.01", "1", "bz", "MIN"), cmd("BZPOPMIN", "none", "0.01"),
+	// WATCH and scripts with declared keys.
+	cmd("WATCH", "s1", "n"), cmd("UNWATCH"), cmd("UNWATCH"),
+	cmd("EVAL", "return redis.call('GET', KEYS[1])", "1", "s1"), cmd("EVAL_RO", "return #KEYS", "2", "s1", "n"),
+	cmd("SCRIPT", "LOAD", "return 1"), cmd("EVALSHA", "e0e1f9fabfc9d4800c877a703b823ac0578ff8db", "1", "s1"),
+	cmd("EVALSHA_RO", "e0e1f9fabfc9d4800c877a703b823ac0578ff8db", "1", "s1"),
 	// HyperLogLog and geo.
 	cmd("PFADD", "hll", "a", "b"), cmd("PFADD", "hll2", "c"), cmd("PFCOUNT", "hll", "hll2"),
 	cmd("PFMERGE", "hll3", "hll", "hll2"),
@@ -341,8 +352,8 @@ func TestRedisRefusedCommands(t *testing.T) {
 	n, _ := singleNode(t, Redis, acct, Options{})
 	c := loginRESP(t, n, acct)
 	for _, args := range [][]string{
-		{"WATCH", "k"}, {"UNWATCH"}, {"FLUSHALL"}, {"CONFIG", "GET", "maxmemory"}, {"KEYS", "*"},
-		{"EVAL", "return 1", "0"}, {"BLPOP", "l", "0"}, {"SUBSCRIBE", "c"}, {"SELECT", "1"},
+		{"FLUSHALL"}, {"CONFIG", "GET", "maxmemory"}, {"KEYS", "*"}, {"EVAL", "return 1", "0"},
+		{"FCALL", "f", "1", "k"}, {"SCRIPT", "FLUSH"}, {"WAIT", "0", "0"}, {"SUBSCRIBE", "c"}, {"SELECT", "1"},
 	} {
 		if got := c.do(args...); !isError(got) {
 			t.Errorf("%v was not refused: %q", args, got)

@@ -33,6 +33,9 @@ func (r *ring[T]) push(v T) {
 // front returns the oldest element; the ring must not be empty.
 func (r *ring[T]) front() T { return r.buf[r.head] }
 
+// at returns the i-th oldest element; i must be below len.
+func (r *ring[T]) at(i int) T { return r.buf[(r.head+i)&(len(r.buf)-1)] }
+
 // pop removes and returns the oldest element; the ring must not be empty.
 func (r *ring[T]) pop() T {
 	v := r.buf[r.head]

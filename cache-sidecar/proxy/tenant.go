@@ -111,6 +111,8 @@ type tenant struct {
 	// valueBytes/values estimate the mean value size, for accesses whose size is unknown
 	// (misses, evictions that redis reports without a size).
 	valueBytes, values atomic.Uint64
+	// scripts bounds the distinct scripts sent to the local engine (script.go).
+	scripts scriptSet
 
 	mu      sync.Mutex
 	conns   map[*conn]struct{}

@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"slices"
+
 	"github.com/cacheqos/cacheqos/internal/protocol"
 	"github.com/cacheqos/cacheqos/internal/protocol/resp"
 )
@@ -11,7 +13,9 @@ import (
 // and EXEC in one piece to that node's link (a link's requests leave in the order they were
 // queued, and a sender's bytes are never interleaved with another's), dropping the MULTI and
 // QUEUED replies and passing EXEC's. So a transaction runs whole on the engine or not at all, as
-// in Redis Cluster with hash tags. WATCH is refused: it needs an engine connection of its own.
+// in Redis Cluster with hash tags. After WATCH the transaction goes on the connection's pinned
+// link (pin.go), where the keys are watched, so the engine aborts it as redis does when one of
+// them changed.
 type transaction struct {
 	raw   []byte // MULTI and the queued commands, as received
 	queue int    // commands queued
@@ -36,7 +40,7 @@ func (h *redisHandler) transaction(spec *resp.CommandSpec, err error, cmd *resp.
 	tx := h.tx
 	switch {
 	case tx == nil && spec == specMulti && err == nil:
-		h.tx = &transaction{raw: append([]byte(nil), cmd.Raw()...), node: -1}
+		h.tx = &transaction{raw: append([]byte(nil), cmd.Raw()...), node: h.watchedNode()}
 		h.c.pushLocal(resp.AppendSimpleString(nil, "OK"), start)
 	case tx == nil && spec == specExec && err == nil:
 		h.replyError(replyExecNoMulti, start)
@@ -49,6 +53,12 @@ func (h *redisHandler) transaction(spec *resp.CommandSpec, err error, cmd *resp.
 		return false
 	case spec == specMulti && err == nil:
 		h.replyError(replyNestedMulti, start)
+	case spec == specWatch && err == nil:
+		h.replyError(replyWatchInMulti, start)
+	case spec == specDisc && err == nil && h.watching():
+		// DISCARD unwatches: UNWATCH answers +OK as DISCARD does.
+		h.tx = nil
+		h.sendPinned(cmdUnwatch, 0, nil, resp.AppendSimpleString(nil, "OK"), start)
 	case spec == specDisc && err == nil:
 		h.tx = nil
 		h.c.pushLocal(resp.AppendSimpleString(nil, "OK"), start)
@@ -76,6 +86,11 @@ func (h *redisHandler) queue(tx *transaction, spec *resp.CommandSpec, cmd *resp.
 	case protocol.HandleRoute, protocol.HandleSplit, protocol.HandleAnyEngine:
 	default:
 		return "ERR cacheqos: " + spec.Name + " cannot run inside a transaction"
+	}
+	if scriptSpecs[spec] {
+		if msg := c.scriptRefusal(spec, cmd.Args); msg != "" {
+			return msg
+		}
 	}
 	idx, err := spec.KeyIndexes(cmd.Args, h.keyIdx[:0])
 	h.keyIdx = idx
@@ -111,9 +126,21 @@ func (h *redisHandler) queue(tx *transaction, spec *resp.CommandSpec, cmd *resp.
 // must abort or is empty.
 func (h *redisHandler) exec(tx *transaction, cmd *resp.Command, start int64) {
 	c := h.c
+	watching := h.watching()
 	switch {
+	case tx.abort && watching:
+		// EXECABORT unwatches too.
+		abort := resp.AppendError(nil, replyExecAbort)
+		h.sendPinned(cmdUnwatch, 0, abort, abort, start)
+		return
 	case tx.abort:
 		h.replyError(replyExecAbort, start)
+		return
+	case watching:
+		// Even an empty transaction: the engine answers it a null array if a watched key
+		// changed.
+		raw := append(tx.raw, cmd.Raw()...)
+		h.sendPinned(raw, tx.queue+1, nil, resp.AppendNullArray(nil, c.proto), start)
 		return
 	case tx.queue == 0:
 		c.pushLocal(resp.AppendArrayHeader(nil, 0), start)
@@ -133,4 +160,22 @@ func (h *redisHandler) exec(tx *transaction, cmd *resp.Command, start int64) {
 	if err := c.forwardSkipping(rt, node, raw, len(raw), entry{kind: entryForward, start: start}, tx.queue+1); err != nil {
 		h.failed(err, start)
 	}
+}
+
+// cmdUnwatch ends a pinned link's watches for DISCARD and an aborted EXEC.
+var cmdUnwatch = resp.AppendCommandStrings(nil, "UNWATCH")
+
+// watching reports whether the connection has keys WATCHed on its pinned link.
+func (h *redisHandler) watching() bool {
+	return h.c.watchLost || h.c.pin != nil && h.c.pin.watching
+}
+
+// watchedNode is the node a transaction after WATCH must keep its keys on (any node on a peer
+// connection, which serves its local partition only); -1 without WATCH.
+func (h *redisHandler) watchedNode() int {
+	c := h.c
+	if !h.watching() || c.peer || c.pin == nil {
+		return -1
+	}
+	return slices.IndexFunc(c.tenant.cfg.Load().routes.nodes, func(n routeNode) bool { return n.id == c.pin.node })
 }

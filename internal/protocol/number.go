@@ -26,6 +26,19 @@ func ParseInt(b []byte) (int64, bool) {
 	return int64(u), true
 }
 
+// ParseRedisInt parses an integer argument as redis-server reads one: ParseInt without
+// leading zeros ("0" itself aside) and without "-0".
+func ParseRedisInt(b []byte) (int64, bool) {
+	digits := b
+	if len(digits) > 0 && digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) > 0 && digits[0] == '0' && len(b) > 1 {
+		return 0, false
+	}
+	return ParseInt(b)
+}
+
 // IsDigits reports whether b is one or more ASCII digits.
 func IsDigits(b []byte) bool {
 	for _, c := range b {

@@ -24,6 +24,11 @@ func TestParseInt(t *testing.T) {
 			t.Errorf("ParseInt(%q) = %d, %v", tt.in, got, ok)
 		}
 	}
+	for in, want := range map[string]bool{"0": true, "10": true, "-10": true, "00": false, "01": false, "-0": false, "-01": false, "": false} {
+		if _, ok := ParseRedisInt([]byte(in)); ok != want {
+			t.Errorf("ParseRedisInt(%q) ok = %v, want %v", in, ok, want)
+		}
+	}
 	if got, ok := ParseUint([]byte("18446744073709551615")); !ok || got != 18446744073709551615 {
 		t.Errorf("max uint64: %d %v", got, ok)
 	}

@@ -3,19 +3,11 @@
 Usage: redispy_transactions.py HOST PORT USER PASSWORD
 Prints one line per check, "ok ..." or "FAIL ...", and exits 1 on any failure.
 """
-import sys
-
 import redis
 
-host, port, user, password = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
-r = redis.Redis(host=host, port=port, username=user, password=password)
-failed = False
+from redispy_checks import check, client, finish
 
-
-def check(ok, what):
-    global failed
-    print(("ok " if ok else "FAIL ") + what)
-    failed = failed or not ok
+r = client()
 
 
 # Keys sharing a hash tag: the transaction commits whole.
@@ -51,4 +43,4 @@ p.set("plain-y", "2")
 p.mget("plain-x", "plain-y")
 got = p.execute()
 check(got == [True, True, [b"1", b"2"]], "pipeline(transaction=False) returned %r" % got)
-sys.exit(1 if failed else 0)
+finish()

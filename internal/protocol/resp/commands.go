@@ -88,6 +88,9 @@ const (
 	// MergeScan: SCAN over every engine; the proxy composes the cursor from the engine index and
 	// that engine's cursor, and answers [cursor, keys] from one engine at a time.
 	MergeScan
+	// MergeSame: every node answers the same reply (SCRIPT LOAD's digest); the client gets it,
+	// or the first error.
+	MergeSame
 )
 
 // CommandSpec describes one redis command (or one subcommand of a container such as CLIENT).

@@ -133,6 +133,11 @@ var commandExamples = []commandExample{
 	{"RPOPLPUSH l l2", keys("l", "l2"), tBulk, 0},
 	{"LMOVE l l2 LEFT RIGHT", keys("l", "l2"), tBulk, 0},
 	{"LMPOP 2 l l2 LEFT", keys("l", "l2"), tArray, 0},
+	{"BLPOP l2 l 0.01", keys("l2", "l"), 0, 0},
+	{"BRPOP l2 0.01", keys("l2"), 0, 0},
+	{"BRPOPLPUSH l l2 0.01", keys("l", "l2"), 0, 0},
+	{"BLMOVE l l2 LEFT RIGHT 0.01", keys("l", "l2"), 0, 0},
+	{"BLMPOP 0.01 2 l l2 LEFT", keys("l", "l2"), 0, 0},
 
 	{"SADD s1 e", keys("s1"), tInt, 0},
 	{"SREM s1 e", keys("s1"), tInt, 0},
@@ -184,6 +189,9 @@ var commandExamples = []commandExample{
 	{"ZPOPMIN z2", keys("z2"), tArray, 0},
 	{"ZPOPMAX z2", keys("z2"), tArray, 0},
 	{"ZMPOP 1 z1 MIN", keys("z1"), tArray, 0},
+	{"BZPOPMIN z1 0.01", keys("z1"), 0, 0},
+	{"BZPOPMAX z1 z2 0.01", keys("z1", "z2"), 0, 0},
+	{"BZMPOP 0.01 1 z1 MAX", keys("z1"), 0, 0},
 
 	{"PFADD hll d", keys("hll"), tInt, 0},
 	{"PFCOUNT hll", keys("hll"), tInt, 0},
@@ -211,6 +219,13 @@ var commandExamples = []commandExample{
 	{"MULTI", nil, tSimple, 0},
 	{"DISCARD", nil, tSimple, 0},
 	{"EXEC", nil, tErr, 0}, // without MULTI
+	{"WATCH str str2", keys("str", "str2"), tSimple, 0},
+	{"UNWATCH", nil, tSimple, 0},
+	{"EVAL return_1 1 str", keys("str"), 0, 0},
+	{"EVAL_RO return_1 1 str", keys("str"), 0, 0},
+	{"SCRIPT LOAD return_1", nil, 0, 0},
+	{"EVALSHA 0000000000000000000000000000000000000000 1 str", keys("str"), tErr, 0},
+	{"EVALSHA_RO 0000000000000000000000000000000000000000 1 str", keys("str"), tErr, 0},
 	// Last: HELLO and RESET change the connection's protocol; QUIT closes it.
 	{"HELLO", nil, tArray, tMap},
 	{"RESET", nil, tSimple, 0},

@@ -14,6 +14,7 @@ const (
 	oom = FlagDenyOOM
 	fst = FlagFast
 	mov = FlagMovableKeys
+	blk = FlagBlocking
 
 	read   = protocol.ClassRead
 	write  = protocol.ClassWrite
@@ -37,6 +38,10 @@ var (
 	numKeys1 = KeySpec{NumKeysAt: 1}
 	// destNumKeys2: "CMD destination numkeys key [key ...] ..." (ZUNIONSTORE).
 	destNumKeys2 = KeySpec{First: 1, Last: 1, Step: 1, NumKeysAt: 2}
+	// keysTimeout: "CMD key [key ...] timeout" (BLPOP).
+	keysTimeout = KeySpec{First: 1, Last: -2, Step: 1}
+	// numKeys2: "CMD arg numkeys key [key ...] ..." (EVAL, BLMPOP).
+	numKeys2 = KeySpec{NumKeysAt: 2}
 )
 
 // supported lists every command the proxy forwards or answers. Arity, flags and legacy key
@@ -131,6 +136,13 @@ var supported = []CommandSpec{
 	{Name: "rpoplpush", Arity: 3, Flags: wr | oom, Keys: twoKeys, Class: write, Handling: route},
 	{Name: "lmove", Arity: 5, Flags: wr | oom, Keys: twoKeys, Class: write, Handling: route},
 	{Name: "lmpop", Arity: -4, Flags: wr | mov, Keys: numKeys1, Class: write, Handling: route},
+	// Blocking pops: the proxy sends them on an engine connection of the client's own, which
+	// the block holds (see the proxy's package documentation).
+	{Name: "blpop", Arity: -3, Flags: wr | blk, Keys: keysTimeout, Class: write, Handling: route},
+	{Name: "brpop", Arity: -3, Flags: wr | blk, Keys: keysTimeout, Class: write, Handling: route},
+	{Name: "brpoplpush", Arity: 4, Flags: wr | oom | blk, Keys: twoKeys, Class: write, Handling: route},
+	{Name: "blmove", Arity: 6, Flags: wr | oom | blk, Keys: twoKeys, Class: write, Handling: route},
+	{Name: "blmpop", Arity: -5, Flags: wr | blk | mov, Keys: numKeys2, Class: write, Handling: route},
 
 	// Sets.
 	{Name: "sadd", Arity: -3, Flags: wr | oom | fst, Keys: oneKey, Class: write, Handling: route},
@@ -184,6 +196,9 @@ var supported = []CommandSpec{
 	{Name: "zdiff", Arity: -3, Flags: ro | mov, Keys: numKeys1, Class: read, Handling: route},
 	{Name: "zintercard", Arity: -3, Flags: ro | mov, Keys: numKeys1, Class: read, Handling: route},
 	{Name: "zmpop", Arity: -4, Flags: wr | mov, Keys: numKeys1, Class: write, Handling: route},
+	{Name: "bzpopmin", Arity: -3, Flags: wr | blk | fst, Keys: keysTimeout, Class: write, Handling: route},
+	{Name: "bzpopmax", Arity: -3, Flags: wr | blk | fst, Keys: keysTimeout, Class: write, Handling: route},
+	{Name: "bzmpop", Arity: -5, Flags: wr | blk | mov, Keys: numKeys2, Class: write, Handling: route},
 
 	// HyperLogLog and geo.
 	{Name: "pfadd", Arity: -2, Flags: wr | oom | fst, Keys: oneKey, Class: write, Handling: route},
@@ -212,6 +227,20 @@ var supported = []CommandSpec{
 	{Name: "multi", Arity: 1, Flags: fst, Class: other, Handling: local},
 	{Name: "exec", Arity: 1, Class: other, Handling: local},
 	{Name: "discard", Arity: 1, Flags: fst, Class: other, Handling: local},
+	// WATCH goes, with the client's later commands on its keys' node, on an engine connection
+	// of the client's own; UNWATCH on that connection, or answered by the proxy without one.
+	{Name: "watch", Arity: -2, Flags: fst, Keys: allKeys, Class: other, Handling: route},
+	{Name: "unwatch", Arity: 1, Flags: fst, Class: other, Handling: anyEng},
+	// Scripts must declare their keys (numkeys > 0), all on one node; SCRIPT LOAD loads a
+	// script on every engine of the tenant, where EVALSHA may find it whichever node its keys
+	// are on.
+	{Name: "eval", Arity: -3, Flags: mov, Keys: numKeys2, Class: other, Handling: route},
+	{Name: "evalsha", Arity: -3, Flags: mov, Keys: numKeys2, Class: other, Handling: route},
+	{Name: "eval_ro", Arity: -3, Flags: ro | mov, Keys: numKeys2, Class: read, Handling: route},
+	{Name: "evalsha_ro", Arity: -3, Flags: ro | mov, Keys: numKeys2, Class: read, Handling: route},
+	{Name: "script", Arity: -2, Class: other, Handling: allEng, Merge: MergeSame, Subcommands: subcommandTable("script", []CommandSpec{
+		{Name: "load", Arity: 3, Class: other, Handling: allEng, Merge: MergeSame},
+	})},
 	{Name: "client", Arity: -2, Class: other, Handling: local, Subcommands: subcommandTable("client", []CommandSpec{
 		{Name: "setname", Arity: 3, Class: other, Handling: local},
 		{Name: "getname", Arity: 2, Class: other, Handling: local},
@@ -240,6 +269,7 @@ var refused = []refusalGroup{
 		"acl", "bgrewriteaof", "bgsave", "config", "debug", "failover", "flushall", "flushdb",
 		"lastsave", "latency", "memory", "module", "monitor", "pfdebug", "pfselftest", "psync",
 		"replconf", "replicaof", "role", "save", "shutdown", "slaveof", "slowlog", "sync", "lolwut",
+		"wait",
 	}},
 	{read, "it would scan every node of the tenant at once; use SCAN", []string{"keys", "randomkey"}},
 	{write, "only database 0 exists behind the proxy", []string{"move", "copy", "swapdb"}},
@@ -247,14 +277,8 @@ var refused = []refusalGroup{
 		"sort", "sort_ro", "georadius", "georadiusbymember", "migrate", "dump", "restore",
 		"restore-asking", "object",
 	}},
-	{other, "WATCH needs an engine connection of its own, and the proxy shares them among clients", []string{
-		"watch", "unwatch",
-	}},
-	{other, "scripts and functions may touch keys on any node", []string{
-		"eval", "eval_ro", "evalsha", "evalsha_ro", "fcall", "fcall_ro", "function", "script",
-	}},
-	{other, "blocking commands would stall the tenant's pipelined engine connection", []string{
-		"blpop", "brpop", "brpoplpush", "blmove", "blmpop", "bzpopmin", "bzpopmax", "bzmpop", "wait",
+	{other, "functions are not supported; use EVAL or EVALSHA with declared keys", []string{
+		"fcall", "fcall_ro", "function",
 	}},
 	{other, "it serves caching commands, not messaging", []string{
 		"subscribe", "psubscribe", "ssubscribe", "unsubscribe", "punsubscribe", "sunsubscribe",
