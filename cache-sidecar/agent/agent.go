@@ -244,7 +244,7 @@ func (a *Agent) apply(ctx context.Context, plan *v1.CacheNodePlan, creds Credent
 		}
 	}
 	table, tableErrs := proxyConfig(a.cfg.NodeName, plan, hashes, peerToken, local)
-	table.PeerPlaintext = string(creds.Data[PeerPlaintextKey]) == "true"
+	table.PeerPlaintext = peerPlaintext(creds.Data)
 	for tenant, err := range tableErrs {
 		r.partitionErrs[tenant] = errors.Join(r.partitionErrs[tenant], err)
 	}

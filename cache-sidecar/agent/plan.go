@@ -22,6 +22,9 @@ const PeerTokenKey = "peer-token"
 // it while a rollout replaces sidecars of a version without peer TLS.
 const PeerPlaintextKey = "peer-plaintext"
 
+// peerPlaintext reads PeerPlaintextKey: only "true" allows plaintext peers.
+func peerPlaintext(data map[string][]byte) bool { return string(data[PeerPlaintextKey]) == "true" }
+
 // Credentials is what the agent knows of the plan's credentials Secret.
 type Credentials struct {
 	// Secret names the Secret, for messages.

@@ -125,3 +125,19 @@ func TestKeepTenants(t *testing.T) {
 		t.Errorf("kept %+v from %+v", kept, table)
 	}
 }
+
+func TestPeerPlaintext(t *testing.T) {
+	for _, tc := range []struct {
+		data map[string][]byte
+		want bool
+	}{
+		{map[string][]byte{PeerTokenKey: []byte("t")}, false},
+		{map[string][]byte{PeerPlaintextKey: []byte("true")}, true},
+		{map[string][]byte{PeerPlaintextKey: []byte("yes")}, false},
+		{map[string][]byte{PeerPlaintextKey: nil}, false},
+	} {
+		if got := peerPlaintext(tc.data); got != tc.want {
+			t.Errorf("%q: %v, want %v", tc.data, got, tc.want)
+		}
+	}
+}

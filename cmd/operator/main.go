@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/cacheqos/cacheqos/controllers"
@@ -38,6 +39,7 @@ func main() {
 type settings struct {
 	opts          controllers.Options
 	metricsAddr   string
+	metricsSecure bool
 	probeAddr     string
 	leaderElect   bool
 	leaderElectNS string
@@ -55,6 +57,7 @@ func parseFlags(args []string) (settings, error) {
 	)
 	fs := flag.NewFlagSet("operator", flag.ContinueOnError)
 	fs.StringVar(&s.metricsAddr, "metrics-bind-address", ":8080", "address of the metrics endpoint (0 disables it)")
+	fs.BoolVar(&s.metricsSecure, "metrics-secure", true, "serve the metrics over HTTPS (a self-signed certificate) to clients whose bearer token the API server authenticates (TokenReview) and authorizes to get /metrics (SubjectAccessReview); false: plain HTTP, no authentication")
 	fs.StringVar(&s.probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints")
 	fs.BoolVar(&s.leaderElect, "leader-elect", true, "elect a leader among replicas; only the leader reconciles and allocates")
 	fs.StringVar(&s.leaderElectNS, "leader-election-namespace", "", "namespace of the leader election Lease (default: the operator's own)")
@@ -108,7 +111,7 @@ func run() error {
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                        scheme,
 		Cache:                         controllers.CacheOptions(namespaces(s.watchNS)...),
-		Metrics:                       metricsserver.Options{BindAddress: s.metricsAddr},
+		Metrics:                       metricsOptions(s),
 		HealthProbeBindAddress:        s.probeAddr,
 		LeaderElection:                s.leaderElect,
 		LeaderElectionID:              "cacheqos-operator.cacheqos.io",
@@ -155,4 +158,14 @@ func namespaces(list string) []string {
 		}
 	}
 	return out
+}
+
+// metricsOptions serves the metrics as --metrics-secure says.
+func metricsOptions(s settings) metricsserver.Options {
+	o := metricsserver.Options{BindAddress: s.metricsAddr}
+	if s.metricsSecure {
+		o.SecureServing = true
+		o.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	return o
 }

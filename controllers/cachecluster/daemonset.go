@@ -393,6 +393,7 @@ func (r *Reconciler) desiredDaemonSet(c *v1.CacheCluster) (*appsv1.DaemonSet, []
 	if c.Spec.TLS.Enabled {
 		mountClientTLS(&ds.Spec.Template.Spec, c)
 	}
+	mountPeerTLS(&ds.Spec.Template.Spec, c)
 	if engineImage != sidecarImage {
 		installSidecar(&ds.Spec.Template.Spec, sidecarImage, pullPolicy, restricted, emptyDir("tools"))
 	}

@@ -100,6 +100,13 @@ func (r *Reconciler) reconcileCredentialsSecret(ctx context.Context, s *scope) e
 		}
 		data[objects.PeerTokenKey] = []byte(token)
 	}
+	plaintext, err := r.peersWithoutTLS(ctx, s.cluster)
+	if err != nil {
+		return err
+	}
+	if plaintext {
+		data[objects.PeerPlaintextKey] = []byte("true")
+	}
 	left, err := r.tenantHashes(ctx, s.tenants, existing.Data, data, corev1.MaxSecretSize)
 	if err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,6 +20,9 @@ import (
 const (
 	tlsVolume = "client-tls"
 	tlsDir    = "/etc/cacheqos/tls"
+	// Peer TLS: the cluster's peer TLS Secret, mounted whole the same way.
+	peerTLSVolume = "peer-tls"
+	peerTLSDir    = "/etc/cacheqos/peer-tls"
 )
 
 // Keys of the CA Secret: every CA certificate still valid and their keys, in the same order.
@@ -69,27 +73,24 @@ func (r *Reconciler) readSecret(ctx context.Context, c *v1.CacheCluster, name st
 	return true, nil
 }
 
-// reconcileTLS keeps, while spec.tls.enabled, the cluster's CA (rotated with pki's overlap)
-// and the sidecars' serving certificate, issued again when it is missing, broken, due, signed
-// by a CA no longer signing, or made for other names; the cluster comes back when either next
-// needs work. Without TLS both Secrets are removed.
+// reconcileTLS keeps the cluster's CA (rotated with pki's overlap), the sidecars' peer
+// certificate and, while spec.tls.enabled, their serving certificate, each issued again when
+// it is missing, broken, due, signed by a CA no longer signing, or made for other names; the
+// cluster comes back when one next needs work. Without spec.tls the serving Secret is removed.
 func (r *Reconciler) reconcileTLS(ctx context.Context, s *scope) error {
 	c := s.cluster
 	caName, servingName := objects.TLSCASecretName(c.Name), objects.TLSSecretName(c.Name)
 	if !c.Spec.TLS.Enabled {
-		for _, name := range []string{servingName, caName} {
-			secret := &corev1.Secret{}
-			found, err := r.readSecret(ctx, c, name, secret)
-			if err != nil {
-				return err
-			}
-			if found {
-				if err := r.Client.Delete(ctx, secret); client.IgnoreNotFound(err) != nil {
-					return fmt.Errorf("deleting Secret %s (spec.tls is off): %w", name, err)
-				}
+		secret := &corev1.Secret{}
+		found, err := r.readSecret(ctx, c, servingName, secret)
+		if err != nil {
+			return err
+		}
+		if found {
+			if err := r.Client.Delete(ctx, secret); client.IgnoreNotFound(err) != nil {
+				return fmt.Errorf("deleting Secret %s (spec.tls is off): %w", servingName, err)
 			}
 		}
-		return nil
 	}
 	policy, now := r.tlsPolicy(), time.Now()
 	caSecret := &corev1.Secret{}
@@ -118,30 +119,95 @@ func (r *Reconciler) reconcileTLS(ctx context.Context, s *scope) error {
 			return err
 		}
 	}
-	serving := &corev1.Secret{}
-	servingFound, err := r.readSecret(ctx, c, servingName, serving)
-	if err != nil {
-		return err
+	identity := objects.PeerIdentity(c.Namespace, c.Name)
+	leaves := []leafSecret{{
+		name: objects.PeerTLSSecretName(c.Name), what: "peer",
+		problem: func(cert, key []byte) string { return authority.PeerProblem(cert, key, identity, now, policy) },
+		issue:   func() ([]byte, []byte, error) { return authority.IssuePeer(identity, now, policy) },
+	}}
+	if c.Spec.TLS.Enabled {
+		names := servingNames(c)
+		leaves = append(leaves, leafSecret{
+			name: servingName, what: "serving",
+			problem: func(cert, key []byte) string { return authority.ServingProblem(cert, key, names, now, policy) },
+			issue:   func() ([]byte, []byte, error) { return authority.Issue(names, now, policy) },
+		})
 	}
-	names := servingNames(c)
-	certPEM, keyPEM := serving.Data[corev1.TLSCertKey], serving.Data[corev1.TLSPrivateKeyKey]
-	problem := authority.ServingProblem(certPEM, keyPEM, names, now, policy)
-	if problem != "" {
-		if certPEM, keyPEM, err = authority.Issue(names, now, policy); err != nil {
+	for _, leaf := range leaves {
+		certPEM, err := r.reconcileLeaf(ctx, c, leaf, authority.Bundle())
+		if err != nil {
 			return err
 		}
-	}
-	data := map[string][]byte{corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM, objects.TLSCAKey: authority.Bundle()}
-	if err := r.writeSecret(ctx, c, serving, servingFound, servingName, corev1.SecretTypeTLS, data); err != nil {
-		return err
-	}
-	if problem != "" && r.Recorder != nil {
-		r.Recorder.Eventf(c, corev1.EventTypeNormal, ReasonCertificateIssued, "issued the sidecars' serving certificate (Secret %s) because the previous one was not usable: %s", servingName, problem)
-	}
-	if next := authority.NextChange(certPEM, now, policy); !next.IsZero() {
-		s.requeueAfter = max(next.Sub(now), time.Second)
+		if next := authority.NextChange(certPEM, now, policy); !next.IsZero() && (s.requeueAfter == 0 || next.Sub(now) < s.requeueAfter) {
+			s.requeueAfter = max(next.Sub(now), time.Second)
+		}
 	}
 	return nil
+}
+
+// leafSecret is a kubernetes.io/tls Secret of the sidecars with a certificate from the CA.
+type leafSecret struct {
+	name, what string
+	problem    func(certPEM, keyPEM []byte) string
+	issue      func() (certPEM, keyPEM []byte, err error)
+}
+
+// reconcileLeaf issues the Secret's certificate again when it has a problem, writes it with
+// the CA bundle, and returns the certificate in use.
+func (r *Reconciler) reconcileLeaf(ctx context.Context, c *v1.CacheCluster, leaf leafSecret, bundle []byte) ([]byte, error) {
+	secret := &corev1.Secret{}
+	found, err := r.readSecret(ctx, c, leaf.name, secret)
+	if err != nil {
+		return nil, err
+	}
+	certPEM, keyPEM := secret.Data[corev1.TLSCertKey], secret.Data[corev1.TLSPrivateKeyKey]
+	problem := leaf.problem(certPEM, keyPEM)
+	if problem != "" {
+		if certPEM, keyPEM, err = leaf.issue(); err != nil {
+			return nil, err
+		}
+	}
+	data := map[string][]byte{corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM, objects.TLSCAKey: bundle}
+	if err := r.writeSecret(ctx, c, secret, found, leaf.name, corev1.SecretTypeTLS, data); err != nil {
+		return nil, err
+	}
+	if problem != "" && r.Recorder != nil {
+		r.Recorder.Eventf(c, corev1.EventTypeNormal, ReasonCertificateIssued, "issued the sidecars' %s certificate (Secret %s) because the previous one was not usable: %s", leaf.what, leaf.name, problem)
+	}
+	return certPEM, nil
+}
+
+// mountPeerTLS makes the sidecar container talk to its peers over mutual TLS with the
+// cluster's peer TLS Secret.
+func mountPeerTLS(pod *corev1.PodSpec, c *v1.CacheCluster) {
+	pod.Volumes = append(pod.Volumes, corev1.Volume{Name: peerTLSVolume, VolumeSource: corev1.VolumeSource{
+		Secret: &corev1.SecretVolumeSource{SecretName: objects.PeerTLSSecretName(c.Name)},
+	}})
+	sc := &pod.Containers[0]
+	sc.VolumeMounts = append(sc.VolumeMounts, corev1.VolumeMount{Name: peerTLSVolume, MountPath: peerTLSDir, ReadOnly: true})
+	sc.Args = append(sc.Args,
+		peerTLSFlag+peerTLSDir+"/"+corev1.TLSCertKey,
+		"--peer-tls-key-file="+peerTLSDir+"/"+corev1.TLSPrivateKeyKey,
+		"--peer-tls-ca-file="+peerTLSDir+"/"+objects.TLSCAKey,
+		"--peer-tls-identity="+objects.PeerIdentity(c.Namespace, c.Name))
+}
+
+// peerTLSFlag starts the argument of a sidecar with peer TLS.
+const peerTLSFlag = "--peer-tls-cert-file="
+
+// peersWithoutTLS reports whether some sidecar pod of the cluster runs without peer TLS (a
+// version from before it, during the rollout that replaces them).
+func (r *Reconciler) peersWithoutTLS(ctx context.Context, c *v1.CacheCluster) (bool, error) {
+	var pods corev1.PodList
+	if err := r.Client.List(ctx, &pods, client.InNamespace(c.Namespace), client.MatchingLabels(objects.SidecarLabels(c.Name))); err != nil {
+		return false, fmt.Errorf("listing the sidecar pods: %w", err)
+	}
+	for _, pod := range pods.Items {
+		if len(pod.Spec.Containers) > 0 && !slices.ContainsFunc(pod.Spec.Containers[0].Args, func(a string) bool { return strings.HasPrefix(a, peerTLSFlag) }) {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // mountClientTLS makes the sidecar container serve clients over TLS with the cluster's TLS

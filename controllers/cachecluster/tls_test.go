@@ -211,7 +211,8 @@ func TestClientTLS(t *testing.T) {
 	testenv.Eventually(t, timeout, clusterCondition(c, v1.ConditionProgressing, metav1.ConditionTrue, "ReconcileError",
 		"CA certificates but 0 keys; delete it to have a new CA made", nil))
 
-	// TLS off: the Secrets go, the sidecars serve plaintext, the tenant has no ca.crt.
+	// TLS off: the serving Secret goes (the CA stays: it signs the peer certificate), the
+	// sidecars serve plaintext, the tenant has no ca.crt.
 	if err := get(c, ns, c.Name); err != nil {
 		t.Fatal(err)
 	}
@@ -220,21 +221,105 @@ func TestClientTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, timeout, func() error {
-		for _, name := range []string{"secure-tls", "secure-tls-ca"} {
-			if err := get(&corev1.Secret{}, ns, name); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("secret %s is still there (%w)", name, err)
-			}
+		if err := get(&corev1.Secret{}, ns, "secure-tls"); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("secret secure-tls is still there (%w)", err)
 		}
 		ds := &appsv1.DaemonSet{}
 		if err := get(ds, ns, "secure-sidecar"); err != nil {
 			return err
 		}
 		pod := ds.Spec.Template.Spec
-		if slices.ContainsFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Secret != nil }) ||
+		if slices.ContainsFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Secret != nil && v.Secret.SecretName == "secure-tls" }) ||
 			slices.ContainsFunc(pod.Containers[0].Args, func(a string) bool { return strings.HasPrefix(a, "--client-tls") }) {
 			return fmt.Errorf("the DaemonSet still has TLS: volumes %+v, args %v", ds.Spec.Template.Spec.Volumes, ds.Spec.Template.Spec.Containers[0].Args)
 		}
 		return nil
 	})
 	testenv.Eventually(t, timeout, tenantBundle(nil))
+}
+
+// TestPeerTLS: every cluster, with or without spec.tls, gets a peer certificate from its CA
+// naming the cluster, usable to serve and to connect; its sidecars mount it and are told to
+// use it. While a sidecar pod without peer TLS exists (an older version during a rollout) the
+// credentials Secret lets the others talk plaintext to it; once none is left, it does not.
+func TestPeerTLS(t *testing.T) {
+	ctx := context.Background()
+	ns := env.Namespace(t, "peer-tls")
+	c := newCluster(ns, "peers", "tls")
+	create(t, c)
+	testenv.Eventually(t, timeout, func() error {
+		secret := &corev1.Secret{}
+		if err := get(secret, ns, "peers-peer-tls"); err != nil {
+			return err
+		}
+		if ref := metav1.GetControllerOf(secret); secret.Type != corev1.SecretTypeTLS || ref == nil || ref.UID != c.UID {
+			return fmt.Errorf("peer Secret of type %s controlled by %v", secret.Type, ref)
+		}
+		pair, err := tls.X509KeyPair(secret.Data["tls.crt"], secret.Data["tls.key"])
+		if err != nil {
+			return err
+		}
+		leaf, err := x509.ParseCertificate(pair.Certificate[0])
+		if err != nil {
+			return err
+		}
+		roots := x509.NewCertPool()
+		roots.AppendCertsFromPEM(secret.Data["ca.crt"])
+		for _, usage := range []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth} {
+			if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{usage}}); err != nil {
+				return err
+			}
+		}
+		if len(leaf.URIs) != 1 || leaf.URIs[0].String() != "cacheqos://peer-tls/peers" {
+			return fmt.Errorf("the peer certificate names %v", leaf.URIs)
+		}
+		return nil
+	})
+	testenv.Eventually(t, timeout, func() error {
+		ds := &appsv1.DaemonSet{}
+		if err := get(ds, ns, "peers-sidecar"); err != nil {
+			return err
+		}
+		pod := ds.Spec.Template.Spec
+		if !slices.ContainsFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Secret != nil && v.Secret.SecretName == "peers-peer-tls" }) {
+			return fmt.Errorf("no volume of the peer Secret in %+v", pod.Volumes)
+		}
+		sc := pod.Containers[0]
+		if !slices.ContainsFunc(sc.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == "/etc/cacheqos/peer-tls" && m.ReadOnly }) {
+			return fmt.Errorf("the peer volume is not mounted read-only at /etc/cacheqos/peer-tls: %+v", sc.VolumeMounts)
+		}
+		for _, arg := range []string{"--peer-tls-cert-file=/etc/cacheqos/peer-tls/tls.crt", "--peer-tls-key-file=/etc/cacheqos/peer-tls/tls.key",
+			"--peer-tls-ca-file=/etc/cacheqos/peer-tls/ca.crt", "--peer-tls-identity=cacheqos://peer-tls/peers"} {
+			if !slices.Contains(sc.Args, arg) {
+				return fmt.Errorf("args %v lack %s", sc.Args, arg)
+			}
+		}
+		return nil
+	})
+
+	plaintext := func(want bool) func() error {
+		return func() error {
+			secret := &corev1.Secret{}
+			if err := get(secret, ns, "peers-tenant-credentials"); err != nil {
+				return err
+			}
+			if got := string(secret.Data["peer-plaintext"]) == "true"; got != want {
+				return fmt.Errorf("peer-plaintext %q, want %v", secret.Data["peer-plaintext"], want)
+			}
+			return nil
+		}
+	}
+	testenv.Eventually(t, timeout, plaintext(false))
+	old := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "peers-sidecar-old", Labels: map[string]string{
+			"app.kubernetes.io/name": "cacheqos-sidecar", "app.kubernetes.io/instance": "peers", "app.kubernetes.io/managed-by": "cacheqos-operator",
+		}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "sidecar", Image: "sidecar:old", Args: []string{"--engine=redis"}}}},
+	}
+	create(t, old)
+	testenv.Eventually(t, timeout, plaintext(true))
+	if err := env.Client.Delete(ctx, old, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, timeout, plaintext(false))
 }

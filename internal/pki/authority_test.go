@@ -260,3 +260,47 @@ func TestShortLifetimesIgnoreBackdating(t *testing.T) {
 		t.Fatal("the CA was not replaced at two thirds of its 24s")
 	}
 }
+
+// TestPeerProblem: a peer certificate is good for its identity only, and a serving
+// certificate (no URI, server use only) is no peer certificate; an identity that is no URI is
+// refused when issuing.
+func TestPeerProblem(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	a := NewAuthority("a")
+	mustRotate(t, a, now)
+	const identity = "cacheqos://team/shared"
+	cert, key, err := a.IssuePeer(identity, now, testPolicy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serving, servingKey, err := a.Issue(names, now, testPolicy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name      string
+		cert, key []byte
+		identity  string
+		at        time.Time
+		want      string
+	}{
+		{"good", cert, key, identity, now, ""},
+		{"another identity", cert, key, "cacheqos://team/other", now, "its names"},
+		{"a serving certificate", serving, servingKey, identity, now, "its names"},
+		{"not a URI", cert, key, "shared", now, "not an absolute URI"},
+		{"due", cert, key, identity, now.Add(testPolicy.LeafValidity * 2 / 3), "due for renewal"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := a.PeerProblem(tc.cert, tc.key, tc.identity, tc.at, testPolicy)
+			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+				t.Fatalf("problem %q, want %q", got, tc.want)
+			}
+		})
+	}
+	if _, _, err := a.IssuePeer("shared", now, testPolicy); err == nil || !strings.Contains(err.Error(), "not an absolute URI") {
+		t.Fatalf("issuing for a bare name: %v", err)
+	}
+	if p := a.ServingProblem(cert, key, names, now, testPolicy); !strings.Contains(p, "its names") {
+		t.Fatalf("a peer certificate as the serving one: %q", p)
+	}
+}

@@ -65,6 +65,10 @@ const AnnotationSpecHash = "cacheqos.io/spec-hash"
 // and PeerTokenKey (no dot, so never a tenant's) with the token sidecars use among themselves.
 const PeerTokenKey = "peer-token"
 
+// PeerPlaintextKey, "true" in the credentials Secret, lets sidecars with peer TLS talk to
+// peers without it: set while sidecar pods without peer TLS remain.
+const PeerPlaintextKey = "peer-plaintext"
+
 // Keys of a tenant's credentials Secret in its own namespace.
 const (
 	CredentialsUsernameKey = "username"
@@ -160,6 +164,17 @@ func CredentialsSecretName(cluster string) string {
 // sidecars' serving certificate and key and the CA bundle (TLSCAKey).
 func TLSSecretName(cluster string) string {
 	return subdomain(cluster + "-tls")
+}
+
+// PeerTLSSecretName names the kubernetes.io/tls Secret, in the cluster's namespace, with the
+// sidecars' peer certificate and key and the CA bundle (TLSCAKey).
+func PeerTLSSecretName(cluster string) string {
+	return subdomain(cluster + "-peer-tls")
+}
+
+// PeerIdentity is the URI the peer certificate of a cluster's sidecars carries.
+func PeerIdentity(namespace, cluster string) string {
+	return "cacheqos://" + namespace + "/" + cluster
 }
 
 // TLSCASecretName names the Secret, in the cluster's namespace, with the cluster's CA
