@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Imports image tars (from hack/images/build.sh or mkimage) into the local cluster's containerd,
-# in the k8s.io namespace where kubelet finds them; pods use them with imagePullPolicy: Never.
+# Imports image tars (from hack/images/build.sh or mkimage) into the containerd of every node of
+# the local cluster, in the k8s.io namespace where kubelet finds them; pods use them with
+# imagePullPolicy: Never.
 #
 #   hack/images/import.sh TAR...
 #
@@ -15,9 +16,13 @@ for tar in "$@"; do
   [ -f "$tar" ] || die "$tar: no such file"
 done
 eval "$("$repo/hack/local-cluster.sh" env)"
-ctr --address "$CONTAINERD_ADDRESS" version >/dev/null 2>&1 ||
-  die "the local cluster's containerd does not answer on $CONTAINERD_ADDRESS: run hack/local-cluster.sh up"
-for tar in "$@"; do
-  ctr --address "$CONTAINERD_ADDRESS" --namespace k8s.io images import "$tar" >&2 ||
-    die "importing $tar failed"
+for address in $CACHEQOS_CLUSTER_CONTAINERD_ADDRESSES; do
+  ctr --address "$address" version >/dev/null 2>&1 ||
+    die "the local cluster's containerd does not answer on $address: run hack/local-cluster.sh up"
+done
+for address in $CACHEQOS_CLUSTER_CONTAINERD_ADDRESSES; do
+  for tar in "$@"; do
+    ctr --address "$address" --namespace k8s.io images import "$tar" >&2 ||
+      die "importing $tar into $address failed"
+  done
 done
