@@ -42,7 +42,9 @@ func TestProduct(t *testing.T) {
 func testIsolation(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t, "isolation")
-	c := testCluster(ns, "iso", nil)
+	// One node: clients reach the cluster through its Service, and a sidecar serves only the
+	// tenants with a partition on its node (see testRouting).
+	c := testCluster(ns, "iso", onNode(cluster.nodes[0]))
 	readyCluster(t, c)
 	nsA, nsB := tenantNamespace(t, "team-a"), tenantNamespace(t, "team-b")
 	a, b := tenant(nsA, "web", c, "0.5", "8Mi", "32Mi"), tenant(nsB, "web", c, "0.5", "8Mi", "32Mi")
@@ -98,7 +100,7 @@ func testIsolation(t *testing.T) {
 // and a Prometheus outage, and an infeasible tenant gets a condition without disturbing others.
 func testFaults(t *testing.T) {
 	ns := newNamespace(t, "faults")
-	c := testCluster(ns, "faults", nil)
+	c := testCluster(ns, "faults", onNode(cluster.nodes[0])) // one node, as testIsolation
 	readyCluster(t, c)
 	tns := tenantNamespace(t, "faults-tenant")
 	web := tenant(tns, "web", c, "0.5", "16Mi", "64Mi")
