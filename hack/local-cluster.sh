@@ -27,9 +27,9 @@
 #   CACHEQOS_KUBE_BIN              folder with the kube binaries (default bin/kube, from
 #                                  `hack/bootstrap.sh kube`)
 #   CACHEQOS_ETCD                  etcd binary (default bin/etcd/etcd, `hack/bootstrap.sh etcd`)
-#   CACHEQOS_CLUSTER_NODES         number of nodes, 1 to 16 (1; the e2e suite uses 3). Fixed
-#                                  when the state directory is created: other commands read it
-#                                  from there, and changing it needs a purge
+#   CACHEQOS_CLUSTER_NODES         number of nodes, 1 to 16 (1; the e2e suite uses 3), fixed
+#                                  when `up` creates the state directory: the other commands
+#                                  take it from there, and another number needs a purge
 #   CACHEQOS_CLUSTER_POD_CIDR      the first node's pod range, a /24; node k takes the k-th /24
 #                                  from there (10.247.0.0/24, 10.247.1.0/24, ...); the .1 of a
 #                                  node's range is the node's address (10.247.0.0/24)
@@ -125,11 +125,13 @@ net24() {
 [[ $state != *[[:space:]]* ]] || die "the state directory '$state' must not contain white space"
 [[ $up_timeout =~ ^[0-9]+$ ]] || die "CACHEQOS_CLUSTER_TIMEOUT='$up_timeout' is not a number of seconds"
 
-# The number of nodes: what the state directory was created with, else the setting.
+# The number of nodes: what the state directory was created with, else the setting (`up`
+# refuses a setting that differs from the state directory's: check_settings).
+requested_nodes=${CACHEQOS_CLUSTER_NODES:-}
+[ -z "$requested_nodes" ] || { [[ $requested_nodes =~ ^[0-9]+$ ]] && ((requested_nodes >= 1 && requested_nodes <= 16)); } ||
+  die "CACHEQOS_CLUSTER_NODES='$requested_nodes' is not a number of nodes from 1 to 16"
 recorded_nodes=$(sed -n 's/.* nodes=\([0-9]*\).*/\1/p' "$state/settings" 2>/dev/null || true)
-node_count=${CACHEQOS_CLUSTER_NODES:-${recorded_nodes:-1}}
-[[ $node_count =~ ^[0-9]+$ ]] && ((node_count >= 1 && node_count <= 16)) ||
-  die "CACHEQOS_CLUSTER_NODES='$node_count' is not a number of nodes from 1 to 16"
+node_count=${recorded_nodes:-${requested_nodes:-1}}
 
 # Address plan: node k's pod range is the k-th /24 from the first node's; the Service range
 # must lie outside all of them.
@@ -214,7 +216,7 @@ preflight() {
 # The settings a state directory was created with; changing them needs a purge, because
 # certificates and stored objects carry the addresses.
 check_settings() {
-  local settings="pod_cidr=$pod_cidr service_cidr=$service_cidr nodes=$node_count"
+  local settings="pod_cidr=$pod_cidr service_cidr=$service_cidr nodes=${requested_nodes:-$node_count}"
   if [ -f "$state/settings" ]; then
     [ "$(cat "$state/settings")" = "$settings" ] ||
       die "$state was created with '$(cat "$state/settings")', not '$settings': run hack/local-cluster.sh purge first"
@@ -229,9 +231,17 @@ lock() {
   mkdir -p "$state" "$logs" "$run"
   exec 9>"$state/.lock"
   flock -w 300 9 || die "another hack/local-cluster.sh holds $state/.lock"
+  check_layout
 }
 
 owner() { cat "$owner_file" 2>/dev/null || true; }
+
+# check_layout refuses a state directory of the one-node script this one replaced (its pid
+# files had no node in their names): this script would not find those processes to stop them.
+check_layout() {
+  [ ! -f "$run/kubelet.pid" ] && [ ! -f "$run/containerd.pid" ] ||
+    die "$state holds a cluster of the one-node hack/local-cluster.sh (before CACHEQOS_CLUSTER_NODES): purge it with that version of the script, run from this repository's hack folder (git show <commit>:hack/local-cluster.sh >hack/old-cluster.sh; bash hack/old-cluster.sh purge)"
+}
 
 # check_host refuses when another state directory's cluster owns this machine.
 check_host() {
