@@ -31,6 +31,7 @@ func TestProduct(t *testing.T) {
 		t.Run("TenantWithEditRole", testTenantWithEditRole)
 		t.Run("Scheduling", testScheduling)
 		t.Run("Routing", testRouting)
+		t.Run("PlanPropagation", testPlanPropagation)
 	})
 	t.Run("Faults", testFaults)
 	t.Run("DeletingFreesEverything", testDeletingFreesEverything)
