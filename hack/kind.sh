@@ -7,6 +7,9 @@
 #                                   prints the kubeconfig path
 #   hack/kind.sh down [NAME]        delete the cluster and the routes
 #
+# The cluster has three nodes, as the end-to-end suite needs: a control plane that also runs
+# pods (its NoSchedule taint is removed) and two workers.
+#
 # Images: the Dockerfile's operator, cache-sidecar and loadgen targets, and the other images
 # of hack/images/build.sh (test servers, the monitoring stack), all under the tags the suite
 # and the demo use (localhost/cacheqos/NAME:local). The routes let this host reach pods and
@@ -39,12 +42,19 @@ up() {
   if kind get clusters 2>/dev/null | grep -qx "$cluster"; then
     log "reusing kind cluster $cluster"
   else
-    log "creating kind cluster $cluster"
-    kind create cluster --name "$cluster" ${CACHEQOS_KIND_NODE:+--image "$CACHEQOS_KIND_NODE"} --wait 120s >&2
+    log "creating kind cluster $cluster (three nodes)"
+    work=$(mktemp -d)
+    printf '%s\n' 'kind: Cluster' 'apiVersion: kind.x-k8s.io/v1alpha4' 'nodes:' \
+      '- role: control-plane' '- role: worker' '- role: worker' >"$work/config.yaml"
+    kind create cluster --name "$cluster" --config "$work/config.yaml" ${CACHEQOS_KIND_NODE:+--image "$CACHEQOS_KIND_NODE"} --wait 120s >&2
+    rm -rf "$work"
   fi
   kubeconfig=$HOME/.cache/cacheqos/kind-$cluster.kubeconfig
   mkdir -p "$(dirname "$kubeconfig")"
   kind export kubeconfig --name "$cluster" --kubeconfig "$kubeconfig" >&2
+  # Sidecars and test pods run on every node, the control plane's included.
+  "$repo/bin/kube/kubectl" --kubeconfig "$kubeconfig" taint nodes "$cluster-control-plane" \
+    node-role.kubernetes.io/control-plane:NoSchedule- >&2 2>/dev/null || true
 
   log "building the ${dockerfile_images[*]} images (Dockerfile)"
   for target in "${dockerfile_images[@]}"; do
@@ -59,6 +69,7 @@ up() {
   done <"$work/built"
   rm -rf "$work"
 
+  # The control plane forwards to the workers' pod ranges (kindnet's routes).
   node_ip=$(docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' "$cluster-control-plane")
   for cidr in "${ranges[@]}"; do
     ip route replace "$cidr" via "$node_ip" || die "cannot route $cidr to the kind node $node_ip (needs root)"

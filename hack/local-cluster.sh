@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# A real single-node Kubernetes cluster on this machine, the stand-in for kind (which needs a
-# Docker engine): etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet and
-# kube-proxy run as plain processes on Debian's containerd, runc and CNI plugins. There is no
-# registry: images are tars built by hack/images/build.sh and imported with
-# hack/images/import.sh; pods use them with imagePullPolicy: Never.
+# A real Kubernetes cluster of one or more nodes on this machine, the stand-in for kind (which
+# needs a Docker engine): etcd, kube-apiserver, kube-controller-manager, kube-scheduler and
+# kube-proxy, and per node a containerd and a kubelet, run as plain processes on Debian's
+# containerd, runc and CNI plugins. There is no registry: images are tars built by
+# hack/images/build.sh and imported into every node with hack/images/import.sh; pods use them
+# with imagePullPolicy: Never.
 #
-#   hack/local-cluster.sh up           start and wait until the node is Ready (idempotent)
+#   hack/local-cluster.sh up           start and wait until every node is Ready (idempotent)
 #   hack/local-cluster.sh down         stop everything and restore the host (idempotent)
 #   hack/local-cluster.sh purge        down, then delete the state directory
 #   hack/local-cluster.sh status       components with pid and RSS; exit 0 only when all run
@@ -14,23 +15,46 @@
 #   hack/local-cluster.sh logs [N]     last N (default 40) lines of every component's log
 #
 # Needs root. Everything the cluster writes lives in the state directory, except what `down`
-# undoes: the bridge cacheqos0 carrying the node address (pods and Services use private ranges
-# that never leave the machine: no masquerading), a route to the Service range, a few sysctls
-# (saved, then restored), KUBE-* iptables chains from kubelet and kube-proxy, a cgroup subtree
-# per node, and a few files under paths containerd 1.6, libcni and kubelet hard-code. One
-# cluster per machine: /run/cacheqos-local-cluster names the state directory that owns it.
+# undoes: one bridge per node (cacheqos1, cacheqos2, ...) carrying the node's address (pods and
+# Services use private ranges that never leave the machine: no masquerading), a route to the
+# Service range, a FORWARD rule accepting traffic between the pods' ranges, a few sysctls (saved,
+# then restored), KUBE-* iptables chains from kubelet and kube-proxy, a cgroup subtree per node,
+# and a few files under paths containerd 1.6, libcni and kubelet hard-code. One cluster per
+# machine: /run/cacheqos-local-cluster names the state directory that owns it.
 #
 # Settings (environment):
 #   CACHEQOS_CLUSTER_DIR           state directory (default $HOME/.cache/cacheqos/local-cluster)
 #   CACHEQOS_KUBE_BIN              folder with the kube binaries (default bin/kube, from
 #                                  `hack/bootstrap.sh kube`)
 #   CACHEQOS_ETCD                  etcd binary (default bin/etcd/etcd, `hack/bootstrap.sh etcd`)
-#   CACHEQOS_CLUSTER_POD_CIDR      pod range, a /24; its .1 is the node address (10.247.0.0/24)
-#   CACHEQOS_CLUSTER_SERVICE_CIDR  Service range, a /24 (10.247.1.0/24)
+#   CACHEQOS_CLUSTER_NODES         number of nodes, 1 to 16 (1; the e2e suite uses 3), fixed
+#                                  when `up` creates the state directory: the other commands
+#                                  take it from there, and another number needs a purge
+#   CACHEQOS_CLUSTER_POD_CIDR      the first node's pod range, a /24; node k takes the k-th /24
+#                                  from there (10.247.0.0/24, 10.247.1.0/24, ...); the .1 of a
+#                                  node's range is the node's address (10.247.0.0/24)
+#   CACHEQOS_CLUSTER_SERVICE_CIDR  Service range, a /24 outside the nodes' (10.247.255.0/24)
 #   CACHEQOS_CLUSTER_TIMEOUT       seconds `up` waits for the cluster to be ready (180)
 #
-# The node-scoped parts (containerd, kubelet, kube-proxy, CNI, cgroup subtree) are named after
-# the node and kept under nodes/<node>/ so that more nodes can be added later; today there is one.
+# Nodes. Node k is cacheqos-node-k: its own containerd (root, state, socket and runc root under
+# nodes/<node>/containerd: two kubelets sharing one containerd namespace would each collect the
+# other's containers), its own kubelet (root directory, certificate, node IP and cgroup subtree
+# /<node>; its ports are the same on every node, bound to the node's own address), its own CNI
+# configuration, bridge cacheqosk and pod range. All bridges live in the host's network
+# namespace, so the host routes between the pod ranges by itself (each bridge's range is a
+# connected route; forwarding is on). What the nodes share, because they share one kernel:
+#   - one kube-proxy, for all: the nodes share one network namespace and so one set of
+#     iptables rules, which several kube-proxies would rewrite in turn. It runs as node 1, so
+#     internalTrafficPolicy/externalTrafficPolicy Local count only node 1's endpoints as local,
+#     and NodePorts answer on node 1's address only;
+#   - /var/lib/kubelet/device-plugins, which kubelet 1.31 hard-codes: each kubelet empties it at
+#     start and listens on kubelet.sock there, so the last one started owns the socket, and they
+#     share its checkpoint file. No device plugin runs on this cluster; do not add one;
+#   - the machine's memory and CPU: every node reports all of it as its capacity, and each
+#     kubelet's eviction thresholds look at the whole machine;
+#   - the host's network stack: there is no network between nodes to cut, delay or drop; a
+#     node "fails" only by its processes stopping.
+# It is not a model of separate machines: no per-node kernel, clock, disk or network faults.
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -39,20 +63,17 @@ state=${CACHEQOS_CLUSTER_DIR:-$HOME/.cache/cacheqos/local-cluster}
 kube_bin=${CACHEQOS_KUBE_BIN:-$repo/bin/kube}
 etcd_bin=${CACHEQOS_ETCD:-$repo/bin/etcd/etcd}
 pod_cidr=${CACHEQOS_CLUSTER_POD_CIDR:-10.247.0.0/24}
-service_cidr=${CACHEQOS_CLUSTER_SERVICE_CIDR:-10.247.1.0/24}
+service_cidr=${CACHEQOS_CLUSTER_SERVICE_CIDR:-10.247.255.0/24}
 up_timeout=${CACHEQOS_CLUSTER_TIMEOUT:-180}
 
 # Host-wide names.
 owner_file=/run/cacheqos-local-cluster
-bridge=cacheqos0
 cni_network=cacheqos
-node=cacheqos-node
-cgroup_root=/$node # kubelet's cgroupRoot: pods live in <hierarchy>/cacheqos-node/kubepods
 node_label=cacheqos.io/local-cluster=true
 
-# Ports. The API server and the node components listen on the node address, which exists only
-# on our bridge; etcd and the controllers on loopback. None is a default port, so a cluster
-# someone else runs on this machine does not collide.
+# Ports. The API server and kube-proxy listen on node 1's address, each kubelet on its node's;
+# those addresses exist only on our bridges. etcd and the controllers listen on loopback. None
+# is a default port, so a cluster someone else runs on this machine does not collide.
 api_port=16443
 etcd_port=12379
 etcd_peer_port=12380
@@ -68,14 +89,8 @@ logs=$state/logs
 run=$state/run
 image_dir=$state/images
 admin_kubeconfig=$state/kubeconfig
-node_dir=$state/nodes/$node
-containerd_dir=$node_dir/containerd
-containerd_sock=$containerd_dir/containerd.sock
-kubelet_dir=$node_dir/kubelet
-cni_dir=$node_dir/cni
 sandbox_image=localhost/cacheqos/pause:local
 
-components=(containerd etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
 kube_binaries=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
 
 # Sysctls the cluster changes: forwarding and bridge netfilter for Service traffic, and the
@@ -107,11 +122,66 @@ net24() {
     die "'$1' is not a /24 range like 10.247.0.0/24 (CACHEQOS_CLUSTER_POD_CIDR / CACHEQOS_CLUSTER_SERVICE_CIDR)"
   echo "${BASH_REMATCH[1]}"
 }
-node_ip=$(net24 "$pod_cidr").1
-apiserver_service_ip=$(net24 "$service_cidr").1
-[ "$pod_cidr" != "$service_cidr" ] || die "the pod and Service ranges must differ"
 [[ $state != *[[:space:]]* ]] || die "the state directory '$state' must not contain white space"
 [[ $up_timeout =~ ^[0-9]+$ ]] || die "CACHEQOS_CLUSTER_TIMEOUT='$up_timeout' is not a number of seconds"
+
+# The number of nodes: what the state directory was created with, else the setting (`up`
+# refuses a setting that differs from the state directory's: check_settings).
+requested_nodes=${CACHEQOS_CLUSTER_NODES:-}
+[ -z "$requested_nodes" ] || { [[ $requested_nodes =~ ^[0-9]+$ ]] && ((requested_nodes >= 1 && requested_nodes <= 16)); } ||
+  die "CACHEQOS_CLUSTER_NODES='$requested_nodes' is not a number of nodes from 1 to 16"
+recorded_nodes=$(sed -n 's/.* nodes=\([0-9]*\).*/\1/p' "$state/settings" 2>/dev/null || true)
+node_count=${recorded_nodes:-${requested_nodes:-1}}
+
+# Address plan: node k's pod range is the k-th /24 from the first node's; the Service range
+# must lie outside all of them.
+pod_prefix=$(net24 "$pod_cidr")
+first_octet3=${pod_prefix##*.}
+pod_net16=${pod_prefix%.*}
+((first_octet3 + node_count - 1 <= 255)) ||
+  die "$node_count nodes do not fit after $pod_cidr: node k takes the k-th /24 from there"
+service_prefix=$(net24 "$service_cidr")
+if [ "${service_prefix%.*}" = "$pod_net16" ] && ((${service_prefix##*.} >= first_octet3 && ${service_prefix##*.} < first_octet3 + node_count)); then
+  die "the Service range $service_cidr overlaps the pod ranges of the $node_count nodes from $pod_cidr"
+fi
+apiserver_service_ip=$service_prefix.1
+
+# cluster_cidr: the smallest range holding every node's pod range, kube-proxy's clusterCIDR
+# (traffic from it to a Service is not masqueraded).
+cluster_cidr() {
+  local bits=0 mask
+  while (((first_octet3 >> bits) != ((first_octet3 + node_count - 1) >> bits))); do
+    bits=$((bits + 1))
+  done
+  mask=$(((first_octet3 >> bits) << bits))
+  echo "$pod_net16.$mask.0/$((24 - bits))"
+}
+
+node_name() { echo "cacheqos-node-$1"; }
+node_ip_of() { echo "$pod_net16.$((first_octet3 + $1 - 1)).1"; }
+node_indexes() { seq 1 "$node_count"; }
+api_ip=$(node_ip_of 1) # the API server and kube-proxy listen on node 1's address
+
+# select_node K: the names and paths of node K, in globals the per-node functions use.
+select_node() {
+  node=$(node_name "$1")
+  node_ip=$(node_ip_of "$1")
+  node_pod_cidr=$pod_net16.$((first_octet3 + $1 - 1)).0/24
+  bridge=cacheqos$1
+  cgroup_root=/$node # kubelet's cgroupRoot: pods live in <hierarchy>/<node>/kubepods
+  node_dir=$state/nodes/$node
+  containerd_dir=$node_dir/containerd
+  containerd_sock=$containerd_dir/containerd.sock
+  kubelet_dir=$node_dir/kubelet
+  cni_dir=$node_dir/cni
+}
+
+# Components: the control plane and kube-proxy, then containerd and kubelet per node, named
+# "containerd.<node>" and "kubelet.<node>".
+components=(etcd kube-apiserver kube-controller-manager kube-scheduler kube-proxy)
+for k in $(node_indexes); do
+  components+=("containerd.$(node_name "$k")" "kubelet.$(node_name "$k")")
+done
 
 require_root() {
   [ "$(id -u)" -eq 0 ] || die "needs root: it creates a bridge, changes sysctls and iptables, and runs kubelet"
@@ -146,7 +216,7 @@ preflight() {
 # The settings a state directory was created with; changing them needs a purge, because
 # certificates and stored objects carry the addresses.
 check_settings() {
-  local settings="pod_cidr=$pod_cidr service_cidr=$service_cidr node=$node"
+  local settings="pod_cidr=$pod_cidr service_cidr=$service_cidr nodes=${requested_nodes:-$node_count}"
   if [ -f "$state/settings" ]; then
     [ "$(cat "$state/settings")" = "$settings" ] ||
       die "$state was created with '$(cat "$state/settings")', not '$settings': run hack/local-cluster.sh purge first"
@@ -161,9 +231,17 @@ lock() {
   mkdir -p "$state" "$logs" "$run"
   exec 9>"$state/.lock"
   flock -w 300 9 || die "another hack/local-cluster.sh holds $state/.lock"
+  check_layout
 }
 
 owner() { cat "$owner_file" 2>/dev/null || true; }
+
+# check_layout refuses a state directory of the one-node script this one replaced (its pid
+# files had no node in their names): this script would not find those processes to stop them.
+check_layout() {
+  [ ! -f "$run/kubelet.pid" ] && [ ! -f "$run/containerd.pid" ] ||
+    die "$state holds a cluster of the one-node hack/local-cluster.sh (before CACHEQOS_CLUSTER_NODES): purge it with that version of the script, run from this repository's hack folder (git show <commit>:hack/local-cluster.sh >hack/old-cluster.sh; bash hack/old-cluster.sh purge)"
+}
 
 # check_host refuses when another state directory's cluster owns this machine.
 check_host() {
@@ -172,9 +250,13 @@ check_host() {
   if [ -n "$other" ] && [ "$other" != "$state" ] && [ -d "$other" ]; then
     die "another local cluster owns this machine (state directory $other); stop it first: CACHEQOS_CLUSTER_DIR=$other hack/local-cluster.sh down"
   fi
-  if [ -z "$other" ] && ip link show "$bridge" >/dev/null 2>&1; then
-    die "a network device named $bridge exists but no local cluster owns it; remove it (ip link del $bridge) or find who made it"
-  fi
+  local k
+  for k in $(node_indexes); do
+    select_node "$k"
+    if [ -z "$other" ] && ip link show "$bridge" >/dev/null 2>&1; then
+      die "a network device named $bridge exists but no local cluster owns it; remove it (ip link del $bridge) or find who made it"
+    fi
+  done
 }
 
 # claim_host makes this state directory the machine's cluster.
@@ -189,11 +271,13 @@ claim_host() {
 # Processes: one pid file per component, "PID BINARY"; a pid counts only while it still runs
 # that binary, so a recycled pid is never signalled.
 
+# binary_of COMPONENT: the program of a component; node components are "<program>.<node>".
 binary_of() {
-  case $1 in
+  local program=${1%%.*}
+  case $program in
     containerd) readlink -f "$(command -v containerd)" ;;
     etcd) readlink -f "$etcd_bin" ;;
-    *) readlink -f "$kube_bin/$1" ;;
+    *) readlink -f "$kube_bin/$program" ;;
   esac
 }
 
@@ -252,12 +336,12 @@ stop_component() {
   rm -f "$run/$1.pid"
 }
 
-# Shims of our containerd outlive it by design; find them by the address they were given.
+# Shims of our containerds outlive them by design; find them by the address they were given.
 our_shims() {
   local p cmdline
   for p in /proc/[0-9]*; do
     cmdline=$(tr '\0' ' ' 2>/dev/null <"$p/cmdline") || continue
-    [[ $cmdline == *containerd-shim*" -address $containerd_sock "* ]] && echo "${p#/proc/}"
+    [[ $cmdline == *containerd-shim*" -address $state/nodes/"*"/containerd/containerd.sock "* ]] && echo "${p#/proc/}"
   done
   return 0
 }
@@ -266,12 +350,15 @@ cgroup_mounts() { awk '$3 == "cgroup" || $3 == "cgroup2" { print $2 }' /proc/sel
 
 cgroup_v2() { [ "$(stat -fc %T /sys/fs/cgroup)" = cgroup2fs ]; }
 
-# Processes of our pods: everything in the node's cgroup subtree.
+# Processes of our pods: everything in the nodes' cgroup subtrees.
 pod_processes() {
-  local mp
-  for mp in $(cgroup_mounts); do
-    [ -d "$mp$cgroup_root" ] || continue
-    find "$mp$cgroup_root" -name cgroup.procs -exec cat {} + 2>/dev/null || true
+  local mp k
+  for k in $(node_indexes); do
+    select_node "$k"
+    for mp in $(cgroup_mounts); do
+      [ -d "$mp$cgroup_root" ] || continue
+      find "$mp$cgroup_root" -name cgroup.procs -exec cat {} + 2>/dev/null || true
+    done
   done | sort -un
 }
 
@@ -306,13 +393,17 @@ write_pki() {
     -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign \
     -out "$tmp/ca.crt" 2>/dev/null
   signed_cert "$tmp" apiserver /CN=kube-apiserver serverAuth \
-    "DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,DNS:localhost,IP:127.0.0.1,IP:$node_ip,IP:$apiserver_service_ip"
+    "DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,DNS:localhost,IP:127.0.0.1,IP:$api_ip,IP:$apiserver_service_ip"
   signed_cert "$tmp" admin /O=system:masters/CN=cacheqos-admin clientAuth
   signed_cert "$tmp" apiserver-kubelet-client /O=system:masters/CN=kube-apiserver-kubelet-client clientAuth
   signed_cert "$tmp" kube-controller-manager /CN=system:kube-controller-manager clientAuth
   signed_cert "$tmp" kube-scheduler /CN=system:kube-scheduler clientAuth
   signed_cert "$tmp" kube-proxy /CN=system:kube-proxy clientAuth
-  signed_cert "$tmp" kubelet "/O=system:nodes/CN=system:node:$node" clientAuth
+  local k
+  for k in $(node_indexes); do
+    # Each kubelet its own identity: NodeRestriction lets it write only its own Node and pods.
+    signed_cert "$tmp" "kubelet-$(node_name "$k")" "/O=system:nodes/CN=system:node:$(node_name "$k")" clientAuth
+  done
   new_key "$tmp/service-account.key"
   openssl pkey -in "$tmp/service-account.key" -pubout -out "$tmp/service-account.pub"
   mv "$tmp" "$pki"
@@ -326,7 +417,7 @@ kind: Config
 clusters:
 - name: cacheqos-local
   cluster:
-    server: https://$node_ip:$api_port
+    server: https://$api_ip:$api_port
     certificate-authority-data: $(base64 -w0 "$pki/ca.crt")
 users:
 - name: $2
@@ -341,12 +432,40 @@ EOF
 }
 
 write_configs() {
-  local c snapshotter=overlayfs
-  mkdir -p "$state/kubeconfigs" "$containerd_dir" "$kubelet_dir" "$cni_dir/net.d" "$cni_dir/ipam" "$node_dir/pod-logs"
+  local c k
+  mkdir -p "$state/kubeconfigs"
   write_kubeconfig "$admin_kubeconfig" admin
-  for c in kube-controller-manager kube-scheduler kube-proxy kubelet; do
+  for c in kube-controller-manager kube-scheduler kube-proxy; do
     write_kubeconfig "$state/kubeconfigs/$c" "$c"
   done
+  for k in $(node_indexes); do
+    select_node "$k"
+    write_node_configs
+  done
+
+  # One kube-proxy for every node: they share the host's network namespace (see the header).
+  # conntrack zeros and localhostNodePorts false: kube-proxy leaves those host sysctls alone.
+  cat >"$state/kube-proxy.yaml" <<EOF
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection: {kubeconfig: $state/kubeconfigs/kube-proxy}
+hostnameOverride: $(node_name 1)
+mode: iptables
+clusterCIDR: $(cluster_cidr)
+healthzBindAddress: $api_ip:$proxy_healthz_port
+metricsBindAddress: $api_ip:$proxy_metrics_port
+nodePortAddresses: ["$api_ip/32"]
+oomScoreAdj: 0
+conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
+iptables: {localhostNodePorts: false}
+EOF
+}
+
+# write_node_configs: containerd, CNI and kubelet configuration of the selected node.
+write_node_configs() {
+  local snapshotter=overlayfs
+  mkdir -p "$containerd_dir" "$kubelet_dir" "$cni_dir/net.d" "$cni_dir/ipam" "$node_dir/pod-logs"
+  write_kubeconfig "$state/kubeconfigs/kubelet-$node" "kubelet-$node"
   # overlayfs cannot stack on overlayfs (a state directory inside a container).
   [ "$(stat -fc %T "$state")" != overlayfs ] || snapshotter=native
 
@@ -391,7 +510,7 @@ EOF
       "type": "bridge", "bridge": "$bridge", "isGateway": true, "ipMasq": false, "hairpinMode": true,
       "ipam": {
         "type": "host-local", "dataDir": "$cni_dir/ipam",
-        "ranges": [[{"subnet": "$pod_cidr", "gateway": "$node_ip"}]],
+        "ranges": [[{"subnet": "$node_pod_cidr", "gateway": "$node_ip"}]],
         "routes": [{"dst": "0.0.0.0/0"}]
       }
     }
@@ -431,22 +550,6 @@ evictionHard: {memory.available: "100Mi", nodefs.available: "1%", imagefs.availa
 syncFrequency: 10s
 nodeStatusReportFrequency: 10s
 EOF
-
-  # conntrack zeros and localhostNodePorts false: kube-proxy leaves those host sysctls alone.
-  cat >"$node_dir/kube-proxy.yaml" <<EOF
-apiVersion: kubeproxy.config.k8s.io/v1alpha1
-kind: KubeProxyConfiguration
-clientConnection: {kubeconfig: $state/kubeconfigs/kube-proxy}
-hostnameOverride: $node
-mode: iptables
-clusterCIDR: $pod_cidr
-healthzBindAddress: $node_ip:$proxy_healthz_port
-metricsBindAddress: $node_ip:$proxy_metrics_port
-nodePortAddresses: ["$node_ip/32"]
-oomScoreAdj: 0
-conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
-iptables: {localhostNodePorts: false}
-EOF
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -473,13 +576,25 @@ restore_sysctls() {
   rm -f "$run/sysctls.saved"
 }
 
+# forward_rule: the FORWARD rule that lets pods of any node reach pods of any other (a host
+# whose FORWARD policy is DROP would otherwise drop traffic between the bridges).
+forward_rule() {
+  echo FORWARD -s "$(cluster_cidr)" -d "$(cluster_cidr)" -m comment --comment cacheqos-local-cluster-between-pods -j ACCEPT
+}
+
 setup_network() {
-  ip link show "$bridge" >/dev/null 2>&1 || ip link add "$bridge" type bridge
-  ip addr show dev "$bridge" | grep -q "inet $node_ip/" || ip addr add "$node_ip/24" dev "$bridge"
-  ip link set "$bridge" up
-  # The host reaches Services from the node address, whatever its default route is.
-  ip route replace "$service_cidr" dev "$bridge" src "$node_ip"
+  local k
+  for k in $(node_indexes); do
+    select_node "$k"
+    ip link show "$bridge" >/dev/null 2>&1 || ip link add "$bridge" type bridge
+    ip addr show dev "$bridge" | grep -q "inet $node_ip/" || ip addr add "$node_ip/24" dev "$bridge"
+    ip link set "$bridge" up
+  done
+  # The host reaches Services from node 1's address, whatever its default route is.
+  ip route replace "$service_cidr" dev cacheqos1 src "$api_ip"
   echo 1 >"$(sysctl_file net.ipv4.ip_forward)"
+  # shellcheck disable=SC2046
+  iptables -w -C $(forward_rule) 2>/dev/null || iptables -w -I $(forward_rule)
   local f
   f=$(sysctl_file net.bridge.bridge-nf-call-iptables)
   if [ -f "$f" ]; then
@@ -503,9 +618,12 @@ record_hard_coded_dirs() {
 cgroup2_controllers=(cpuset cpu io memory hugetlb pids)
 
 setup_cgroups() {
-  local mp c
-  for mp in $(cgroup_mounts); do
-    mkdir -p "$mp$cgroup_root"
+  local mp c k
+  for k in $(node_indexes); do
+    select_node "$k"
+    for mp in $(cgroup_mounts); do
+      mkdir -p "$mp$cgroup_root"
+    done
   done
   cgroup_v2 || return 0
   [ -f "$run/cgroup2-enabled" ] || : >"$run/cgroup2-enabled"
@@ -517,7 +635,7 @@ setup_cgroups() {
 }
 
 remove_cgroups() {
-  local mp pids
+  local mp pids k
   pids=$(pod_processes)
   if [ -n "$pids" ]; then
     log "killing $(wc -w <<<"$pids") leftover pod processes"
@@ -525,10 +643,13 @@ remove_cgroups() {
     kill -KILL $pids 2>/dev/null || true
     sleep 0.5
   fi
-  for mp in $(cgroup_mounts); do
-    [ -d "$mp$cgroup_root" ] || continue
-    find "$mp$cgroup_root" -depth -type d -exec rmdir {} \; 2>/dev/null
-    [ ! -d "$mp$cgroup_root" ] || log "could not remove cgroup $mp$cgroup_root"
+  for k in $(node_indexes); do
+    select_node "$k"
+    for mp in $(cgroup_mounts); do
+      [ -d "$mp$cgroup_root" ] || continue
+      find "$mp$cgroup_root" -depth -type d -exec rmdir {} \; 2>/dev/null
+      [ ! -d "$mp$cgroup_root" ] || log "could not remove cgroup $mp$cgroup_root"
+    done
   done
   if [ -f "$run/cgroup2-enabled" ]; then
     local c
@@ -610,9 +731,12 @@ clean_hard_coded_dirs() {
     rm -f "$run/container-ids"
   fi
   for f in /var/log/containers/*.log; do
-    [[ -L $f && $(readlink "$f") == "$node_dir/"* ]] && rm -f "$f"
+    [[ -L $f && $(readlink "$f") == "$state/nodes/"* ]] && rm -f "$f"
   done
   rm -f /var/lib/kubelet/device-plugins/kubelet.sock
+  # The kubelets' shared device-manager checkpoint, unless a kubelet of the host was there first.
+  grep -qxF /var/lib/kubelet/device-plugins "$run/preexisting-dirs" 2>/dev/null ||
+    rm -f /var/lib/kubelet/device-plugins/kubelet_internal_checkpoint
   [ -f "$run/preexisting-dirs" ] || return 0
   for d in "${hard_coded_dirs[@]}"; do
     grep -qxF "$d" "$run/preexisting-dirs" || rmdir "$d" 2>/dev/null || true
@@ -620,9 +744,10 @@ clean_hard_coded_dirs() {
   rm -f "$run/preexisting-dirs"
 }
 
-# kill_pods removes every container of our containerd, recording the ids for libcni's cache.
+# kill_pods removes every container of the selected node's containerd, recording the ids for
+# libcni's cache.
 kill_pods() {
-  running containerd || return 0
+  running "containerd.$node" || return 0
   local ids id
   ids=$(ctr_k8s containers ls -q 2>/dev/null || true)
   [ -n "$ids" ] || return 0
@@ -640,12 +765,20 @@ kill_pods() {
 # Best effort, in a subshell without errexit: one failing step must not stop the others.
 teardown() (
   set +e
-  local restore_host=$1 c
-  stop_component kubelet # first, so nothing restarts the pods
-  kill_pods
+  local restore_host=$1 c k
+  for k in $(node_indexes); do
+    stop_component "kubelet.$(node_name "$k")" # first, so nothing restarts the pods
+  done
+  for k in $(node_indexes); do
+    select_node "$k"
+    kill_pods
+  done
   stop_component kube-proxy
-  for c in kube-scheduler kube-controller-manager kube-apiserver etcd containerd; do
+  for c in kube-scheduler kube-controller-manager kube-apiserver etcd; do
     stop_component "$c"
+  done
+  for k in $(node_indexes); do
+    stop_component "containerd.$(node_name "$k")"
   done
   # shellcheck disable=SC2046
   terminate $(our_shims)
@@ -654,10 +787,15 @@ teardown() (
   remove_cgroups
   unmount_state # the pods' last mounts, released by the processes remove_cgroups killed
   clean_iptables
-  ip link del "$bridge" 2>/dev/null || true
+  # shellcheck disable=SC2046
+  while iptables -w -D $(forward_rule) 2>/dev/null; do :; done
+  for k in $(node_indexes); do
+    select_node "$k"
+    ip link del "$bridge" 2>/dev/null || true
+    rm -rf "$cni_dir/ipam" # leases of pods that no longer exist
+  done
   restore_sysctls
   clean_hard_coded_dirs
-  rm -rf "$cni_dir/ipam" # leases of pods that no longer exist
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -726,17 +864,17 @@ import_sandbox_image() {
 }
 
 start_control_plane() {
-  start_component etcd --name "$node" --data-dir "$state/etcd" \
+  start_component etcd --name cacheqos --data-dir "$state/etcd" \
     --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
     --listen-peer-urls "http://127.0.0.1:$etcd_peer_port" --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer_port" \
-    --initial-cluster "$node=http://127.0.0.1:$etcd_peer_port" \
+    --initial-cluster "cacheqos=http://127.0.0.1:$etcd_peer_port" \
     --quota-backend-bytes 1073741824 --unsafe-no-fsync
 
   # kubelet-preferred-address-types: the node name does not resolve, its InternalIP does
   # (kubectl logs/exec go through the API server to kubelet).
   start_component kube-apiserver \
     --etcd-servers "http://127.0.0.1:$etcd_port" \
-    --bind-address "$node_ip" --advertise-address "$node_ip" --secure-port "$api_port" \
+    --bind-address "$api_ip" --advertise-address "$api_ip" --secure-port "$api_port" \
     --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
     --client-ca-file "$pki/ca.crt" \
     --kubelet-client-certificate "$pki/apiserver-kubelet-client.crt" \
@@ -766,11 +904,18 @@ start_control_plane() {
     --bind-address 127.0.0.1 --secure-port "$scheduler_port" --leader-elect=false --profiling=false
 }
 
-start_node() {
-  start_component kubelet --config "$kubelet_dir/config.yaml" \
-    --kubeconfig "$state/kubeconfigs/kubelet" --hostname-override "$node" --node-ip "$node_ip" \
+# start_containerd: the selected node's containerd, with the sandbox image.
+start_containerd() {
+  start_component "containerd.$node" --config "$containerd_dir/config.toml"
+  wait_until "containerd of $node" "containerd.$node" ctr --address "$containerd_sock" version
+  import_sandbox_image
+}
+
+# start_kubelet: the selected node's kubelet.
+start_kubelet() {
+  start_component "kubelet.$node" --config "$kubelet_dir/config.yaml" \
+    --kubeconfig "$state/kubeconfigs/kubelet-$node" --hostname-override "$node" --node-ip "$node_ip" \
     --node-labels "$node_label" --root-dir "$kubelet_dir" --cert-dir "$kubelet_dir/pki"
-  start_component kube-proxy --config "$node_dir/kube-proxy.yaml"
 }
 
 cmd_up() {
@@ -780,7 +925,7 @@ cmd_up() {
   check_settings
   claim_host
   deadline=$((SECONDS + up_timeout))
-  local start=$SECONDS c all=1 any=0
+  local start=$SECONDS c k all=1 any=0
   for c in "${components[@]}"; do
     if running "$c"; then any=1; else all=0; fi
   done
@@ -799,17 +944,25 @@ cmd_up() {
     save_sysctls
     setup_network
     setup_cgroups
-    log "cgroup $(cgroup_v2 && echo v2 || echo v1), cgroupfs driver; node $node at $node_ip, pods $pod_cidr, Services $service_cidr"
+    log "cgroup $(cgroup_v2 && echo v2 || echo v1), cgroupfs driver; $node_count node(s) from $api_ip, pods $(cluster_cidr), Services $service_cidr"
 
-    start_component containerd --config "$containerd_dir/config.toml"
-    wait_until "containerd" containerd ctr --address "$containerd_sock" version
-    import_sandbox_image
+    for k in $(node_indexes); do
+      select_node "$k"
+      start_containerd
+    done
     start_control_plane
-    start_node
+    for k in $(node_indexes); do
+      select_node "$k"
+      start_kubelet
+    done
+    start_component kube-proxy --config "$state/kube-proxy.yaml"
   fi
-  wait_until "node $node Ready" "containerd kubelet kube-apiserver" node_ready
+  for k in $(node_indexes); do
+    select_node "$k"
+    wait_until "node $node Ready" "containerd.$node kubelet.$node kube-apiserver" node_ready
+  done
   wait_until "default ServiceAccount" "kube-controller-manager" default_service_account
-  wait_until "kube-proxy synced" "kube-proxy" http_ok "$node_ip" "$proxy_healthz_port" /healthz
+  wait_until "kube-proxy synced" "kube-proxy" http_ok "$api_ip" "$proxy_healthz_port" /healthz
   log "cluster ready in $((SECONDS - start))s: export KUBECONFIG=$admin_kubeconfig"
 }
 
@@ -848,15 +1001,15 @@ rss_mib() { awk '/^VmRSS/ { printf "%.0f", $2 / 1024 }' "/proc/$1/status" 2>/dev
 
 cmd_status() {
   local c pid rss total=0 all=1 p
-  printf '%-24s %8s %9s\n' COMPONENT PID RSS_MiB
+  printf '%-30s %8s %9s\n' COMPONENT PID RSS_MiB
   for c in "${components[@]}"; do
     if pid=$(pid_of "$c"); then
       rss=$(rss_mib "$pid")
       total=$((total + rss))
-      printf '%-24s %8s %9s\n' "$c" "$pid" "$rss"
+      printf '%-30s %8s %9s\n' "$c" "$pid" "$rss"
     else
       all=0
-      printf '%-24s %8s %9s\n' "$c" - stopped
+      printf '%-30s %8s %9s\n' "$c" - stopped
     fi
   done
   local shims pods shim_rss=0 pod_rss=0
@@ -864,8 +1017,8 @@ cmd_status() {
   pods=$(pod_processes)
   for p in $shims; do shim_rss=$((shim_rss + $(rss_mib "$p"))); done
   for p in $pods; do pod_rss=$((pod_rss + $(rss_mib "$p"))); done
-  printf '%-24s %8s %9s\n' "shims ($(wc -w <<<"$shims"))" - "$shim_rss" "pod processes ($(wc -w <<<"$pods"))" - "$pod_rss"
-  printf '%-24s %8s %9s\n' total - $((total + shim_rss + pod_rss))
+  printf '%-30s %8s %9s\n' "shims ($(wc -w <<<"$shims"))" - "$shim_rss" "pod processes ($(wc -w <<<"$pods"))" - "$pod_rss"
+  printf '%-30s %8s %9s\n' total - $((total + shim_rss + pod_rss))
   if [ $all = 1 ]; then
     kc get nodes -o wide 2>/dev/null || true
     return 0
@@ -873,9 +1026,17 @@ cmd_status() {
   return 3
 }
 
+# cmd_env: ctr talks to node 1's containerd; CACHEQOS_CLUSTER_CONTAINERD_ADDRESSES lists every
+# node's (hack/images/import.sh imports into each).
 cmd_env() {
+  local k sockets=()
+  for k in $(node_indexes); do
+    select_node "$k"
+    sockets+=("$containerd_sock")
+  done
   printf 'export KUBECONFIG=%q\n' "$admin_kubeconfig"
-  printf 'export CONTAINERD_ADDRESS=%q\n' "$containerd_sock"
+  printf 'export CONTAINERD_ADDRESS=%q\n' "${sockets[0]}"
+  printf 'export CACHEQOS_CLUSTER_CONTAINERD_ADDRESSES=%q\n' "${sockets[*]}"
   printf 'export CONTAINERD_NAMESPACE=k8s.io\n'
   printf 'export CACHEQOS_CLUSTER_DIR=%q\n' "$state"
   printf 'export PATH=%q:"$PATH"\n' "$kube_bin"

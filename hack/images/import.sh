@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Imports image tars (from hack/images/build.sh or mkimage) into the local cluster's containerd,
-# in the k8s.io namespace where kubelet finds them; pods use them with imagePullPolicy: Never.
+# Imports image tars (from hack/images/build.sh or mkimage) into the containerd of every node of
+# the local cluster, in the k8s.io namespace where kubelet finds them; pods use them with
+# imagePullPolicy: Never.
 #
 #   hack/images/import.sh TAR...
 #
@@ -15,9 +16,28 @@ for tar in "$@"; do
   [ -f "$tar" ] || die "$tar: no such file"
 done
 eval "$("$repo/hack/local-cluster.sh" env)"
-ctr --address "$CONTAINERD_ADDRESS" version >/dev/null 2>&1 ||
-  die "the local cluster's containerd does not answer on $CONTAINERD_ADDRESS: run hack/local-cluster.sh up"
-for tar in "$@"; do
-  ctr --address "$CONTAINERD_ADDRESS" --namespace k8s.io images import "$tar" >&2 ||
-    die "importing $tar failed"
+for address in $CACHEQOS_CLUSTER_CONTAINERD_ADDRESSES; do
+  ctr --address "$address" version >/dev/null 2>&1 ||
+    die "the local cluster's containerd does not answer on $address: run hack/local-cluster.sh up"
 done
+# import_all ADDRESS TAR...: every tar into one node's containerd.
+import_all() {
+  local address=$1 tar
+  shift
+  for tar in "$@"; do
+    ctr --address "$address" --namespace k8s.io images import "$tar" >/dev/null ||
+      die "importing $tar into $address failed"
+  done
+}
+# The nodes in parallel: each unpacks the layers into its own snapshotter.
+pids=()
+for address in $CACHEQOS_CLUSTER_CONTAINERD_ADDRESSES; do
+  import_all "$address" "$@" &
+  pids+=($!)
+done
+failed=0
+for pid in "${pids[@]}"; do
+  wait "$pid" || failed=1
+done
+[ $failed = 0 ] || die "importing into some node failed (see above)"
+echo "imported $# image(s) into $(wc -w <<<"$CACHEQOS_CLUSTER_CONTAINERD_ADDRESSES") node(s)" >&2

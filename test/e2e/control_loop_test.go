@@ -33,7 +33,9 @@ const (
 func testStrictTenantHoldsUnderFlood(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t, "loop")
+	// One tight node is the whole fleet.
 	c := testCluster(ns, "loop", func(c *v1.CacheCluster) {
+		onNode(cluster.nodes[0])(c)
 		c.Spec.Allocation.Policy = "" // the default the API server sets: optimal
 		c.Spec.Capacity.Memory = resource.MustParse("24Mi")
 	})

@@ -241,7 +241,9 @@ func clientServiceIP(t *testing.T, c *v1.CacheCluster) string {
 func testNoisyNeighbour(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t, "noisy")
+	// One node: the elephant's fair share is 1/K of that node's bandwidth.
 	c := testCluster(ns, "noisy", func(c *v1.CacheCluster) {
+		onNode(cluster.nodes[0])(c)
 		c.Spec.Allocation.Policy = v1.PolicyLACS
 		c.Spec.Capacity.Bandwidth = resource.MustParse(strconv.Itoa(noisyBandwidth))
 		c.Spec.Capacity.OpsPerSecond = 4000

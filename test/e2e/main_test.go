@@ -39,6 +39,10 @@ const teardownMargin = 45 * time.Second
 // of starting the local one.
 const kubeconfigEnv = "CACHEQOS_E2E_KUBECONFIG"
 
+// clusterNodes is how many nodes the suite needs: the local cluster is started with that many
+// (CACHEQOS_CLUSTER_NODES), and a cluster it is given or reuses must have that many Ready.
+const clusterNodes = 3
+
 // imageNames are the images of hack/images/build.sh the suite runs.
 var imageNames = []string{"smoke", "redis", "operator", "cache-sidecar", "loadgen",
 	"prometheus-operator", "prometheus-config-reloader", "prometheus"}
@@ -50,6 +54,7 @@ func localTag(name string) string { return "localhost/cacheqos/" + name + ":loca
 var cluster struct {
 	repo       string
 	kubeconfig string
+	nodes      []string // the Ready nodes, sorted by name
 	// prometheusURL is the in-cluster Prometheus, reachable from this host.
 	prometheusURL string
 	client        kubernetes.Interface
@@ -187,6 +192,10 @@ func runSuite(m *testing.M, kubeconfig string) int {
 		logf("%v", err)
 		return 1
 	}
+	if err := checkNodes(); err != nil {
+		logf("%v", err)
+		return 1
+	}
 	start := time.Now()
 	if err := installProduct(); err != nil {
 		logf("installing: %v", err)
@@ -239,6 +248,7 @@ func testTimeout() time.Duration {
 func script(name string, args ...string) *exec.Cmd {
 	cmd := exec.Command(filepath.Join(cluster.repo, name), args...)
 	cmd.Dir = cluster.repo
+	cmd.Env = append(os.Environ(), fmt.Sprintf("CACHEQOS_CLUSTER_NODES=%d", clusterNodes))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	return cmd
 }

@@ -30,6 +30,9 @@ func TestProduct(t *testing.T) {
 		t.Run("StrictTenantHoldsUnderFlood", testStrictTenantHoldsUnderFlood)
 		t.Run("TenantWithEditRole", testTenantWithEditRole)
 		t.Run("ClientTLS", testClientTLS)
+		t.Run("Scheduling", testScheduling)
+		t.Run("Routing", testRouting)
+		t.Run("PlanPropagation", testPlanPropagation)
 	})
 	t.Run("Faults", testFaults)
 	t.Run("DeletingFreesEverything", testDeletingFreesEverything)
@@ -41,7 +44,9 @@ func TestProduct(t *testing.T) {
 func testIsolation(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t, "isolation")
-	c := testCluster(ns, "iso", nil)
+	// One node: clients reach the cluster through its Service, and a sidecar serves only the
+	// tenants with a partition on its node (see testRouting).
+	c := testCluster(ns, "iso", onNode(cluster.nodes[0]))
 	readyCluster(t, c)
 	nsA, nsB := tenantNamespace(t, "team-a"), tenantNamespace(t, "team-b")
 	a, b := tenant(nsA, "web", c, "0.5", "8Mi", "32Mi"), tenant(nsB, "web", c, "0.5", "8Mi", "32Mi")
@@ -74,13 +79,19 @@ func testIsolation(t *testing.T) {
 	clientB.expect("0", "EXISTS", "only-a")
 	clientB.expect("0", "DEL", "only-a")
 	clientA.expect("secret", "GET", "only-a")
-	scan := clientB.do("SCAN", "0", "COUNT", "1000")
-	if len(scan.Elems) != 2 {
-		t.Fatalf("SCAN reply %q", scan.Raw)
-	}
+	// SCAN walks the tenant's partitions one node after another, until the cursor is 0 again.
 	var keys []string
-	for _, k := range scan.Elems[1].Elems {
-		keys = append(keys, string(k.Str))
+	for cursor := "0"; ; {
+		scan := clientB.do("SCAN", cursor, "COUNT", "1000")
+		if len(scan.Elems) != 2 {
+			t.Fatalf("SCAN reply %q", scan.Raw)
+		}
+		for _, k := range scan.Elems[1].Elems {
+			keys = append(keys, string(k.Str))
+		}
+		if cursor = string(scan.Elems[0].Str); cursor == "0" {
+			break
+		}
 	}
 	if !slices.Equal(keys, []string{"shared-name"}) {
 		t.Errorf("tenant B's SCAN sees %q, want only its own key", keys)
@@ -91,7 +102,7 @@ func testIsolation(t *testing.T) {
 // and a Prometheus outage, and an infeasible tenant gets a condition without disturbing others.
 func testFaults(t *testing.T) {
 	ns := newNamespace(t, "faults")
-	c := testCluster(ns, "faults", nil)
+	c := testCluster(ns, "faults", onNode(cluster.nodes[0])) // one node, as testIsolation
 	readyCluster(t, c)
 	tns := tenantNamespace(t, "faults-tenant")
 	web := tenant(tns, "web", c, "0.5", "16Mi", "64Mi")
@@ -108,9 +119,18 @@ func testFaults(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		waitFor(t, 2*time.Minute, "a new ready sidecar pod", func() (bool, error) {
+		deleted := map[string]bool{}
+		for _, p := range pods {
+			deleted[p.Name] = true
+		}
+		waitFor(t, 2*time.Minute, fmt.Sprintf("%d new ready sidecar pods", len(pods)), func() (bool, error) {
 			now := sidecarPods(t, c)
-			return len(now) == len(pods) && now[0].Name != pods[0].Name && podReady(&now[0]), nil
+			for _, p := range now {
+				if deleted[p.Name] || !podReady(&p) {
+					return false, nil
+				}
+			}
+			return len(now) == len(pods), nil
 		})
 		waitFor(t, time.Minute, "every plan applied again", func() (bool, error) {
 			for _, p := range plans(t, c) {
@@ -215,7 +235,7 @@ func testDeletingFreesEverything(t *testing.T) {
 	admittedTenant(t, leave)
 	leaving := tns + "/leave"
 	waitFor(t, time.Minute, "partitions of both tenants running", func() (bool, error) {
-		return countPartitions(plans(t, c), leaving, true) == 1, nil
+		return countPartitions(plans(t, c), leaving, true) >= 1, nil
 	})
 
 	deleteAndWait(t, leave)
