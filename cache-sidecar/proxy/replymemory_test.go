@@ -28,10 +28,12 @@ func TestLargeReplyIsStreamed(t *testing.T) {
 		proto    Protocol
 		valueLen int
 		keys     int
+		list     bool // a list of keys elements, read with LRANGE
 	}{
 		{name: "memcached get of 64 values of 1 MB", proto: Memcached, valueLen: valueLen, keys: copies},
 		{name: "redis MGET of 64 values of 1 MB", proto: Redis, valueLen: valueLen, keys: copies},
 		{name: "redis GET of a 64 MiB value", proto: Redis, valueLen: 64 << 20, keys: 1},
+		{name: "redis LRANGE of a list of 1024 values of 64 KB", proto: Redis, valueLen: 64 << 10, keys: 1024, list: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -42,7 +44,11 @@ func TestLargeReplyIsStreamed(t *testing.T) {
 				Tenant{ID: acct.id, CredentialHash: acct.hash, LocalEngine: engine, Routes: []Route{n.route(1)}},
 				Tenant{ID: other.id, CredentialHash: other.hash, LocalEngine: startEngine(t, tc.proto), Routes: []Route{n.route(1)}})
 			bystander := newReadProbe(t, n, tc.proto, other, other, 1).bystanderOp
-			storeDirectly(t, tc.proto, engine, "big", tc.valueLen)
+			if tc.list {
+				pushDirectly(t, engine, "big", tc.keys, tc.valueLen)
+			} else {
+				storeDirectly(t, tc.proto, engine, "big", tc.valueLen)
+			}
 			keys := strings.Repeat(" big", tc.keys)
 			var write func([]byte) (int, error)
 			var read func() int64
@@ -57,7 +63,11 @@ func TestLargeReplyIsStreamed(t *testing.T) {
 			c := loginRESP(t, n, acct)
 			request := resp.AppendCommandStrings(nil, "GET", "big")
 			header := ""
-			if tc.keys > 1 {
+			switch {
+			case tc.list:
+				request = resp.AppendCommandStrings(nil, "LRANGE", "big", "0", "-1")
+				header = fmt.Sprintf("*%d\r\n", tc.keys)
+			case tc.keys > 1:
 				request = resp.AppendCommandStrings(nil, strings.Fields("MGET"+keys)...)
 				header = fmt.Sprintf("*%d\r\n", tc.keys)
 			}
@@ -65,6 +75,11 @@ func TestLargeReplyIsStreamed(t *testing.T) {
 				return readValues(t, c.br, header, fmt.Sprintf("$%d\r\n", tc.valueLen), tc.keys, tc.valueLen, "")
 			}
 			probeStreamed(t, c.nc.Write, request, read, bystander, int64(tc.keys*tc.valueLen))
+			if tc.list {
+				// The streamed collection counts as one hit of its key, as one read whole does.
+				hits := &n.p.lookupTenant([]byte(acct.id)).stats.hits
+				waitFor(t, "the LRANGE to count as a hit", func() bool { return hits.Load() == 1 })
+			}
 		})
 	}
 }
@@ -85,6 +100,18 @@ func storeDirectly(t *testing.T, proto Protocol, engine, key string, valueLen in
 	}
 	if got := dialRESP(t, "unix", engine).do("SET", key, value); got != "+OK\r\n" {
 		t.Fatalf("SET %s on the engine: %q", key, got)
+	}
+}
+
+// pushDirectly makes key, on the engine itself, a list of n values of valueLen bytes.
+func pushDirectly(t *testing.T, engine, key string, n, valueLen int) {
+	t.Helper()
+	c := dialRESP(t, "unix", engine)
+	value := strings.Repeat("v", valueLen)
+	for range n {
+		if got := c.do("RPUSH", key, value); got[0] != ':' {
+			t.Fatalf("RPUSH %s on the engine: %q", key, got)
+		}
 	}
 }
 

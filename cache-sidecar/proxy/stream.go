@@ -16,8 +16,9 @@ import (
 )
 
 // A reply holding a value larger than streamChunk (a redis bulk string, a memcached VALUE
-// block), and every reply to a multi-key read sent whole to one node (MGET, memcached get of
-// several keys), is streamed: the link's reader hands it, unread, to its connection's writer,
+// block), a redis collection of at least streamMinElements elements (LRANGE, HGETALL,
+// SMEMBERS... of a large collection), and every reply to a multi-key read sent whole to one
+// node (MGET, memcached get of several keys), is streamed: the link's reader hands it, unread, to its connection's writer,
 // which copies it from the link's buffered reader to the client streamChunk bytes at a time,
 // in the connection's reply order, and the link reads its next reply once the copy is done.
 // So the proxy holds one chunk of such a reply, whatever its size.
@@ -31,6 +32,10 @@ const (
 	// maxStreamBlock is the largest value a streamed reply may hold (redis' and memcached's
 	// largest: 512 MiB and 1 GiB).
 	maxStreamBlock = 1 << 30
+	// streamMinElements is the size of the smallest redis collection reply streamed: replies
+	// of fewer elements (redis-benchmark's LRANGE_100 to _600 among them) are read whole, as
+	// small replies are cheaper handed over whole.
+	streamMinElements = 1024
 )
 
 // A stream's hand-over: the link offers it, then either the writer takes it, or the link,
@@ -76,8 +81,16 @@ func (l *link) streams(w waiter) bool {
 			}
 			n, ok := protocol.ParseInt(line[1:])
 			return ok && n >= streamChunk
-		case byte(resp.TypeArray):
-			return p.access == accessReadMulti
+		case byte(resp.TypeArray), byte(resp.TypeSet), byte(resp.TypeMap):
+			if p.access == accessReadMulti {
+				return first[0] == byte(resp.TypeArray)
+			}
+			line := peekLine(l.br)
+			if len(line) < 2 {
+				return false
+			}
+			n, ok := protocol.ParseInt(line[1:])
+			return ok && n >= streamMinElements
 		}
 		return false
 	}
@@ -181,6 +194,9 @@ type streamCopy struct {
 	values []streamedValue
 }
 
+// wholeReply is a streamed collection's length in streamedValue: the whole reply's.
+const wholeReply = -1
+
 // streamedValue is one value (or miss) of a streamed read reply.
 type streamedValue struct {
 	keyHash uint64 // memcached: the VALUE line's key
@@ -251,6 +267,11 @@ func (sc *streamCopy) copyRESP() error {
 			}
 			if !ok || n < 0 || n > maxStreamBlock {
 				return fmt.Errorf("invalid %s length in the reply", t)
+			}
+			if t != resp.TypeAttribute {
+				// A collection read as one key's value: a hit when not empty, its size the
+				// whole reply's (as payloadLen counts a collection read whole).
+				sc.value(depth == valueDepth, streamedValue{len: wholeReply, hit: n > 0})
 			}
 			if t == resp.TypeMap || t == resp.TypeAttribute {
 				n *= 2
@@ -424,6 +445,9 @@ func (sc *streamCopy) count(unflushed int64) {
 	case e.access == accessRead && sc.s.l.replies != nil:
 		if len(sc.values) == 1 {
 			v := sc.values[0]
+			if v.len == wholeReply {
+				v.len = sc.total + unflushed
+			}
 			t.recordRead(e.keyHash, v.hit, int(e.keyLen), int(v.len))
 		}
 	case e.access == accessRead:
