@@ -158,7 +158,7 @@ var renderCases = []renderCase{
 		},
 	},
 	{
-		name: "metrics readers",
+		name:   "metrics readers",
 		values: values{"operator.metricsReaders": `[{"kind": "ServiceAccount", "name": "prometheus", "namespace": "monitoring"}]`},
 		check: func(t *testing.T, objs []*unstructured.Unstructured) {
 			var reader *unstructured.Unstructured
