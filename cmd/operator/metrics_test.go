@@ -41,7 +41,12 @@ func TestSecureMetrics(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("the manager stopped with %v", err)
+		}
+	})
 
 	token := func(name string) string {
 		t.Helper()

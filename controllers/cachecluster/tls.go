@@ -180,16 +180,21 @@ func (r *Reconciler) reconcileLeaf(ctx context.Context, c *v1.CacheCluster, leaf
 // mountPeerTLS makes the sidecar container talk to its peers over mutual TLS with the
 // cluster's peer TLS Secret.
 func mountPeerTLS(pod *corev1.PodSpec, c *v1.CacheCluster) {
-	pod.Volumes = append(pod.Volumes, corev1.Volume{Name: peerTLSVolume, VolumeSource: corev1.VolumeSource{
-		Secret: &corev1.SecretVolumeSource{SecretName: objects.PeerTLSSecretName(c.Name)},
-	}})
-	sc := &pod.Containers[0]
-	sc.VolumeMounts = append(sc.VolumeMounts, corev1.VolumeMount{Name: peerTLSVolume, MountPath: peerTLSDir, ReadOnly: true})
-	sc.Args = append(sc.Args,
+	mountSecret(pod, peerTLSVolume, objects.PeerTLSSecretName(c.Name), peerTLSDir,
 		peerTLSFlag+peerTLSDir+"/"+corev1.TLSCertKey,
 		"--peer-tls-key-file="+peerTLSDir+"/"+corev1.TLSPrivateKeyKey,
 		"--peer-tls-ca-file="+peerTLSDir+"/"+objects.TLSCAKey,
 		"--peer-tls-identity="+objects.PeerIdentity(c.Namespace, c.Name))
+}
+
+// mountSecret mounts the Secret read-only at dir in the sidecar container and passes it args.
+func mountSecret(pod *corev1.PodSpec, volume, secret, dir string, args ...string) {
+	pod.Volumes = append(pod.Volumes, corev1.Volume{Name: volume, VolumeSource: corev1.VolumeSource{
+		Secret: &corev1.SecretVolumeSource{SecretName: secret},
+	}})
+	sc := &pod.Containers[0]
+	sc.VolumeMounts = append(sc.VolumeMounts, corev1.VolumeMount{Name: volume, MountPath: dir, ReadOnly: true})
+	sc.Args = append(sc.Args, args...)
 }
 
 // peerTLSFlag starts the argument of a sidecar with peer TLS.
@@ -213,12 +218,7 @@ func (r *Reconciler) peersWithoutTLS(ctx context.Context, c *v1.CacheCluster) (b
 // mountClientTLS makes the sidecar container serve clients over TLS with the cluster's TLS
 // Secret.
 func mountClientTLS(pod *corev1.PodSpec, c *v1.CacheCluster) {
-	pod.Volumes = append(pod.Volumes, corev1.Volume{Name: tlsVolume, VolumeSource: corev1.VolumeSource{
-		Secret: &corev1.SecretVolumeSource{SecretName: objects.TLSSecretName(c.Name)},
-	}})
-	sc := &pod.Containers[0]
-	sc.VolumeMounts = append(sc.VolumeMounts, corev1.VolumeMount{Name: tlsVolume, MountPath: tlsDir, ReadOnly: true})
-	sc.Args = append(sc.Args,
+	mountSecret(pod, tlsVolume, objects.TLSSecretName(c.Name), tlsDir,
 		"--client-tls-cert-file="+tlsDir+"/"+corev1.TLSCertKey,
 		"--client-tls-key-file="+tlsDir+"/"+corev1.TLSPrivateKeyKey)
 }

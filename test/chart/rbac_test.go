@@ -302,12 +302,16 @@ func waitUntilAllowed(ctx context.Context, t *testing.T, user string, p permissi
 // tenantAccessComponent labels the chart's ClusterRoles for people (templates/tenant-rbac.yaml).
 const tenantAccessComponent = "tenant-access"
 
-// operatorObjects leaves out the ClusterRoles for people, so that the operator's own RBAC can
-// be compared with config/rbac/role.yaml.
+// metricsAccessComponent labels the ClusterRole (and binding) of who may read the operator's
+// metrics: not the operator's own permissions.
+const metricsAccessComponent = "metrics-access"
+
+// operatorObjects leaves out the ClusterRoles for people and for metrics readers, so that the
+// operator's own RBAC can be compared with config/rbac/role.yaml.
 func operatorObjects(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
 	var out []*unstructured.Unstructured
 	for _, o := range objs {
-		if o.GetLabels()["app.kubernetes.io/component"] != tenantAccessComponent {
+		if c := o.GetLabels()["app.kubernetes.io/component"]; c != tenantAccessComponent && c != metricsAccessComponent {
 			out = append(out, o)
 		}
 	}

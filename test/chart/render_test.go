@@ -51,7 +51,7 @@ var renderCases = []renderCase{
 		check: func(t *testing.T, objs []*unstructured.Unstructured) {
 			wantKinds(t, objs, map[string]int{
 				"CustomResourceDefinition": 3, "Deployment": 1, "ServiceAccount": 1, "Service": 1,
-				"ClusterRole": 4, "ClusterRoleBinding": 1, "Role": 0, "RoleBinding": 0,
+				"ClusterRole": 5, "ClusterRoleBinding": 1, "Role": 0, "RoleBinding": 0,
 				"NetworkPolicy": 2, "ServiceMonitor": 0, "PrometheusRule": 0, "ConfigMap": 0, "Secret": 0,
 			})
 			for _, crd := range find(objs, "CustomResourceDefinition") {
@@ -63,6 +63,7 @@ var renderCases = []renderCase{
 			for flag, want := range map[string]string{
 				"leader-elect":              "true",
 				"metrics-bind-address":      ":8080",
+				"metrics-secure":            "true",
 				"health-probe-bind-address": ":8081",
 				"prometheus-url":            "http://prometheus-operated.monitoring.svc:9090",
 				"sidecar-image":             "cacheqos/cache-sidecar:0.1.0",
@@ -150,6 +151,54 @@ var renderCases = []renderCase{
 			if endpoint["port"] != "metrics" {
 				t.Errorf("ServiceMonitor port %v, want the Service's port metrics", endpoint["port"])
 			}
+			// The operator serves HTTPS and wants the scraper's ServiceAccount token.
+			if endpoint["scheme"] != "https" || endpoint["bearerTokenFile"] != "/var/run/secrets/kubernetes.io/serviceaccount/token" {
+				t.Errorf("ServiceMonitor endpoint %v does not scrape over HTTPS with the ServiceAccount token", endpoint)
+			}
+		},
+	},
+	{
+		name:   "metrics readers",
+		values: values{"operator.metricsReaders": `[{"kind": "ServiceAccount", "name": "prometheus", "namespace": "monitoring"}]`},
+		check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			var reader *unstructured.Unstructured
+			for _, role := range find(objs, "ClusterRole") {
+				if strings.HasSuffix(role.GetName(), "-metrics-reader") {
+					reader = role
+				}
+			}
+			if reader == nil {
+				t.Fatal("no metrics-reader ClusterRole")
+			}
+			rule := nested[[]any](t, reader.Object, "rules")[0].(map[string]any)
+			if fmt.Sprint(rule["nonResourceURLs"]) != "[/metrics]" || fmt.Sprint(rule["verbs"]) != "[get]" {
+				t.Errorf("metrics-reader rule %v, want get /metrics", rule)
+			}
+			bound := false
+			for _, binding := range find(objs, "ClusterRoleBinding") {
+				if nested[string](t, binding.Object, "roleRef", "name") != reader.GetName() {
+					continue
+				}
+				subject := nested[[]any](t, binding.Object, "subjects")[0].(map[string]any)
+				bound = subject["name"] == "prometheus" && subject["namespace"] == "monitoring"
+			}
+			if !bound {
+				t.Error("the Prometheus ServiceAccount is not bound to the metrics-reader ClusterRole")
+			}
+		},
+	},
+	{
+		name:   "plain metrics",
+		values: values{"operator.metricsSecure": `false`, "serviceMonitor.enabled": `true`, "operator.metricsReaders": `[{"kind": "User", "name": "x"}]`},
+		check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			if args := operatorArgs(t, objs); args["metrics-secure"] != "false" {
+				t.Errorf("--metrics-secure=%q, want false", args["metrics-secure"])
+			}
+			endpoint := nested[[]any](t, findOne(t, objs, "ServiceMonitor").Object, "spec", "endpoints")[0].(map[string]any)
+			if _, ok := endpoint["scheme"]; ok {
+				t.Errorf("a plain-HTTP operator is scraped with %v", endpoint)
+			}
+			wantKinds(t, objs, map[string]int{"ClusterRole": 4, "ClusterRoleBinding": 1})
 		},
 	},
 	{
