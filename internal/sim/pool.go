@@ -13,7 +13,9 @@ import (
 // baseline spreads everyone's over the nodes; one with a limit keeps the plan's nodes and
 // weights. Each tenant keeps its own curve recorder and token buckets (the plan's limits,
 // split by the routing weights); only the cache is shared. The workload's keys already carry
-// the tenant's ID, as the proxy's per-tenant namespace would.
+// the tenant's ID, as the proxy's per-tenant namespace would. A tenant that barely hits (a
+// scan) keeps a partition of its own (minPooledHitRatio). docs/control-loop.md has the
+// measurements.
 
 // pooledNote says in reports that a run pooled best-effort tenants.
 const pooledNote = "Best-effort tenants share one pooled cache per node under every policy but shared (a simulator experiment, not in the operator yet)."
