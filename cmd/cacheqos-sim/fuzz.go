@@ -83,6 +83,7 @@ func cmdFuzz(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	dump := fs.String("dump", "", "directory to write each fleet as a scenario file (cacheqos-sim run -file F -seed SEED replays it)")
 	parallel := fs.Int("parallel", 2, "fleet runs simulated at once")
 	check := fs.Bool("check", false, "exit 1 when the judged policy misses a criterion in any fleet run")
+	pool := fs.Bool("pool", false, poolUsage)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -90,6 +91,7 @@ func cmdFuzz(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return usageError{err}
 	}
+	r.PoolBestEffort = *pool
 	var fleets []*sim.Fleet
 	var rejected []sim.Rejection
 	if *fleetSeed != "" {

@@ -162,6 +162,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	policies := fs.String("policy", "all", "comma-separated policies, or all")
 	seed := fs.Uint64("seed", 1, "random seed")
 	parallel := fs.Int("parallel", 2, "policies simulated at once")
+	pool := fs.Bool("pool", false, poolUsage)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -181,6 +182,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	sc.PoolBestEffort = *pool
 	warnWithoutSolver(ps, stderr)
 	res, err := sim.RunScenario(ctx, sc, ps, *seed, *parallel)
 	if err != nil {
@@ -188,6 +190,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	return sim.WriteReport(stdout, []*sim.ScenarioResult{res}, sim.ReportOptions{Timings: true})
 }
+
+// poolUsage describes the -pool flags.
+const poolUsage = "experiment: best-effort tenants share one pooled cache per node (not in the operator yet)"
 
 func warnWithoutSolver(policies []string, stderr io.Writer) {
 	if err := cpsat.Available(); err != nil && slices.Contains(policies, "optimal") {

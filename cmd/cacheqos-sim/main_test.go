@@ -74,13 +74,22 @@ func TestRunScenarioFile(t *testing.T) {
 	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, stdout, stderr := runCmd(t, "run", "-file", path, "-policy", "shared,equal")
-	if code != exitOK {
-		t.Fatalf("exit %d: %s", code, stderr)
+	tests := []struct {
+		flags []string
+		want  []string
+	}{
+		{nil, []string{"## Headline", "| [file](#file-custom-scenario) |", "| equal |"}},
+		{[]string{"-pool"}, []string{"| equal |", "Best-effort tenants share one pooled cache per node"}},
 	}
-	for _, want := range []string{"## Headline", "| [file](#file-custom-scenario) |", "| equal |"} {
-		if !strings.Contains(stdout, want) {
-			t.Errorf("output lacks %q:\n%s", want, stdout)
+	for _, tc := range tests {
+		code, stdout, stderr := runCmd(t, append([]string{"run", "-file", path, "-policy", "shared,equal"}, tc.flags...)...)
+		if code != exitOK {
+			t.Fatalf("%v: exit %d: %s", tc.flags, code, stderr)
+		}
+		for _, want := range tc.want {
+			if !strings.Contains(stdout, want) {
+				t.Errorf("%v: output lacks %q:\n%s", tc.flags, want, stdout)
+			}
 		}
 	}
 }

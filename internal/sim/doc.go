@@ -22,6 +22,8 @@
 //     M/M/1 queueing delay at the load it saw in the interval (curve.QueueDelayAtUtilization).
 //
 // The "shared" policy is the baseline without partitions: one LRU per node for everyone.
+// Scenario.PoolBestEffort (cacheqos-sim -pool) is an experiment the operator does not run:
+// the best-effort tenants on a node share one cache sized to their shares (pool.go).
 // Results depend only on the scenario and the seed, except plan wall times and the plans of
 // optimal solves that run into the solver's wall-clock limit. RunScenario runs every policy,
 // Summarize turns runs into SLO attainment, hit ratios, latencies and movement, and

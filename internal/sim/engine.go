@@ -104,6 +104,7 @@ type engine struct {
 	clock     *simClock
 	model     *mrc.EngineModel // the scenario engine's byte accounting
 	shared    []Cache          // per node: the shared policy's caches
+	pools     []*nodePool      // per node: the best-effort pool, when pooling (pool.go)
 	pending   []pendingRequest
 	queueRNG  *rand.Rand
 	result    *RunResult
@@ -127,6 +128,7 @@ type tenantState struct {
 	unrouted  int64        // requests with no node to go to (served by the backend)
 	measured  bool         // stats hold a simulated interval
 	plan      *planning.TenantPlan
+	pooled    bool // the plan in force serves the tenant from its nodes' pools (pool.go)
 	history   []planning.HitRatioPoint
 	// sums for the interval: service and throttling time of every request
 	beforeQueue float64
@@ -135,6 +137,8 @@ type tenantState struct {
 
 type partition struct {
 	cache Cache
+	// pooled: cache is the node's best-effort pool (pool.go), shared with other tenants.
+	pooled bool
 	// recorder records the partition's reads and writes in its curve, as the sidecar's.
 	recorder *mrc.Recorder
 	limiter  *tokenbucket.Limiter
@@ -419,7 +423,13 @@ func (e *engine) plan(ctx context.Context, next int) error {
 	}
 	if !d.Taken {
 		e.keep(d)
+		if e.sc.PoolBestEffort {
+			return e.applyPooled(ir, e.inForce())
+		}
 		return nil
+	}
+	if e.sc.PoolBestEffort {
+		return e.applyPooled(ir, d.Plan)
 	}
 	ir.MovedBytes = d.Plan.Summary.MovementBytes
 	return e.apply(d.Plan)
@@ -508,6 +518,9 @@ func (e *engine) keep(d *control.Decision) {
 // apply puts a plan in force: partitions resized, created or dropped (a dropped partition's
 // data is lost), token buckets set, keys routed by the new weights.
 func (e *engine) apply(plan *planning.Plan) error {
+	if err := e.applyPools(plan); err != nil {
+		return err
+	}
 	planned := make(map[string]*planning.TenantPlan, len(plan.Tenants))
 	for i := range plan.Tenants {
 		planned[plan.Tenants[i].ID] = &plan.Tenants[i]
@@ -519,7 +532,11 @@ func (e *engine) apply(plan *planning.Plan) error {
 		var nodes []rendezvous.Node
 		ts.routeNode = ts.routeNode[:0]
 		if tp != nil {
-			for _, p := range tp.Partitions {
+			parts := tp.Partitions
+			if ts.pooled {
+				parts = e.pooledPartitions(ts, tp)
+			}
+			for _, p := range parts {
 				j := e.nodeIndex[p.Node]
 				keep[j] = true
 				if err := e.applyPartition(ts, j, p); err != nil {
@@ -548,19 +565,34 @@ func (e *engine) apply(plan *planning.Plan) error {
 
 func (e *engine) applyPartition(ts *tenantState, j int, p planning.Partition) error {
 	part := ts.parts[j]
-	if part == nil {
-		c, err := NewCache(e.sc.Cache, cacheCapacity(e.model, p.MemoryBytes), keyhash.Mix(e.seed^keyhash.Salt(ts.spec.ID+"@"+p.Node)))
-		if err != nil {
+	switch {
+	case part == nil || part.pooled != ts.pooled:
+		// New, or moving between a pool and a partition of its own: its keys start cold.
+		var c Cache
+		if ts.pooled {
+			c = e.pools[j].cache
+		} else {
+			var err error
+			if c, err = NewCache(e.sc.Cache, cacheCapacity(e.model, p.MemoryBytes), keyhash.Mix(e.seed^keyhash.Salt(ts.spec.ID+"@"+p.Node))); err != nil {
+				return err
+			}
+		}
+		if part == nil {
+			rec, err := e.sc.newRecorder(e.model)
+			if err != nil {
+				return err
+			}
+			part = &partition{recorder: rec}
+			ts.parts[j] = part
+		}
+		part.cache, part.pooled = c, ts.pooled
+	case ts.pooled:
+		// The pool may have been created anew this interval (applyPools).
+		part.cache = e.pools[j].cache
+	default:
+		if err := part.cache.SetCapacity(cacheCapacity(e.model, p.MemoryBytes)); err != nil {
 			return err
 		}
-		rec, err := e.sc.newRecorder(e.model)
-		if err != nil {
-			return err
-		}
-		part = &partition{cache: c, recorder: rec}
-		ts.parts[j] = part
-	} else if err := part.cache.SetCapacity(cacheCapacity(e.model, p.MemoryBytes)); err != nil {
-		return err
 	}
 	part.memory = p.MemoryBytes
 	if p.BandwidthLimitBytesPerSecond <= 0 && p.OpsLimitPerSecond <= 0 {

@@ -24,6 +24,8 @@ type FuzzRun struct {
 	Policies []string
 	Caches   []string
 	Judged   string
+	// PoolBestEffort runs every fleet with Scenario.PoolBestEffort (the simulator experiment).
+	PoolBestEffort bool
 	// Parallel is how many fleet runs go at once.
 	Parallel int
 	// Progress, when set, gets each fleet run's judgement as it completes.
@@ -67,11 +69,13 @@ func RunFleets(ctx context.Context, fleets []*Fleet, r FuzzRun) ([]*FleetJudgeme
 		jb := jobs[i]
 		sc := *jb.fleet.Scenario
 		sc.Cache = jb.cache
+		sc.PoolBestEffort = r.PoolBestEffort
 		res, err := RunScenario(ctx, &sc, r.runPolicies(), jb.fleet.Seed, 1)
 		if err != nil {
 			return fmt.Errorf("%s with %s: %w", sc.Name, jb.cache, err)
 		}
 		out[i] = JudgeFleet(jb.fleet, jb.cache, res, r.Judged)
+		out[i].Pooled = r.PoolBestEffort
 		if r.Progress != nil {
 			mu.Lock()
 			r.Progress(out[i])
@@ -115,6 +119,9 @@ func (j *FleetJudgement) ReplayCommand() string {
 	cmd := fmt.Sprintf("cacheqos-sim fuzz -fleet-seed %#x -cache %s", j.Fleet.Seed, j.Cache)
 	if n := j.Fleet.Scenario.Intervals; n != DefaultFuzzOptions().Intervals {
 		cmd += fmt.Sprintf(" -intervals %d", n)
+	}
+	if j.Pooled {
+		cmd += " -pool"
 	}
 	return cmd
 }
@@ -169,6 +176,9 @@ func WriteFuzzReport(w io.Writer, r *FuzzReport) error {
 	}
 	fmt.Fprintf(&b, "%s, each run for %d intervals of %s (the first %d after a tenant arrives not counted), under %s; the criteria are judged for `%s`.\n\n",
 		drawn, r.Options.Intervals, planning.FormatSeconds(r.Options.IntervalSeconds), r.Options.Warmup, strings.Join(r.Caches, " and "), r.Judged)
+	if len(r.Runs) > 0 && r.Runs[0].Pooled {
+		b.WriteString(pooledNote + "\n\n")
+	}
 	writeFuzzAggregate(&b, r)
 	writeFuzzCriteria(&b, r)
 	writeFuzzPolicies(&b, r)

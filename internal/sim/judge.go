@@ -74,6 +74,8 @@ type FleetJudgement struct {
 	// Compared is true when the hit-ratio and latency criteria applied (the judged policy
 	// reached the AttainmentFloor).
 	Compared bool
+	// Pooled is true when the run pooled best-effort tenants (Scenario.PoolBestEffort).
+	Pooled bool
 }
 
 // Policy returns the measurements of policy, or nil.

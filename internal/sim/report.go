@@ -187,6 +187,9 @@ func writeScenario(b *bytes.Buffer, r *ScenarioResult, opts ReportOptions) {
 	fmt.Fprintf(b, "%d nodes × %s, %s ops/s each; %d tenants; %d intervals of %gs (first %d after a tenant arrives not counted); cache model %s; seed %d.\n\n",
 		len(sc.Nodes), planning.FormatBytes(sc.Nodes[0].MemoryBytes), humanCount(sc.Nodes[0].OpsPerSecond), len(sc.Tenants),
 		sc.Intervals, sc.intervalSeconds(), sc.Warmup, model, r.Seed)
+	if sc.PoolBestEffort {
+		b.WriteString(pooledNote + "\n\n")
+	}
 	if len(sc.Tenants) <= maxPlottedTenants {
 		b.WriteString("| tenant | workload | rate (req/s) | class | objective |\n|---|---|---|---|---|\n")
 		for _, t := range sc.Tenants {

@@ -74,6 +74,10 @@ type Scenario struct {
 	// (DefaultOptimalWorkLimit when 0), so that a search it stops gives the same plan on any
 	// machine; see allocator.Options.WorkLimit.
 	OptimalWorkLimit float64
+	// PoolBestEffort serves every best-effort tenant on a node from one cache sized to the
+	// memory the plan gives them there (pool.go), under every policy but shared. It is an
+	// experiment of the simulator: the operator and the sidecar do not pool yet.
+	PoolBestEffort bool
 	// Claim is the seed paper's headline result this scenario mirrors, if any.
 	Claim *Claim
 }
