@@ -200,7 +200,14 @@ func (p *partition) start(restart bool) (*process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting %s: %w", binary, err)
 	}
-	if err := p.awaitReady(proc); err != nil {
+	err = p.awaitReady(proc)
+	// Saved data is loaded once: a snapshot that failed to load is not tried again, and one
+	// that loaded is not loaded again after a crash, which would bring back overwritten and
+	// deleted keys.
+	if rmErr := os.Remove(p.paths.saved); rmErr != nil && !errors.Is(rmErr, os.ErrNotExist) && err == nil {
+		err = fmt.Errorf("removing the loaded snapshot: %w", rmErr)
+	}
+	if err != nil {
 		proc.signal(syscall.SIGKILL)
 		select {
 		case <-proc.exited:
@@ -351,6 +358,37 @@ func (p *partition) finish(proc *process) {
 		}
 	})
 	p.m.forget(p)
+}
+
+// saveAndStop stops the engine the closed manager left running; a saver's engine saves its
+// data first. It gives up saving when ctx ends, then kills the engine.
+func (p *partition) saveAndStop(ctx context.Context) error {
+	proc, _ := p.current()
+	if proc == nil {
+		return nil
+	}
+	cfg := &p.m.cfg
+	var saveErr error
+	if s, ok := p.drv.(saver); ok {
+		if saveErr = s.saveAndStop(ctx, p.paths.socket); saveErr == nil && proc.waitGone(ctx) {
+			return nil
+		}
+	}
+	proc.signal(syscall.SIGTERM)
+	stopCtx, cancel := context.WithTimeout(ctx, cfg.StopTimeout)
+	defer cancel()
+	if !proc.waitGone(stopCtx) {
+		proc.signal(syscall.SIGKILL)
+		killCtx, cancel := context.WithTimeout(context.Background(), cfg.killWait())
+		defer cancel()
+		if !proc.waitGone(killCtx) {
+			return errors.Join(saveErr, fmt.Errorf("engine process %d still running after SIGKILL", proc.pid))
+		}
+	}
+	if saveErr != nil {
+		return fmt.Errorf("%s: saving: %w", p.tenant, saveErr)
+	}
+	return nil
 }
 
 func (p *partition) drainAndStop(proc *process) error {
