@@ -80,6 +80,12 @@ func TestParseFlags(t *testing.T) {
 			wantErr: []string{`--log-level "loud"`, `--log-format "xml"`, "--refresh-interval 0s must be positive", "--shutdown-delay -1s is negative", "--drain-timeout -2s is negative"},
 		},
 		{
+			name:    "engines both stopped and saved on exit",
+			args:    []string{"--stop-engines-on-exit", "--save-engines-on-exit", "--save-timeout", "0s"},
+			env:     clusterEnv,
+			wantErr: []string{"--stop-engines-on-exit and --save-engines-on-exit exclude each other", "--save-timeout 0s must be positive"},
+		},
+		{
 			name: "miss-ratio curve settings",
 			args: []string{"--mrc-sampling-rate", "0.25", "--mrc-max-tracked-keys", "1000", "--mrc-curve-points", "8"},
 			env:  clusterEnv,
@@ -167,7 +173,8 @@ func TestVersion(t *testing.T) {
 
 // TestStandaloneRun runs the whole command on a plan file with a real redis-server: a client
 // authenticates through the proxy; on shutdown the engine keeps running for adoption, unless
-// --stop-engines-on-exit says otherwise.
+// --stop-engines-on-exit says otherwise; with --save-engines-on-exit the engine stops and the
+// next sidecar's engine has the key the client wrote.
 func TestStandaloneRun(t *testing.T) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Fatal("redis-server is not installed: run hack/bootstrap.sh apt")
@@ -239,6 +246,27 @@ spec:
 	if alive(pid) {
 		t.Fatalf("the engine (pid %d) still runs after --stop-engines-on-exit:\n%s", pid, logs)
 	}
+
+	// Saved on exit: the engine stops, and the next sidecar's engine has the key.
+	stop, logs = start("--save-engines-on-exit")
+	listening = waitLog(t, logs, "listening")
+	waitLog(t, logs, "plan applied")
+	pid = roundTrip(t, listening["client"].(string), tenant, password)
+	if code := stop(); code != exitOK {
+		t.Fatalf("exit %d:\n%s", code, logs)
+	}
+	if alive(pid) {
+		t.Fatalf("the engine (pid %d) still runs after --save-engines-on-exit:\n%s", pid, logs)
+	}
+	stop, logs = start("--stop-engines-on-exit")
+	listening = waitLog(t, logs, "listening")
+	waitLog(t, logs, "plan applied")
+	if got := redisSession(t, listening["client"].(string), tenant, password)("GET", "k"); got != "v" {
+		t.Errorf("GET k after --save-engines-on-exit and a restart: %q, want \"v\"", got)
+	}
+	if code := stop(); code != exitOK {
+		t.Fatalf("exit %d:\n%s", code, logs)
+	}
 }
 
 func writeFile(t *testing.T, path, content string) {
@@ -263,40 +291,11 @@ func waitLog(t *testing.T, logs *enginetest.LockedBuffer, msg string) map[string
 
 // roundTrip authenticates through the proxy, writes and reads a key, and returns the engine's
 // process ID (INFO server's process_id).
+// roundTrip authenticates through the proxy at addr, SETs k and GETs it back, and returns the
+// engine's PID.
 func roundTrip(t *testing.T, addr, user, password string) int {
 	t.Helper()
-	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	nc.SetDeadline(time.Now().Add(10 * time.Second))
-	br := bufio.NewReader(nc)
-	send := func(args ...string) string {
-		fmt.Fprintf(nc, "*%d\r\n", len(args))
-		for _, a := range args {
-			fmt.Fprintf(nc, "$%d\r\n%s\r\n", len(a), a)
-		}
-		line, err := br.ReadString('\n')
-		if err != nil {
-			t.Fatal(err)
-		}
-		if strings.HasPrefix(line, "$") {
-			n, err := strconv.Atoi(strings.TrimSpace(line[1:]))
-			if err != nil || n < 0 {
-				t.Fatalf("bulk reply header %q", line)
-			}
-			body := make([]byte, n+2)
-			if _, err := io.ReadFull(br, body); err != nil {
-				t.Fatal(err)
-			}
-			return string(body[:n])
-		}
-		return strings.TrimSpace(line)
-	}
-	if got := send("AUTH", user, password); got != "+OK" {
-		t.Fatalf("AUTH: %q", got)
-	}
+	send := redisSession(t, addr, user, password)
 	if got := send("SET", "k", "v"); got != "+OK" {
 		t.Fatalf("SET: %q", got)
 	}
@@ -313,6 +312,45 @@ func roundTrip(t *testing.T, addr, user, password string) int {
 		t.Fatal("INFO server has no process_id")
 	}
 	return pid
+}
+
+// redisSession authenticates through the proxy at addr and returns a function that sends one
+// command and returns its reply: a bulk string's content, or the line of any other reply.
+func redisSession(t *testing.T, addr, user, password string) (send func(args ...string) string) {
+	t.Helper()
+	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	nc.SetDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(nc)
+	send = func(args ...string) string {
+		fmt.Fprintf(nc, "*%d\r\n", len(args))
+		for _, a := range args {
+			fmt.Fprintf(nc, "$%d\r\n%s\r\n", len(a), a)
+		}
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(line, "$") {
+			n, err := strconv.Atoi(strings.TrimSpace(line[1:]))
+			if err != nil || n < 0 {
+				return strings.TrimSpace(line)
+			}
+			body := make([]byte, n+2)
+			if _, err := io.ReadFull(br, body); err != nil {
+				t.Fatal(err)
+			}
+			return string(body[:n])
+		}
+		return strings.TrimSpace(line)
+	}
+	if got := send("AUTH", user, password); got != "+OK" {
+		t.Fatalf("AUTH: %q", got)
+	}
+	return send
 }
 
 func alive(pid int) bool {

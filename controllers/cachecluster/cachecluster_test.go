@@ -191,7 +191,7 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, c *v1.CacheCluster) {
 		}
 	}
 	args := strings.Join(sc.Args, " ")
-	for _, want := range []string{"--cluster-name=shared", "--engine=redis", "--client-listen=:6379", "--peer-listen=:7380", "--metrics-listen=:9380", "--state-root=/run/cacheqos"} {
+	for _, want := range []string{"--cluster-name=shared", "--engine=redis", "--client-listen=:6379", "--peer-listen=:7380", "--metrics-listen=:9380", "--state-root=/run/cacheqos", "--save-engines-on-exit", "--save-timeout=40s"} {
 		if !strings.Contains(args, want) {
 			t.Errorf("sidecar args %q lack %q", args, want)
 		}

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"time"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -140,6 +141,13 @@ func sidecarResources(capacity *v1.NodeCapacity, overrides *v1.SidecarResources)
 	return out, problems
 }
 
+// The sidecar's shutdown within its pod's termination grace period: its default shutdown delay
+// (5s) and drain timeout (10s), then saving the engines' data, with 5s to spare.
+const (
+	sidecarTerminationGrace = 60 * time.Second
+	sidecarSaveTimeout      = sidecarTerminationGrace - 20*time.Second
+)
+
 // sidecarArgs are the sidecar's flags; it reads NODE_NAME and POD_NAMESPACE from the
 // environment and follows the plan "<cluster>-<node>" (objects.PlanName). The miss-ratio
 // curve settings are passed as the API server defaulted and validated them.
@@ -151,6 +159,10 @@ func sidecarArgs(c *v1.CacheCluster) []string {
 		"--client-listen=:" + strconv.Itoa(int(objects.ClientPort(c.Spec.Engine))),
 		"--peer-listen=:" + strconv.Itoa(objects.PeerPort),
 		"--metrics-listen=:" + strconv.Itoa(objects.MetricsPort),
+		// The engines die with the container: redis ones save their data into the pod's
+		// emptyDir, where the restarted container's engines load it.
+		"--save-engines-on-exit",
+		"--save-timeout=" + sidecarSaveTimeout.String(),
 	}
 	mrc := c.Spec.MissRatioCurve
 	if mrc.SamplingRate != "" {
@@ -354,7 +366,7 @@ func (r *Reconciler) desiredDaemonSet(c *v1.CacheCluster) (*appsv1.DaemonSet, []
 				EnableServiceLinks:            ptr.To(false),
 				NodeSelector:                  v1.LabelStrings(c.Spec.NodeSelector),
 				Tolerations:                   r.tolerations(c),
-				TerminationGracePeriodSeconds: ptr.To[int64](60),
+				TerminationGracePeriodSeconds: ptr.To(int64(sidecarTerminationGrace / time.Second)),
 				SecurityContext:               podSecurity,
 				Containers: []corev1.Container{{
 					Name:            "sidecar",
