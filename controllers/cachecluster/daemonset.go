@@ -7,8 +7,8 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"time"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
