@@ -218,55 +218,52 @@ spec:
 		return func() int { cancel(); return <-done }, logs
 	}
 
-	stop, logs := start()
-	waitLog(t, logs, "plan applied")
-	listening := waitLog(t, logs, "listening")
-	pid := roundTrip(t, listening["client"].(string), tenant, password)
+	// serve runs the sidecar until the plan is applied and returns its client address and a
+	// stop that checks it exits cleanly.
+	serve := func(extra ...string) (client string, stop func()) {
+		stopRun, logs := start(extra...)
+		waitLog(t, logs, "plan applied")
+		listening := waitLog(t, logs, "listening")
+		return listening["client"].(string), func() {
+			if code := stopRun(); code != exitOK {
+				t.Fatalf("exit %d:\n%s", code, logs)
+			}
+		}
+	}
+
+	client, stop := serve()
+	pid := roundTrip(t, client, tenant, password)
 	t.Cleanup(func() { // the safety net when the test fails with the engine still running
 		if cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil && bytes.Contains(cmdline, []byte(root)) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	})
-	if code := stop(); code != exitOK {
-		t.Fatalf("exit %d:\n%s", code, logs)
-	}
+	stop()
 	if !alive(pid) {
 		t.Fatalf("the engine (pid %d) stopped with the sidecar; it should stay for adoption", pid)
 	}
 
-	stop, logs = start("--stop-engines-on-exit")
-	listening = waitLog(t, logs, "listening")
-	waitLog(t, logs, "plan applied")
-	if again := roundTrip(t, listening["client"].(string), tenant, password); again != pid {
+	client, stop = serve("--stop-engines-on-exit")
+	if again := roundTrip(t, client, tenant, password); again != pid {
 		t.Errorf("the restarted sidecar runs engine pid %d, want the adopted %d", again, pid)
 	}
-	if code := stop(); code != exitOK {
-		t.Fatalf("exit %d:\n%s", code, logs)
-	}
+	stop()
 	if alive(pid) {
-		t.Fatalf("the engine (pid %d) still runs after --stop-engines-on-exit:\n%s", pid, logs)
+		t.Fatalf("the engine (pid %d) still runs after --stop-engines-on-exit", pid)
 	}
 
 	// Saved on exit: the engine stops, and the next sidecar's engine has the key.
-	stop, logs = start("--save-engines-on-exit")
-	listening = waitLog(t, logs, "listening")
-	waitLog(t, logs, "plan applied")
-	pid = roundTrip(t, listening["client"].(string), tenant, password)
-	if code := stop(); code != exitOK {
-		t.Fatalf("exit %d:\n%s", code, logs)
-	}
+	client, stop = serve("--save-engines-on-exit")
+	pid = roundTrip(t, client, tenant, password)
+	stop()
 	if alive(pid) {
-		t.Fatalf("the engine (pid %d) still runs after --save-engines-on-exit:\n%s", pid, logs)
+		t.Fatalf("the engine (pid %d) still runs after --save-engines-on-exit", pid)
 	}
-	stop, logs = start("--stop-engines-on-exit")
-	listening = waitLog(t, logs, "listening")
-	waitLog(t, logs, "plan applied")
-	if got := redisSession(t, listening["client"].(string), tenant, password)("GET", "k"); got != "v" {
+	client, stop = serve("--stop-engines-on-exit")
+	if got := redisSession(t, client, tenant, password)("GET", "k"); got != "v" {
 		t.Errorf("GET k after --save-engines-on-exit and a restart: %q, want \"v\"", got)
 	}
-	if code := stop(); code != exitOK {
-		t.Fatalf("exit %d:\n%s", code, logs)
-	}
+	stop()
 }
 
 func writeFile(t *testing.T, path, content string) {
