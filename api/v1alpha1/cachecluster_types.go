@@ -118,6 +118,11 @@ type CacheClusterSpec struct {
 	// +optional
 	Sidecar SidecarPodSettings `json:"sidecar,omitempty"`
 
+	// updateStrategy says how the sidecar pods take a new image or pod template
+	// (docs/operations.md, Upgrades).
+	// +optional
+	UpdateStrategy UpdateStrategy `json:"updateStrategy,omitempty"`
+
 	// capacity is what each selected node gives to tenant partitions.
 	// +required
 	Capacity NodeCapacity `json:"capacity"`

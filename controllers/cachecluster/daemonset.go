@@ -351,10 +351,6 @@ func (r *Reconciler) desiredDaemonSet(c *v1.CacheCluster) (*appsv1.DaemonSet, []
 	}
 	ds := &appsv1.DaemonSet{Spec: appsv1.DaemonSetSpec{
 		Selector: &metav1.LabelSelector{MatchLabels: labels},
-		UpdateStrategy: appsv1.DaemonSetUpdateStrategy{
-			Type:          appsv1.RollingUpdateDaemonSetStrategyType,
-			RollingUpdate: &appsv1.RollingUpdateDaemonSet{MaxUnavailable: ptr.To(intstr.FromInt32(1))},
-		},
 		Template: corev1.PodTemplateSpec{
 			ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: settings.PodAnnotations},
 			Spec: corev1.PodSpec{
@@ -429,6 +425,9 @@ func installSidecar(pod *corev1.PodSpec, sidecarImage string, pullPolicy corev1.
 func (r *Reconciler) reconcileDaemonSet(ctx context.Context, s *scope) error {
 	ds, problems := r.desiredDaemonSet(s.cluster)
 	s.overridesRefused = problems
+	if err := setUpdateStrategy(s.cluster, ds); err != nil {
+		return err
+	}
 	if err := r.apply(ctx, s.cluster, ds, objects.DaemonSetName(s.cluster.Name)); err != nil {
 		return err
 	}
