@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -98,5 +99,81 @@ func TestShutdownSavesRedisPartitions(t *testing.T) {
 				t.Fatalf("after a crash following the restore: %d keys, want none", hits)
 			}
 		})
+	}
+}
+
+// TestUnreadableSnapshotIsDropped puts a file redis cannot load where a saved snapshot goes:
+// the first start fails, the file is deleted, and the restart runs the partition empty.
+func TestUnreadableSnapshotIsDropped(t *testing.T) {
+	cfg := testConfig(t, Redis)
+	spec := PartitionSpec{Tenant: "t/corrupt", MemoryBytes: 16 * mib, EvictionPolicy: LRU}
+	paths := pathsFor(cfg.Root, spec.Tenant)
+	if err := os.MkdirAll(paths.dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(paths.saved, []byte("REDIS9999 not a snapshot"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m := startManager(t, cfg)
+	if err := m.Reconcile(context.Background(), []PartitionSpec{spec}); err == nil {
+		t.Fatal("the first start loaded an unreadable snapshot")
+	}
+	waitFor(t, "the partition to run after the failed start", func() bool {
+		return mustStatus(t, m, spec.Tenant).State == Running
+	})
+	if st := mustStats(t, m, spec.Tenant); st.Items != 0 || mustStatus(t, m, spec.Tenant).Restarts != 1 {
+		t.Fatalf("after dropping the snapshot: %d items, status %+v", st.Items, mustStatus(t, m, spec.Tenant))
+	}
+	if _, err := os.Stat(paths.saved); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the unreadable snapshot is still there: %v", err)
+	}
+}
+
+// TestMemcachedRestartableCacheCannotResize holds why memcached partitions are not saved: with
+// its restartable cache (-e, a memory file) memcached refuses to change cache_memlimit live,
+// which every resize needs.
+func TestMemcachedRestartableCacheCannotResize(t *testing.T) {
+	cfg := testConfig(t, Memcached)
+	spec := PartitionSpec{Tenant: "t/memfile", MemoryBytes: 64 * mib, EvictionPolicy: LRU} // a memory file needs at least 39 MiB
+	paths := pathsFor(cfg.Root, spec.Tenant)
+	drv := memcachedDriver{threads: 1, maxConnections: 16}
+	if os.Geteuid() == 0 {
+		drv.user = "nobody"
+	}
+	if err := os.MkdirAll(paths.dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := drv.prepareDir(paths.dir); err != nil {
+		t.Fatal(err)
+	}
+	binary, err := drv.binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	proc, err := launch(binary, append(drv.args(spec, paths), "-e", paths.dir+"/memory"), paths.dir, paths.logfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proc.stop(3*time.Second, 3*time.Second) })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for drv.ping(ctx, paths.socket) != nil {
+		select {
+		case <-proc.exited:
+			t.Fatalf("memcached with a memory file exited: %s", proc.reason)
+		case <-ctx.Done():
+			t.Fatalf("memcached with a memory file does not answer; last log line: %s", lastLogLine(paths.logfile))
+		case <-time.After(pollEvery):
+		}
+	}
+	c, err := dialMemcache(ctx, paths.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, limit := range []int64{128, 48} {
+		if err := c.setMemoryLimit(limit); err == nil || !strings.Contains(err.Error(), "MEMLIMIT_ADJUST_FAILED") {
+			t.Errorf("cache_memlimit %d with a memory file: %v, want MEMLIMIT_ADJUST_FAILED", limit, err)
+		}
 	}
 }
