@@ -19,7 +19,7 @@
 //   - Shutdown stops the engines; redis engines first write an RDB snapshot into their
 //     partition directory (SHUTDOWN SAVE), which the next engine started there loads before
 //     it answers, so the partition comes back with its keys (then resized to the spec it is
-//     started with). The snapshot is deleted once loaded, or when loading it failed, so a
+//     started with). StartTimeout does not run while redis answers LOADING. The snapshot is deleted once loaded, or when loading it failed, so a
 //     later crash starts empty instead of bringing back overwritten or deleted keys.
 //     memcached partitions are not saved and start empty: memcached's restartable cache
 //     (-e, a memory file) preallocates its memory, and with it memcached 1.6 refuses to

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -245,26 +246,41 @@ func (p *partition) prepareDir(spec PartitionSpec) error {
 }
 
 // awaitReady records the PID, then waits until the engine answers and applies the settings
-// that are not command-line arguments.
+// that are not command-line arguments. StartTimeout bounds the wait, except while redis
+// answers that it is loading a saved snapshot, which takes time in proportion to its size.
 func (p *partition) awaitReady(proc *process) error {
 	if err := writePidfile(p.paths.pidfile, proc.pid); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(p.ctx, p.m.cfg.StartTimeout)
-	defer cancel()
+	deadline := time.Now().Add(p.m.cfg.StartTimeout)
 	for {
+		ctx, cancel := context.WithDeadline(p.ctx, deadline)
 		err := p.drv.ping(ctx, p.paths.socket)
 		if err == nil {
-			return p.drv.configure(ctx, p.paths.socket)
+			err = p.drv.configure(ctx, p.paths.socket)
+			cancel()
+			return err
+		}
+		cancel()
+		if loading(err) {
+			deadline = time.Now().Add(p.m.cfg.StartTimeout)
 		}
 		select {
 		case <-proc.exited:
 			return fmt.Errorf("engine exited while starting: %s", proc.reason)
-		case <-ctx.Done():
+		case <-p.ctx.Done():
+			return context.Cause(p.ctx)
+		case <-time.After(time.Until(deadline)):
 			return fmt.Errorf("engine not answering on %s after %s: %w", p.paths.socket, p.m.cfg.StartTimeout, err)
 		case <-time.After(pollEvery):
 		}
 	}
+}
+
+// loading reports whether err is redis' reply while it loads its snapshot.
+func loading(err error) bool {
+	var reply *redisError
+	return errors.As(err, &reply) && strings.HasPrefix(reply.msg, "LOADING")
 }
 
 // waitStarted waits for a new partition's first start to succeed or fail.

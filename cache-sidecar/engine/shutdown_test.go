@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"os"
 	"strings"
@@ -176,4 +177,36 @@ func TestMemcachedRestartableCacheCannotResize(t *testing.T) {
 			t.Errorf("cache_memlimit %d with a memory file: %v, want MEMLIMIT_ADJUST_FAILED", limit, err)
 		}
 	}
+}
+
+// TestSnapshotLoadOutlastsStartTimeout restores a partition whose snapshot takes longer to load
+// than StartTimeout: redis answers LOADING meanwhile, and the start waits for it.
+func TestSnapshotLoadOutlastsStartTimeout(t *testing.T) {
+	const keys, valueSize = 48 * 1024, 4096 // 192 MiB of random values, which do not compress
+	cfg := testConfig(t, Redis)
+	spec := PartitionSpec{Tenant: "t/large", MemoryBytes: 512 * mib, EvictionPolicy: LRU}
+	first := startManager(t, cfg)
+	mustReconcile(t, first, spec)
+	w := newWorkload(t, Redis, mustSocket(t, first, spec.Tenant)).(redisWorkload)
+	value := make([]byte, valueSize)
+	w.pipeline(0, keys, func(i int) []string {
+		_, _ = rand.Read(value)
+		return []string{"SET", keyName("k", i), string(value)}
+	}, func(respValue) {})
+	if err := first.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	cfg.StartTimeout = 100 * time.Millisecond
+	second := startManager(t, cfg)
+	began := time.Now()
+	mustReconcile(t, second, spec)
+	took := time.Since(began)
+	if took < 2*cfg.StartTimeout {
+		t.Fatalf("the snapshot loaded in %v, too fast to outlast StartTimeout %v: the test needs a larger one", took, cfg.StartTimeout)
+	}
+	if st := mustStats(t, second, spec.Tenant); st.Items != keys {
+		t.Fatalf("after loading for %v: %d keys, want %d", took, st.Items, keys)
+	}
+	t.Logf("loaded %d MiB in %v (StartTimeout %v)", keys*valueSize>>20, took, cfg.StartTimeout)
 }
