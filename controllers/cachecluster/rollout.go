@@ -184,7 +184,7 @@ func sameImages(pod, template corev1.PodSpec) bool {
 }
 
 // podAvailable reports whether a sidecar pod serves: Ready, not being deleted, and, after an
-// image patch, Ready again since.
+// image patch, Ready again since or running containers all started since.
 func podAvailable(pod *corev1.Pod) bool {
 	if pod.DeletionTimestamp != nil {
 		return false
@@ -198,5 +198,17 @@ func podAvailable(pod *corev1.Pod) bool {
 		return true
 	}
 	patchedAt, err := time.Parse(time.RFC3339, raw)
-	return err == nil && !pod.Status.Conditions[i].LastTransitionTime.Time.Before(patchedAt)
+	if err != nil {
+		return false
+	}
+	if !pod.Status.Conditions[i].LastTransitionTime.Time.Before(patchedAt) {
+		return true
+	}
+	// Ready all along, as the kubelet may report a quick restart: the containers started since.
+	for _, st := range pod.Status.ContainerStatuses {
+		if st.State.Running == nil || st.State.Running.StartedAt.Time.Before(patchedAt) {
+			return false
+		}
+	}
+	return len(pod.Status.ContainerStatuses) > 0
 }
