@@ -15,6 +15,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -90,7 +91,17 @@ func (r *Reconciler) rollOutSidecars(ctx context.Context, s *scope) error {
 		return nil
 	}
 	template := s.daemonSet.Spec.Template
-	pods := slices.Clone(s.pods)
+	var current appsv1.DaemonSet
+	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(s.daemonSet), &current); err != nil {
+		// Not in the cache yet: its creation triggers the next reconcile.
+		return client.IgnoreNotFound(err)
+	}
+	// Only the DaemonSet's own pods: a pod with the sidecar's labels that it does not control
+	// is someone else's to update.
+	pods := slices.DeleteFunc(slices.Clone(s.pods), func(p corev1.Pod) bool {
+		owner := metav1.GetControllerOf(&p)
+		return owner == nil || owner.UID != current.UID
+	})
 	slices.SortFunc(pods, func(a, b corev1.Pod) int { return strings.Compare(a.Spec.NodeName, b.Spec.NodeName) })
 	budget := int(s.cluster.Spec.UpdateStrategy.MaxUnavailableOrDefault())
 	withPod := map[string]bool{}

@@ -156,13 +156,15 @@ func TestUpdateStrategyValidation(t *testing.T) {
 	}
 }
 
-// sidecarPodFromTemplate creates the pod the DaemonSet would run on node and reports it Ready.
+// sidecarPodFromTemplate creates the pod the DaemonSet would run on node, controlled by it, and
+// reports it Ready.
 func sidecarPodFromTemplate(t *testing.T, ds *appsv1.DaemonSet, node string) *corev1.Pod {
 	t.Helper()
 	tpl := ds.Spec.Template.DeepCopy()
 	p := &corev1.Pod{ObjectMeta: tpl.ObjectMeta, Spec: tpl.Spec}
 	p.Namespace, p.Name = ds.Namespace, ds.Name+"-"+node
 	p.Spec.NodeName = node
+	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: ds.Name, UID: ds.UID, Controller: ptr.To(true)}}
 	create(t, p)
 	setReady(t, p, time.Now().Add(-time.Minute))
 	return p
