@@ -118,6 +118,11 @@ type CacheClusterSpec struct {
 	// +optional
 	Sidecar SidecarPodSettings `json:"sidecar,omitempty"`
 
+	// updateStrategy says how the sidecar pods take a new image or pod template
+	// (docs/operations.md, Upgrades).
+	// +optional
+	UpdateStrategy UpdateStrategy `json:"updateStrategy,omitempty"`
+
 	// capacity is what each selected node gives to tenant partitions.
 	// +required
 	Capacity NodeCapacity `json:"capacity"`
@@ -313,7 +318,8 @@ func (a *AllocationSettings) SolverTimeLimitOrDefault() time.Duration {
 // +kubebuilder:validation:XValidation:rule="!has(self.prometheusHTTPConfig) || (has(self.prometheusURL) && size(self.prometheusURL) > 0)",fieldPath=".prometheusHTTPConfig",message="monitoring.prometheusHTTPConfig needs monitoring.prometheusURL: the Secret's credentials are for the cluster's own Prometheus, not the operator's"
 type MonitoringSettings struct {
 	// prometheusURL is the Prometheus HTTP API the allocator queries (http or https).
-	// Empty: the operator's --prometheus-url flag.
+	// Empty: the operator's --prometheus-url flag. Another URL is queried with the credentials
+	// of prometheusHTTPConfig, or none: never with the operator's.
 	// +optional
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="self.matches('^https?://[^\\\\s]+$')",messageExpression="'monitoring.prometheusURL ' + self + ' is not an http:// or https:// URL without spaces'"

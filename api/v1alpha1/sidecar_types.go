@@ -289,3 +289,49 @@ func keyErrors(field, key string) []string {
 	}
 	return errs
 }
+
+// UpdateStrategyType is how the sidecar pods are updated.
+// +kubebuilder:validation:MaxLength=64
+type UpdateStrategyType string
+
+const (
+	// UpdateInPlace: the operator updates the pods one node at a time (maxUnavailable at
+	// once); a pod whose only change is the sidecar's or the engine's image gets the new image
+	// patched in, so the kubelet restarts its containers and the pod's volumes, with the
+	// engines' saved data, stay; a pod with any other change is deleted and recreated.
+	UpdateInPlace UpdateStrategyType = "InPlace"
+	// UpdateRollingUpdate: the DaemonSet's RollingUpdate replaces every changed pod, with new
+	// volumes: the caches start empty.
+	UpdateRollingUpdate UpdateStrategyType = "RollingUpdate"
+)
+
+// DefaultMaxUnavailable is updateStrategy.maxUnavailable's default.
+const DefaultMaxUnavailable = 1
+
+// UpdateStrategy is how the sidecar pods take a new image or pod template.
+type UpdateStrategy struct {
+	// type is InPlace (default) or RollingUpdate.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self in ['InPlace', 'RollingUpdate']",messageExpression="'updateStrategy.type ' + self + ' is neither InPlace nor RollingUpdate'"
+	Type UpdateStrategyType `json:"type,omitempty"`
+	// maxUnavailable is how many nodes' sidecar pods may be updating at once (default 1).
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self >= 1 && self <= 1000",message="updateStrategy.maxUnavailable must be between 1 and 1000"
+	MaxUnavailable *int32 `json:"maxUnavailable,omitempty"`
+}
+
+// TypeOrDefault is the strategy's type, InPlace when unset.
+func (s UpdateStrategy) TypeOrDefault() UpdateStrategyType {
+	if s.Type == "" {
+		return UpdateInPlace
+	}
+	return s.Type
+}
+
+// MaxUnavailableOrDefault is maxUnavailable, DefaultMaxUnavailable when unset.
+func (s UpdateStrategy) MaxUnavailableOrDefault() int32 {
+	if s.MaxUnavailable == nil {
+		return DefaultMaxUnavailable
+	}
+	return *s.MaxUnavailable
+}

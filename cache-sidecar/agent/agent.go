@@ -146,6 +146,17 @@ func (a *Agent) Close() {
 	a.engines.Close()
 }
 
+// SaveEngines stops supervising and stops every engine, redis engines after saving their data
+// into their partition directory, where the next agent's engines load it (engine.Manager's
+// Shutdown); ctx bounds the saves. The proxy must be shut down first: writes that reach an
+// engine after it saved are lost.
+func (a *Agent) SaveEngines(ctx context.Context) error {
+	if a.cfg.Registry != nil {
+		a.cfg.Registry.Unregister(a.metrics)
+	}
+	return a.engines.Shutdown(ctx)
+}
+
 // StopEngines drains and stops every engine, for a sidecar that is told to leave nothing
 // behind.
 func (a *Agent) StopEngines(ctx context.Context) error {

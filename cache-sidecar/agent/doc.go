@@ -20,8 +20,10 @@
 // Standalone (RunStandalone) reads the plan and the credentials from YAML files, for local
 // runs and benchmarks, and writes the status to a file.
 //
-// The agent never stops engines on its own shutdown: a restarted sidecar adopts them (see the
-// engine package), so caches stay warm across restarts. A plan that disappears from the API
+// On its own shutdown the agent either leaves the engines running, for a restarted sidecar to
+// adopt (standalone, where they outlive it), or, in a container, whose processes all die
+// with it, stops them through SaveEngines so redis partitions come back from their saved
+// snapshot (see the engine package). A plan that disappears from the API
 // server leaves the node as it is, for the same reason: only a plan says what to remove.
 //
 // This is the only sidecar package that imports Kubernetes.

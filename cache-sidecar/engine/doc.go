@@ -9,9 +9,21 @@
 //
 // Reconcile starts missing partitions, resizes existing ones live (never by restarting them),
 // drains and stops removed ones and deletes their directories. A crashed engine is restarted
-// with capped exponential backoff; its cache content is soft state and starts empty. A new
-// Manager on the same root adopts engines that are still running (matched by pidfile and
-// /proc/<pid>/cmdline), so a sidecar restart keeps the caches warm.
+// with capped exponential backoff; its cache content is soft state and starts empty.
+//
+// Restarts of the manager keep caches in two ways, and only these:
+//   - Close leaves the engines running and a new Manager on the same root adopts those still
+//     running (matched by pidfile and /proc/<pid>/cmdline). That holds where the engines
+//     outlive the manager's process: standalone, not in a container, whose processes all
+//     die with it.
+//   - Shutdown stops the engines; redis engines first write an RDB snapshot into their
+//     partition directory (SHUTDOWN SAVE), which the next engine started there loads before
+//     it answers, so the partition comes back with its keys (then resized to the spec it is
+//     started with). StartTimeout does not run while redis answers LOADING. The snapshot is deleted once loaded, or when loading it failed, so a
+//     later crash starts empty instead of bringing back overwritten or deleted keys.
+//     memcached partitions are not saved and start empty: memcached's restartable cache
+//     (-e, a memory file) preallocates its memory, and with it memcached 1.6 refuses to
+//     change cache_memlimit live (MEMLIMIT_ADJUST_FAILED), which resizing depends on.
 //
 // Resizing:
 //   - redis: CONFIG SET maxmemory. Redis 7.0 evicts on the CONFIG SET itself and keeps evicting

@@ -66,6 +66,16 @@ type Stats struct {
 	Misses    int64
 }
 
+// saver is a driver whose engine can save its data to partitionPaths.saved as it stops and
+// loads it at its next start.
+type saver interface {
+	// saveAndStop makes the engine write its data and exit; nil once it has written it.
+	saveAndStop(ctx context.Context, socket string) error
+}
+
+// savedFileName is the saved data's file in the partition directory.
+const savedFileName = "dump.rdb"
+
 // partitionPaths are the files of one partition's state directory.
 type partitionPaths struct {
 	dir     string
@@ -73,6 +83,9 @@ type partitionPaths struct {
 	pidfile string
 	logfile string
 	record  string // the partition's tenant, engine and applied spec, for adoption
+	// saved is where a saver writes the engine's data on Shutdown and the engine reads it at
+	// its next start.
+	saved string
 }
 
 func pathsFor(root, tenant string) partitionPaths {
@@ -83,6 +96,7 @@ func pathsFor(root, tenant string) partitionPaths {
 		pidfile: filepath.Join(dir, "pid"),
 		logfile: filepath.Join(dir, "engine.log"),
 		record:  filepath.Join(dir, "partition.json"),
+		saved:   filepath.Join(dir, savedFileName),
 	}
 }
 

@@ -572,6 +572,32 @@ func (m *Manager) Close() {
 	}
 }
 
+// Shutdown closes the manager, then stops every engine, in parallel. Redis engines save their
+// data into their partition directory first (SHUTDOWN SAVE), and the engine a manager on the
+// same root starts there next loads it, so the partition comes back with its keys; memcached
+// engines are stopped and their partitions start empty. ctx bounds the saves: an engine still
+// saving when it ends is stopped without its data. Errors name the partitions affected.
+func (m *Manager) Shutdown(ctx context.Context) error {
+	m.mu.Lock()
+	parts := make([]*partition, 0, len(m.parts))
+	for _, p := range m.parts {
+		parts = append(parts, p)
+	}
+	m.mu.Unlock()
+	m.Close()
+	errs := make([]error, len(parts))
+	var wg sync.WaitGroup
+	for i, p := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = p.saveAndStop(ctx)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
 // notifier delivers status changes to a callback in order, from one goroutine, so callers
 // never run it while holding a partition's lock.
 type notifier struct {

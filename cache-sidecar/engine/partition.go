@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -200,7 +201,14 @@ func (p *partition) start(restart bool) (*process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting %s: %w", binary, err)
 	}
-	if err := p.awaitReady(proc); err != nil {
+	err = p.awaitReady(proc)
+	// Saved data is loaded once: a snapshot that failed to load is not tried again, and one
+	// that loaded is not loaded again after a crash, which would bring back overwritten and
+	// deleted keys.
+	if rmErr := os.Remove(p.paths.saved); rmErr != nil && !errors.Is(rmErr, os.ErrNotExist) && err == nil {
+		err = fmt.Errorf("removing the loaded snapshot: %w", rmErr)
+	}
+	if err != nil {
 		proc.signal(syscall.SIGKILL)
 		select {
 		case <-proc.exited:
@@ -238,26 +246,41 @@ func (p *partition) prepareDir(spec PartitionSpec) error {
 }
 
 // awaitReady records the PID, then waits until the engine answers and applies the settings
-// that are not command-line arguments.
+// that are not command-line arguments. StartTimeout bounds the wait, except while redis
+// answers that it is loading a saved snapshot, which takes time in proportion to its size.
 func (p *partition) awaitReady(proc *process) error {
 	if err := writePidfile(p.paths.pidfile, proc.pid); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(p.ctx, p.m.cfg.StartTimeout)
-	defer cancel()
+	deadline := time.Now().Add(p.m.cfg.StartTimeout)
 	for {
+		ctx, cancel := context.WithDeadline(p.ctx, deadline)
 		err := p.drv.ping(ctx, p.paths.socket)
 		if err == nil {
-			return p.drv.configure(ctx, p.paths.socket)
+			err = p.drv.configure(ctx, p.paths.socket)
+			cancel()
+			return err
+		}
+		cancel()
+		if loading(err) {
+			deadline = time.Now().Add(p.m.cfg.StartTimeout)
 		}
 		select {
 		case <-proc.exited:
 			return fmt.Errorf("engine exited while starting: %s", proc.reason)
-		case <-ctx.Done():
+		case <-p.ctx.Done():
+			return context.Cause(p.ctx)
+		case <-time.After(time.Until(deadline)):
 			return fmt.Errorf("engine not answering on %s after %s: %w", p.paths.socket, p.m.cfg.StartTimeout, err)
 		case <-time.After(pollEvery):
 		}
 	}
+}
+
+// loading reports whether err is redis' reply while it loads its snapshot.
+func loading(err error) bool {
+	var reply *redisError
+	return errors.As(err, &reply) && strings.HasPrefix(reply.msg, "LOADING")
 }
 
 // waitStarted waits for a new partition's first start to succeed or fail.
@@ -351,6 +374,37 @@ func (p *partition) finish(proc *process) {
 		}
 	})
 	p.m.forget(p)
+}
+
+// saveAndStop stops the engine the closed manager left running; a saver's engine saves its
+// data first. It gives up saving when ctx ends, then kills the engine.
+func (p *partition) saveAndStop(ctx context.Context) error {
+	proc, _ := p.current()
+	if proc == nil {
+		return nil
+	}
+	cfg := &p.m.cfg
+	var saveErr error
+	if s, ok := p.drv.(saver); ok {
+		if saveErr = s.saveAndStop(ctx, p.paths.socket); saveErr == nil && proc.waitGone(ctx) {
+			return nil
+		}
+	}
+	proc.signal(syscall.SIGTERM)
+	stopCtx, cancel := context.WithTimeout(ctx, cfg.StopTimeout)
+	defer cancel()
+	if !proc.waitGone(stopCtx) {
+		proc.signal(syscall.SIGKILL)
+		killCtx, cancel := context.WithTimeout(context.Background(), cfg.killWait())
+		defer cancel()
+		if !proc.waitGone(killCtx) {
+			return errors.Join(saveErr, fmt.Errorf("engine process %d still running after SIGKILL", proc.pid))
+		}
+	}
+	if saveErr != nil {
+		return fmt.Errorf("%s: saving: %w", p.tenant, saveErr)
+	}
+	return nil
 }
 
 func (p *partition) drainAndStop(proc *process) error {

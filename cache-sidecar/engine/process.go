@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -103,6 +104,27 @@ func (p *process) signal(sig syscall.Signal) {
 	if p.matches() {
 		_ = syscall.Kill(p.pid, sig)
 	}
+}
+
+// waitGone waits until the process is gone or ctx ends and reports whether it is gone. It
+// works after the manager closed, when adopted processes are no longer watched.
+func (p *process) waitGone(ctx context.Context) bool {
+	if p.child != nil {
+		select {
+		case <-p.exited:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	for p.matches() {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(pollEvery):
+		}
+	}
+	return true
 }
 
 // stop sends SIGTERM, then SIGKILL after grace, and waits for the process to be gone.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -39,13 +41,33 @@ func (redisDriver) args(spec PartitionSpec, paths partitionPaths) []string {
 		"--port", "0", // no TCP listener: the unix socket is the only way in
 		"--unixsocket", paths.socket,
 		"--unixsocketperm", "700",
-		"--save", "", // a cache partition is soft state: no RDB snapshots...
+		"--save", "", // no periodic RDB snapshots: only Shutdown saves one...
 		"--appendonly", "no", // ...and no AOF
 		"--daemonize", "no",
-		"--dir", paths.dir,
+		"--dir", paths.dir, // where redis loads the snapshot from at start
+		"--dbfilename", filepath.Base(paths.saved),
 		"--logfile", "", // stdout, which the manager appends to the partition's log file
 		"--maxmemory", strconv.FormatInt(spec.MemoryBytes, 10),
 		"--maxmemory-policy", redisPolicy(spec.EvictionPolicy),
+	}
+}
+
+// saveAndStop is SHUTDOWN SAVE: redis writes its RDB snapshot to --dir/--dbfilename, then
+// exits, closing the connection without a reply; a reply is the error that kept it running.
+func (redisDriver) saveAndStop(ctx context.Context, socket string) error {
+	c, err := dialRedis(ctx, socket)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	v, err := c.do("SHUTDOWN", "SAVE")
+	switch {
+	case errors.Is(err, io.EOF):
+		return nil
+	case err != nil:
+		return err
+	default:
+		return protocolErrorf("SHUTDOWN SAVE: %s", v.describe())
 	}
 }
 

@@ -17,7 +17,8 @@
 // or SIGINT it turns not ready, keeps serving for --shutdown-delay so load balancers notice,
 // then stops accepting, lets open connections finish the requests they already sent (for up
 // to --drain-timeout) and closes them; engines keep running for the next sidecar to adopt
-// unless --stop-engines-on-exit is set.
+// unless --stop-engines-on-exit stops them or --save-engines-on-exit saves redis engines'
+// data and stops them.
 package main
 
 import (
@@ -105,6 +106,8 @@ type options struct {
 	shutdownDelay     time.Duration
 	drainTimeout      time.Duration
 	stopEnginesOnExit bool
+	saveEnginesOnExit bool
+	saveTimeout       time.Duration
 
 	logLevel  string
 	logFormat string
@@ -186,6 +189,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	fs.DurationVar(&o.shutdownDelay, "shutdown-delay", 5*time.Second, "how long the sidecar keeps serving, not ready, after it was told to stop")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 10*time.Second, "after the shutdown delay, how long open connections may take to get the replies to requests they already sent before they are closed")
 	fs.BoolVar(&o.stopEnginesOnExit, "stop-engines-on-exit", false, "stop every engine on exit instead of leaving them for the next sidecar to adopt")
+	fs.BoolVar(&o.saveEnginesOnExit, "save-engines-on-exit", false, "on exit, stop every engine, redis engines after saving their data into the state root, where the next sidecar's engines load it (for containers, whose engines die with the sidecar); bounded by --save-timeout")
+	fs.DurationVar(&o.saveTimeout, "save-timeout", time.Minute, "how long --save-engines-on-exit may take; engines still saving then are stopped without their data")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -249,6 +254,12 @@ func (o *options) validate() error {
 	}
 	if o.drainTimeout < 0 {
 		errs = append(errs, fmt.Errorf("--drain-timeout %v is negative", o.drainTimeout))
+	}
+	if o.stopEnginesOnExit && o.saveEnginesOnExit {
+		errs = append(errs, errors.New("--stop-engines-on-exit and --save-engines-on-exit exclude each other"))
+	}
+	if o.saveTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--save-timeout %v must be positive", o.saveTimeout))
 	}
 	if !(o.mrcSamplingRate > 0 && o.mrcSamplingRate <= 1) {
 		errs = append(errs, fmt.Errorf("--mrc-sampling-rate %v is outside (0, 1]", o.mrcSamplingRate))
@@ -466,11 +477,18 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 	cancelDrain()
 	clientLn.Close()
 	peerLn.Close()
-	if o.stopEnginesOnExit {
+	switch {
+	case o.stopEnginesOnExit:
 		stopCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		if err := ag.StopEngines(stopCtx); err != nil {
 			log.Error("stopping engines", "error", err)
+		}
+	case o.saveEnginesOnExit:
+		saveCtx, cancel := context.WithTimeout(context.Background(), o.saveTimeout)
+		defer cancel()
+		if err := ag.SaveEngines(saveCtx); err != nil {
+			log.Error("saving engines", "error", err)
 		}
 	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

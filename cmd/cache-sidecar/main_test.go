@@ -80,6 +80,12 @@ func TestParseFlags(t *testing.T) {
 			wantErr: []string{`--log-level "loud"`, `--log-format "xml"`, "--refresh-interval 0s must be positive", "--shutdown-delay -1s is negative", "--drain-timeout -2s is negative"},
 		},
 		{
+			name:    "engines both stopped and saved on exit",
+			args:    []string{"--stop-engines-on-exit", "--save-engines-on-exit", "--save-timeout", "0s"},
+			env:     clusterEnv,
+			wantErr: []string{"--stop-engines-on-exit and --save-engines-on-exit exclude each other", "--save-timeout 0s must be positive"},
+		},
+		{
 			name: "miss-ratio curve settings",
 			args: []string{"--mrc-sampling-rate", "0.25", "--mrc-max-tracked-keys", "1000", "--mrc-curve-points", "8"},
 			env:  clusterEnv,
@@ -189,7 +195,8 @@ func TestVersion(t *testing.T) {
 
 // TestStandaloneRun runs the whole command on a plan file with a real redis-server: a client
 // authenticates through the proxy; on shutdown the engine keeps running for adoption, unless
-// --stop-engines-on-exit says otherwise.
+// --stop-engines-on-exit says otherwise; with --save-engines-on-exit the engine stops and the
+// next sidecar's engine has the key the client wrote.
 func TestStandaloneRun(t *testing.T) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Fatal("redis-server is not installed: run hack/bootstrap.sh apt")
@@ -215,34 +222,52 @@ func TestStandaloneRun(t *testing.T) {
 		return func() int { cancel(); return <-done }, logs
 	}
 
-	stop, logs := start()
-	waitLog(t, logs, "plan applied")
-	listening := waitLog(t, logs, "listening")
-	pid := roundTrip(t, listening["client"].(string), tenant, password)
+	// serve runs the sidecar until the plan is applied and returns its client address and a
+	// stop that checks it exits cleanly.
+	serve := func(extra ...string) (client string, stop func()) {
+		stopRun, logs := start(extra...)
+		waitLog(t, logs, "plan applied")
+		listening := waitLog(t, logs, "listening")
+		return listening["client"].(string), func() {
+			if code := stopRun(); code != exitOK {
+				t.Fatalf("exit %d:\n%s", code, logs)
+			}
+		}
+	}
+
+	client, stop := serve()
+	pid := roundTrip(t, client, tenant, password)
 	t.Cleanup(func() { // the safety net when the test fails with the engine still running
 		if cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil && bytes.Contains(cmdline, []byte(root)) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	})
-	if code := stop(); code != exitOK {
-		t.Fatalf("exit %d:\n%s", code, logs)
-	}
+	stop()
 	if !alive(pid) {
 		t.Fatalf("the engine (pid %d) stopped with the sidecar; it should stay for adoption", pid)
 	}
 
-	stop, logs = start("--stop-engines-on-exit")
-	listening = waitLog(t, logs, "listening")
-	waitLog(t, logs, "plan applied")
-	if again := roundTrip(t, listening["client"].(string), tenant, password); again != pid {
+	client, stop = serve("--stop-engines-on-exit")
+	if again := roundTrip(t, client, tenant, password); again != pid {
 		t.Errorf("the restarted sidecar runs engine pid %d, want the adopted %d", again, pid)
 	}
-	if code := stop(); code != exitOK {
-		t.Fatalf("exit %d:\n%s", code, logs)
-	}
+	stop()
 	if alive(pid) {
-		t.Fatalf("the engine (pid %d) still runs after --stop-engines-on-exit:\n%s", pid, logs)
+		t.Fatalf("the engine (pid %d) still runs after --stop-engines-on-exit", pid)
 	}
+
+	// Saved on exit: the engine stops, and the next sidecar's engine has the key.
+	client, stop = serve("--save-engines-on-exit")
+	pid = roundTrip(t, client, tenant, password)
+	stop()
+	if alive(pid) {
+		t.Fatalf("the engine (pid %d) still runs after --save-engines-on-exit", pid)
+	}
+	client, stop = serve("--stop-engines-on-exit")
+	if got := redisSession(t, client, tenant, password)("GET", "k"); got != "v" {
+		t.Errorf("GET k after --save-engines-on-exit and a restart: %q, want \"v\"", got)
+	}
+	stop()
 }
 
 // writeStandaloneFiles writes plan.yaml, a plan of node-1 with one 16Mi partition of tenant,
@@ -298,40 +323,11 @@ func waitLog(t *testing.T, logs *enginetest.LockedBuffer, msg string) map[string
 
 // roundTrip authenticates through the proxy, writes and reads a key, and returns the engine's
 // process ID (INFO server's process_id).
+// roundTrip authenticates through the proxy at addr, SETs k and GETs it back, and returns the
+// engine's PID.
 func roundTrip(t *testing.T, addr, user, password string) int {
 	t.Helper()
-	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	nc.SetDeadline(time.Now().Add(10 * time.Second))
-	br := bufio.NewReader(nc)
-	send := func(args ...string) string {
-		fmt.Fprintf(nc, "*%d\r\n", len(args))
-		for _, a := range args {
-			fmt.Fprintf(nc, "$%d\r\n%s\r\n", len(a), a)
-		}
-		line, err := br.ReadString('\n')
-		if err != nil {
-			t.Fatal(err)
-		}
-		if strings.HasPrefix(line, "$") {
-			n, err := strconv.Atoi(strings.TrimSpace(line[1:]))
-			if err != nil || n < 0 {
-				t.Fatalf("bulk reply header %q", line)
-			}
-			body := make([]byte, n+2)
-			if _, err := io.ReadFull(br, body); err != nil {
-				t.Fatal(err)
-			}
-			return string(body[:n])
-		}
-		return strings.TrimSpace(line)
-	}
-	if got := send("AUTH", user, password); got != "+OK" {
-		t.Fatalf("AUTH: %q", got)
-	}
+	send := redisSession(t, addr, user, password)
 	if got := send("SET", "k", "v"); got != "+OK" {
 		t.Fatalf("SET: %q", got)
 	}
@@ -348,6 +344,45 @@ func roundTrip(t *testing.T, addr, user, password string) int {
 		t.Fatal("INFO server has no process_id")
 	}
 	return pid
+}
+
+// redisSession authenticates through the proxy at addr and returns a function that sends one
+// command and returns its reply: a bulk string's content, or the line of any other reply.
+func redisSession(t *testing.T, addr, user, password string) (send func(args ...string) string) {
+	t.Helper()
+	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	nc.SetDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(nc)
+	send = func(args ...string) string {
+		fmt.Fprintf(nc, "*%d\r\n", len(args))
+		for _, a := range args {
+			fmt.Fprintf(nc, "$%d\r\n%s\r\n", len(a), a)
+		}
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(line, "$") {
+			n, err := strconv.Atoi(strings.TrimSpace(line[1:]))
+			if err != nil || n < 0 {
+				return strings.TrimSpace(line)
+			}
+			body := make([]byte, n+2)
+			if _, err := io.ReadFull(br, body); err != nil {
+				t.Fatal(err)
+			}
+			return string(body[:n])
+		}
+		return strings.TrimSpace(line)
+	}
+	if got := send("AUTH", user, password); got != "+OK" {
+		t.Fatalf("AUTH: %q", got)
+	}
+	return send
 }
 
 func alive(pid int) bool {

@@ -62,7 +62,7 @@ func parseFlags(args []string) (settings, error) {
 	fs.BoolVar(&s.leaderElect, "leader-elect", true, "elect a leader among replicas; only the leader reconciles and allocates")
 	fs.StringVar(&s.leaderElectNS, "leader-election-namespace", "", "namespace of the leader election Lease (default: the operator's own)")
 	fs.StringVar(&s.opts.Allocation.DefaultPrometheusURL, "prometheus-url", "", "Prometheus HTTP API for clusters whose spec.monitoring.prometheusURL is empty")
-	fs.StringVar(&promHTTPConfig, "prometheus-http-config", "", "file in prometheus/common's HTTP client configuration format (authorization, basic_auth, tls_config, http_headers, ...) used for every Prometheus query; relative paths in it are relative to its directory (default: no credentials)")
+	fs.StringVar(&promHTTPConfig, "prometheus-http-config", "", "file in prometheus/common's HTTP client configuration format (authorization, basic_auth, tls_config, http_headers, ...) used for the queries to --prometheus-url only (never for a CacheCluster's own prometheusURL); relative paths in it are relative to its directory (default: no credentials)")
 	fs.StringVar(&s.watchNS, "watch-namespaces", "", "comma-separated namespaces of CacheClusters and tenants to watch (default: all)")
 	fs.StringVar(&s.opts.Images.Sidecar, "sidecar-image", "cacheqos/cache-sidecar:"+version, "default cache-sidecar image")
 	fs.StringVar(&s.opts.Images.Redis, "redis-image", "", "default image the sidecar runs in for redis clusters (default: the sidecar image)")

@@ -53,7 +53,8 @@ type Options struct {
 	// SolverWorkers is the number of CP-SAT workers (DefaultSolverWorkers when zero). One
 	// worker makes plans reproducible, so an operator restart does not move memory.
 	SolverWorkers int
-	// HTTPClient queries Prometheus (nil: a client with a 30s timeout).
+	// HTTPClient queries DefaultPrometheusURL (nil: a client with a 30s timeout). It carries
+	// the operator's credentials, so it is never used for another URL.
 	HTTPClient *http.Client
 }
 

@@ -48,21 +48,23 @@ func scrapeInterval(c *v1.CacheCluster) time.Duration {
 
 // measure reads the cluster's sidecar metrics over the last window (the allocation interval,
 // and at least windowScrapes scrape intervals) and checks they are fresh. A cluster with
-// spec.monitoring.prometheusHTTPConfig queries with the client its Secret configures.
+// spec.monitoring.prometheusHTTPConfig queries with the client its Secret configures; one with
+// its own prometheusURL and no Secret queries without credentials.
 func (l *Loop) measure(ctx context.Context, in *inputs, st *clusterState) metricsResult {
 	c := in.cluster
 	scrape := scrapeInterval(c)
 	r := metricsResult{window: max(c.Spec.Allocation.IntervalOrDefault(), windowScrapes*scrape)}
-	url := c.Spec.Monitoring.PrometheusURL
-	if url == "" {
-		url = l.opts.DefaultPrometheusURL
+	url, httpClient := l.opts.DefaultPrometheusURL, l.opts.HTTPClient
+	if own := c.Spec.Monitoring.PrometheusURL; own != "" && own != url {
+		// The operator's credentials are for the operator's Prometheus only: a URL the
+		// CacheCluster's author chose gets the credentials of its own Secret, or none.
+		url, httpClient = own, nil
 	}
 	if url == "" {
 		r.err = errors.New("no Prometheus to read from: set spec.monitoring.prometheusURL or the operator's --prometheus-url; plans use the tenants' specs only")
 		r.reason = conditions.ReasonPrometheusNotConfigured
 		return r
 	}
-	httpClient := l.opts.HTTPClient
 	if ref := c.Spec.Monitoring.PrometheusHTTPConfig; ref != nil {
 		var err error
 		if httpClient, err = l.clusterHTTPClient(ctx, c, ref, st); err != nil {

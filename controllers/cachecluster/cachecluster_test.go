@@ -191,10 +191,14 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, c *v1.CacheCluster) {
 		}
 	}
 	args := strings.Join(sc.Args, " ")
-	for _, want := range []string{"--cluster-name=shared", "--engine=redis", "--client-listen=:6379", "--peer-listen=:7380", "--metrics-listen=:9380", "--state-root=/run/cacheqos"} {
+	for _, want := range []string{"--cluster-name=shared", "--engine=redis", "--client-listen=:6379", "--peer-listen=:7380", "--metrics-listen=:9380", "--state-root=/run/cacheqos", "--save-engines-on-exit", "--save-timeout=2m8s"} {
 		if !strings.Contains(args, want) {
 			t.Errorf("sidecar args %q lack %q", args, want)
 		}
+	}
+	// 4Gi of cache memory saved at 32 MiB/s: 128s, after 20s of shutdown.
+	if grace := pod.TerminationGracePeriodSeconds; grace == nil || *grace != 148 {
+		t.Errorf("termination grace period %v s, want 148 (the save timeout 128 s and 20 s before it)", grace)
 	}
 	if len(sc.Env) == 0 || sc.Env[0].Name != "NODE_NAME" || sc.Env[0].ValueFrom.FieldRef.FieldPath != "spec.nodeName" {
 		t.Errorf("sidecar env %+v", sc.Env)

@@ -201,6 +201,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ re
 		r.reconcileServices,
 		r.reconcileDaemonSet,
 		r.reconcileNodePlans,
+		r.rollOutSidecars,
 		r.reconcileMonitoring,
 	} {
 		if err := phase(ctx, s); err != nil {

@@ -12,3 +12,6 @@ import (
 func TenantHashes(ctx context.Context, c client.Client, tenants []v1.TenantSLO, old, data map[string][]byte, limit int) ([]string, error) {
 	return (&Reconciler{Client: c}).tenantHashes(ctx, tenants, old, data, limit)
 }
+
+// AnnotationTemplateHash is annotationTemplateHash for the package's tests.
+const AnnotationTemplateHash = annotationTemplateHash

@@ -3,6 +3,7 @@ package cachecluster_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -89,7 +90,7 @@ func TestSidecarPodOverrides(t *testing.T) {
 	if !equality.Semantic.DeepEqual(tpl.Labels, wantLabels) {
 		t.Errorf("pod labels %v, want the selector's and the cluster's %v", tpl.Labels, wantLabels)
 	}
-	if want := map[string]string{"team": "checkout", "scrape": "yes"}; !equality.Semantic.DeepEqual(tpl.Annotations, want) {
+	if want := map[string]string{"team": "checkout", "scrape": "yes"}; !equality.Semantic.DeepEqual(withoutTemplateHash(tpl.Annotations), want) {
 		t.Errorf("pod annotations %v, want the cluster's over the chart's %v", tpl.Annotations, want)
 	}
 	if !equality.Semantic.DeepEqual(pod.SecurityContext, podSecurity) {
@@ -149,9 +150,17 @@ func TestSidecarPodOverrides(t *testing.T) {
 			return fmt.Errorf("pod spec still carries the overrides: priority %q affinity %+v pull secrets %v security %+v",
 				pod.PriorityClassName, pod.Affinity, pod.ImagePullSecrets, pod.SecurityContext)
 		}
-		if want := map[string]string{"team": "platform", "scrape": "yes"}; !equality.Semantic.DeepEqual(ds.Spec.Template.Annotations, want) {
+		if want := map[string]string{"team": "platform", "scrape": "yes"}; !equality.Semantic.DeepEqual(withoutTemplateHash(ds.Spec.Template.Annotations), want) {
 			return fmt.Errorf("pod annotations %v, want the chart's %v", ds.Spec.Template.Annotations, want)
 		}
 		return nil
 	})
+}
+
+// withoutTemplateHash is a copy of a pod template's annotations without the one the operator
+// adds for its rollouts.
+func withoutTemplateHash(annotations map[string]string) map[string]string {
+	out := maps.Clone(annotations)
+	delete(out, cachecluster.AnnotationTemplateHash)
+	return out
 }
