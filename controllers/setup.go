@@ -109,13 +109,14 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*allocation.Loo
 		return nil, err
 	}
 	clusters := &cachecluster.Reconciler{
-		Client:   mgr.GetClient(),
-		Cache:    mgr.GetCache(),
-		Mapper:   mgr.GetRESTMapper(),
-		Recorder: mgr.GetEventRecorderFor("cacheqos-cachecluster"),
-		Trigger:  loop,
-		Forget:   loop.Forget,
-		Images:   opts.Images,
+		APIReader: mgr.GetAPIReader(),
+		Client:    mgr.GetClient(),
+		Cache:     mgr.GetCache(),
+		Mapper:    mgr.GetRESTMapper(),
+		Recorder:  mgr.GetEventRecorderFor("cacheqos-cachecluster"),
+		Trigger:   loop,
+		Forget:    loop.Forget,
+		Images:    opts.Images,
 		// The chart's sidecar values, validated above.
 		SidecarDefaults: opts.SidecarDefaults,
 		TLSPolicy:       opts.TLSPolicy,

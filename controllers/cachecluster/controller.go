@@ -64,10 +64,12 @@ type Images struct {
 
 // Reconciler reconciles CacheClusters.
 type Reconciler struct {
-	Client   client.Client
-	Cache    cache.Cache
-	Mapper   meta.RESTMapper
-	Recorder record.EventRecorder
+	Client client.Client
+	// APIReader reads Secrets the cache does not hold yet (see readSecret).
+	APIReader client.Reader
+	Cache     cache.Cache
+	Mapper    meta.RESTMapper
+	Recorder  record.EventRecorder
 	// Trigger asks the allocation loop for a new plan.
 	Trigger objects.PlanTrigger
 	// Forget drops the allocation loop's state of a deleted cluster.

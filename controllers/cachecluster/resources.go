@@ -83,10 +83,9 @@ func (r *Reconciler) reconcileSidecarIdentity(ctx context.Context, s *scope) err
 func (r *Reconciler) reconcileCredentialsSecret(ctx context.Context, s *scope) error {
 	name := objects.CredentialsSecretName(s.cluster.Name)
 	existing := &corev1.Secret{}
-	err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.cluster.Namespace, Name: name}, existing)
-	found := err == nil
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("reading the credentials Secret %s: %w", name, err)
+	found, err := r.readSecret(ctx, s.cluster, name, existing)
+	if err != nil {
+		return err
 	}
 	if !s.tenantsRead {
 		// Without the tenants the hashes cannot be told; a new Secret waits for them.

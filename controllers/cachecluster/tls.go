@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
@@ -61,9 +62,15 @@ func (r *Reconciler) tlsPolicy() pki.Policy {
 	return r.TLSPolicy
 }
 
-// readSecret reads the cluster's Secret name into secret and says whether it was found.
+// readSecret reads the cluster's Secret name into secret and says whether it was found. A
+// Secret the cache does not hold is asked of the API server: one this controller created a
+// moment ago may not have reached the cache, and what is written next is based on this read.
 func (r *Reconciler) readSecret(ctx context.Context, c *v1.CacheCluster, name string, secret *corev1.Secret) (bool, error) {
-	err := r.Client.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, secret)
+	key := client.ObjectKey{Namespace: c.Namespace, Name: name}
+	err := r.Client.Get(ctx, key, secret)
+	if apierrors.IsNotFound(err) && r.APIReader != nil {
+		err = r.APIReader.Get(ctx, key, secret)
+	}
 	if err != nil {
 		if client.IgnoreNotFound(err) == nil {
 			return false, nil
