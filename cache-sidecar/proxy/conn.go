@@ -31,6 +31,8 @@ const (
 	entrySplit
 	// entryScan: a SCAN reply from a link, its cursor rewritten.
 	entryScan
+	// entryInfo: an INFO reply from a link, filtered for the tenant (info.go).
+	entryInfo
 )
 
 // access says what a reply from the local partition tells the hit counters and curves.
