@@ -246,7 +246,12 @@ func (a *Agent) apply(ctx context.Context, plan *v1.CacheNodePlan, creds Credent
 	local := make(map[string]localEngine, len(r.engines))
 	for _, es := range r.engines {
 		if es.State != engine.Draining {
-			local[es.Tenant] = localEngine{socket: es.Address, bytes: cmp.Or(es.Applied.MemoryBytes, es.Desired.MemoryBytes)}
+			password, err := engine.RedisLinkPassword(es.Address)
+			if err != nil {
+				r.partitionErrs[es.Tenant] = err
+				continue
+			}
+			local[es.Tenant] = localEngine{socket: es.Address, password: password, bytes: cmp.Or(es.Applied.MemoryBytes, es.Desired.MemoryBytes)}
 		}
 	}
 	for _, p := range plan.Spec.Partitions {

@@ -132,8 +132,9 @@ func tenantHashes(plan *v1.CacheNodePlan, creds Credentials) (hashes map[string]
 
 // localEngine is where the proxy reaches a tenant's engine on this node.
 type localEngine struct {
-	socket string
-	bytes  int64
+	socket   string
+	password string // engine.RedisLinkUser's, for a redis engine
+	bytes    int64
 }
 
 // proxyConfig is the proxy's tenant table for the plan: every tenant with a credential hash,
@@ -152,7 +153,7 @@ func proxyConfig(nodeName string, plan *v1.CacheNodePlan, hashes map[string]stri
 		}
 		t := proxy.Tenant{ID: p.Tenant, CredentialHash: hash}
 		if eng, ok := local[p.Tenant]; ok {
-			t.LocalEngine, t.LocalPartitionBytes = eng.socket, eng.bytes
+			t.LocalEngine, t.LocalEnginePassword, t.LocalPartitionBytes = eng.socket, eng.password, eng.bytes
 		}
 		for _, r := range p.Routes {
 			if r.NodeName == nodeName && t.LocalEngine == "" {

@@ -5,7 +5,8 @@
 // after the tenant, made filesystem-safe and suffixed with a short hash of the tenant so distinct
 // tenants never share one), holding the engine's unix socket, a pidfile, a log file and a record
 // of the applied spec. Engines listen only on that socket; Endpoint gives its address to the
-// proxy.
+// proxy. A redis partition's directory also holds its ACL file and the password of
+// RedisLinkUser, the restricted user the proxy's links log in as (RedisLinkPassword).
 //
 // Reconcile starts missing partitions, resizes existing ones live (never by restarting them),
 // drains and stops removed ones and deletes their directories. A crashed engine is restarted

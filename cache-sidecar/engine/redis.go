@@ -30,7 +30,10 @@ func (redisDriver) effectiveMemory(requested int64) int64 { return requested }
 
 func (redisDriver) checkPolicy(EvictionPolicy) error { return nil }
 
-func (redisDriver) prepareDir(string) error { return nil }
+func (redisDriver) prepareDir(dir string) error {
+	_, err := WriteRedisACL(dir)
+	return err
+}
 
 // redisPolicy maps a policy to redis' maxmemory-policy: every key is a candidate, since cache
 // tenants rarely set TTLs on all keys.
@@ -49,6 +52,7 @@ func (redisDriver) args(spec PartitionSpec, paths partitionPaths) []string {
 		"--logfile", "", // stdout, which the manager appends to the partition's log file
 		"--maxmemory", strconv.FormatInt(spec.MemoryBytes, 10),
 		"--maxmemory-policy", redisPolicy(spec.EvictionPolicy),
+		"--aclfile", filepath.Join(paths.dir, RedisACLFile),
 	}
 }
 

@@ -104,6 +104,8 @@ func redisRow(s *resp.CommandSpec) commandRow {
 		row.handling, row.note = "own link", "keys on one node; the later commands on that node and EXEC follow it"
 	case s.Name == "unwatch":
 		row.handling, row.note = "own link", "on the WATCH's link; answered by the sidecar without one"
+	case s.Name == "info":
+		row.note = infoNote() + "; not inside a transaction"
 	case strings.HasPrefix(s.Name, "eval"):
 		row.note = "declared keys (numkeys > 0) on one node; refused on an engine shared by tenants"
 	case s.Handling == protocol.HandleRoute && (s.Keys.Last != s.Keys.First || s.Keys.NumKeysAt > 0):

@@ -52,6 +52,9 @@ type Tenant struct {
 	// LocalEngine is the unix socket of this node's engine for the tenant's partition; empty
 	// when the tenant has no partition here.
 	LocalEngine string
+	// LocalEnginePassword is engine.RedisLinkUser's password on a local redis engine, which
+	// the links log in with; empty: the links do not log in.
+	LocalEnginePassword string
 	// LocalPartitionBytes is the memory of the local partition. It sizes the ghost list's
 	// window (accesses a partition a quarter larger would have served); 0 leaves the window
 	// bounded by the ghost list's entry count only.

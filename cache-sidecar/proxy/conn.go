@@ -31,6 +31,8 @@ const (
 	entrySplit
 	// entryScan: a SCAN reply from a link, its cursor rewritten.
 	entryScan
+	// entryInfo: an INFO reply from a link, filtered for the tenant (info.go).
+	entryInfo
 )
 
 // access says what a reply from the local partition tells the hit counters and curves.
@@ -516,16 +518,25 @@ func (c *conn) backend(rt *routes, i int) (*link, error) {
 	return l, nil
 }
 
+// localLinkKey names a link to the tenant's engine on this node.
+func (c *conn) localLinkKey() (linkKey, error) {
+	cfg := c.tenant.cfg.Load()
+	if cfg.localEngine == "" {
+		return linkKey{}, errNoPartition
+	}
+	return linkKey{address: cfg.localEngine, enginePassword: cfg.enginePassword, tenant: c.tenant.id, proto: c.proto}, nil
+}
+
 // localLink returns the link to the tenant's engine on this node.
 func (c *conn) localLink() (*link, error) {
-	engine := c.tenant.cfg.Load().localEngine
-	if engine == "" {
-		return nil, errNoPartition
+	key, err := c.localLinkKey()
+	if err != nil {
+		return nil, err
 	}
-	if l := c.local; l != nil && l.key.address == engine && l.key.proto == c.proto && l.key.tenant == c.tenant.id && l.usable() {
+	if l := c.local; l != nil && l.key == key && l.usable() {
 		return l, nil
 	}
-	l, err := c.p.sharedLink(linkKey{address: engine, tenant: c.tenant.id, proto: c.proto}, c.p.nodeID(), c.id, nil)
+	l, err := c.p.sharedLink(key, c.p.nodeID(), c.id, nil)
 	if err != nil {
 		return nil, err
 	}

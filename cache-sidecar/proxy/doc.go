@@ -112,7 +112,8 @@
 // hashing (internal/rendezvous; weights proportional to partition sizes), so a weight change
 // moves only the keys it must. A key with a Redis Cluster style hash tag ("{user1}.cart")
 // routes by the tag, which lets related keys share a node. Keys of this node go to the local
-// engine's unix socket; others are forwarded to the owning node's peer listener over links
+// engine's unix socket (links to a redis engine log in as engine.RedisLinkUser, which runs
+// only the commands the proxy forwards, from scripts too); others are forwarded to the owning node's peer listener over links
 // pooled per peer and tenant. Multi-key commands:
 //   - split by node and merged: MGET (values back in key order), MSET, DEL, UNLINK, EXISTS,
 //     TOUCH (counts summed), memcached get/gets/gat/gats (values in key order, one END);

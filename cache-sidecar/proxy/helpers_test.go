@@ -7,12 +7,14 @@ import (
 	"io"
 	"net"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/cacheqos/cacheqos/cache-sidecar/engine"
 	"github.com/cacheqos/cacheqos/internal/credentials"
 	"github.com/cacheqos/cacheqos/internal/protocol"
 	"github.com/cacheqos/cacheqos/internal/protocol/enginetest"
@@ -118,11 +120,29 @@ func (n *testNode) update(t testing.TB, tenants ...Tenant) {
 // the engine socket.
 func singleNode(t testing.TB, protocol Protocol, acct account, opts Options) (*testNode, string) {
 	t.Helper()
-	engine := startEngine(t, protocol)
+	tc := Tenant{ID: acct.id, CredentialHash: acct.hash}
+	if protocol == Redis {
+		tc.LocalEngine, tc.LocalEnginePassword = restrictedRedis(t)
+	} else {
+		tc.LocalEngine = startEngine(t, protocol)
+	}
 	opts.Protocol = protocol
 	n := startNode(t, "node-a", opts)
-	n.update(t, Tenant{ID: acct.id, CredentialHash: acct.hash, LocalEngine: engine, Routes: []Route{n.route(1)}})
-	return n, engine
+	tc.Routes = []Route{n.route(1)}
+	n.update(t, tc)
+	return n, tc.LocalEngine
+}
+
+// restrictedRedis starts a redis engine with the ACL the engine manager gives its engines and
+// returns its socket and engine.RedisLinkUser's password on it.
+func restrictedRedis(t testing.TB) (socket, password string) {
+	t.Helper()
+	dir := t.TempDir()
+	password, err := engine.WriteRedisACL(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return enginetest.StartRedis(t, "--aclfile", filepath.Join(dir, engine.RedisACLFile)), password
 }
 
 func startEngine(t testing.TB, protocol Protocol, extra ...string) string {

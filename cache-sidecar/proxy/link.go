@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cacheqos/cacheqos/cache-sidecar/engine"
 	"github.com/cacheqos/cacheqos/internal/protocol"
 	"github.com/cacheqos/cacheqos/internal/protocol/memcache"
 	"github.com/cacheqos/cacheqos/internal/protocol/resp"
@@ -38,9 +39,11 @@ const (
 // linkKey identifies interchangeable backend connections.
 type linkKey struct {
 	address string // engine socket path, or peer "host:port"
-	tenant  string // links carry one tenant's requests (a peer link's handshake names it)
-	peer    bool
-	proto   resp.Proto // the RESP version the link speaks (0 for memcached)
+	// enginePassword logs a link to a local redis engine in as engine.RedisLinkUser.
+	enginePassword string
+	tenant         string // links carry one tenant's requests (a peer link's handshake names it)
+	peer           bool
+	proto          resp.Proto // the RESP version the link speaks (0 for memcached)
 }
 
 // waiter is one reply a link owes: the request it answers and, for a split request, which
@@ -794,17 +797,29 @@ func (p *Proxy) linkHandshake(nc net.Conn, br *bufio.Reader, key linkKey) error 
 			return fmt.Errorf("peer refused the handshake: %q", reply)
 		}
 	}
-	if key.proto == resp.RESP3 {
-		if _, err := nc.Write(resp.AppendCommandStrings(nil, "HELLO", "3")); err != nil {
-			return err
+	// A redis link switches to RESP3 and logs in with one command (HELLO 3 AUTH), or logs in
+	// with AUTH; the password stays out of the errors.
+	var login []string
+	switch {
+	case key.proto == resp.RESP3:
+		login = []string{"HELLO", "3"}
+		if key.enginePassword != "" {
+			login = append(login, "AUTH", engine.RedisLinkUser, key.enginePassword)
 		}
-		reply, err := resp.NewReplyReader(br, resp.ReplyLimits{}).ReadReply()
-		if err != nil {
-			return fmt.Errorf("HELLO 3: %w", err)
-		}
-		if reply.IsError() {
-			return fmt.Errorf("HELLO 3: %s", protocol.TrimEOL(reply.Raw()))
-		}
+	case key.enginePassword != "":
+		login = []string{"AUTH", engine.RedisLinkUser, key.enginePassword}
+	default:
+		return nil
+	}
+	if _, err := nc.Write(resp.AppendCommandStrings(nil, login...)); err != nil {
+		return err
+	}
+	reply, err := resp.NewReplyReader(br, resp.ReplyLimits{}).ReadReply()
+	if err != nil {
+		return fmt.Errorf("%s: %w", login[0], err)
+	}
+	if reply.IsError() {
+		return fmt.Errorf("%s: %s", login[0], protocol.TrimEOL(reply.Raw()))
 	}
 	return nil
 }

@@ -72,11 +72,10 @@ func (c *conn) pinLink(rt *routes, i int) error {
 	node := c.p.nodeID()
 	switch {
 	case c.peer || rt.nodes[i].local:
-		engine := c.tenant.cfg.Load().localEngine
-		if engine == "" {
-			return errNoPartition
+		var err error
+		if key, err = c.localLinkKey(); err != nil {
+			return err
 		}
-		key = linkKey{address: engine, tenant: c.tenant.id, proto: c.proto}
 	default:
 		n := rt.nodes[i]
 		node = n.id

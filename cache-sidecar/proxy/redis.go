@@ -166,10 +166,10 @@ func (h *redisHandler) handle(cmd *resp.Command, start int64) {
 	case protocol.HandleSplit:
 		h.split(spec, cmd, start)
 	case protocol.HandleAnyEngine:
-		h.forwardAny(cmd, start)
+		h.forwardAny(spec, cmd, start)
 	case protocol.HandleAllEngines:
 		if spec.Merge == resp.MergeScan {
-			h.scan(cmd, start)
+			h.scan(spec, cmd, start)
 		} else {
 			h.fanOut(spec, cmd, start)
 		}
@@ -533,7 +533,7 @@ func (h *redisHandler) fanOut(spec *resp.CommandSpec, cmd *resp.Command, start i
 	c := h.c
 	rt := c.tenant.cfg.Load().routes
 	if c.peer || len(rt.nodes) == 1 {
-		h.forwardAny(cmd, start)
+		h.forwardAny(spec, cmd, start)
 		return
 	}
 	if len(rt.nodes) == 0 {
@@ -551,24 +551,28 @@ func (h *redisHandler) fanOut(spec *resp.CommandSpec, cmd *resp.Command, start i
 }
 
 // forwardAny sends a keyless command to one engine of the tenant (this node's if it has one).
-func (h *redisHandler) forwardAny(cmd *resp.Command, start int64) {
+func (h *redisHandler) forwardAny(spec *resp.CommandSpec, cmd *resp.Command, start int64) {
 	c := h.c
 	rt := c.tenant.cfg.Load().routes
 	if rt.any < 0 && !c.peer {
 		h.failed(errNoRoute, start)
 		return
 	}
-	if err := c.forward(rt, rt.any, cmd.Raw(), len(cmd.Raw()), entry{kind: entryForward, start: start}); err != nil {
+	e := entry{kind: entryForward, start: start}
+	if spec == specInfo {
+		e.kind = entryInfo
+	}
+	if err := c.forward(rt, rt.any, cmd.Raw(), len(cmd.Raw()), e); err != nil {
 		h.failed(err, start)
 	}
 }
 
 // scan runs SCAN over the tenant's nodes one after the other (see scanNodeBits).
-func (h *redisHandler) scan(cmd *resp.Command, start int64) {
+func (h *redisHandler) scan(spec *resp.CommandSpec, cmd *resp.Command, start int64) {
 	c := h.c
 	args := cmd.Args
 	if c.peer {
-		h.forwardAny(cmd, start)
+		h.forwardAny(spec, cmd, start)
 		return
 	}
 	rt := c.tenant.cfg.Load().routes
@@ -709,6 +713,8 @@ func (h *redisHandler) deliver(p *pending) {
 		c.write(failureReply(p.failure))
 	case p.kind == entryScan:
 		h.deliverScan(p)
+	case p.kind == entryInfo:
+		h.deliverInfo(p)
 	case p.more != nil && p.more.instead != nil:
 		c.write(p.more.instead)
 	default:

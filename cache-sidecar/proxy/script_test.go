@@ -72,14 +72,16 @@ func TestScripts(t *testing.T) {
 
 // TestScriptsStayInTheirTenant shows how a script is kept to its tenant: each tenant
 // partition has an engine of its own, so a script reaching for a key it did not declare finds
-// only its own tenant's keys; on an engine that several tenants share, scripts are refused.
+// only its own tenant's keys; inside it, the links' redis user runs only the commands the
+// proxy forwards; on an engine that several tenants share, scripts are refused.
 func TestScriptsStayInTheirTenant(t *testing.T) {
 	a, b := newAccount(t, "team-a/app"), newAccount(t, "team-b/app")
-	engineA, engineB := startEngine(t, Redis), startEngine(t, Redis)
+	engineA, passwordA := restrictedRedis(t)
+	engineB, passwordB := restrictedRedis(t)
 	n := startNode(t, "node-a", Options{Protocol: Redis})
 	n.update(t,
-		Tenant{ID: a.id, CredentialHash: a.hash, LocalEngine: engineA, Routes: []Route{n.route(1)}},
-		Tenant{ID: b.id, CredentialHash: b.hash, LocalEngine: engineB, Routes: []Route{n.route(1)}})
+		Tenant{ID: a.id, CredentialHash: a.hash, LocalEngine: engineA, LocalEnginePassword: passwordA, Routes: []Route{n.route(1)}},
+		Tenant{ID: b.id, CredentialHash: b.hash, LocalEngine: engineB, LocalEnginePassword: passwordB, Routes: []Route{n.route(1)}})
 	ca, cb := loginRESP(t, n, a), loginRESP(t, n, b)
 	if got := cb.do("SET", "secret", "b's"); got != "+OK\r\n" {
 		t.Fatal(got)
@@ -92,18 +94,33 @@ func TestScriptsStayInTheirTenant(t *testing.T) {
 		t.Fatalf("tenant b's own script: %q", got)
 	}
 
-	// What redis lets a script do inside its engine reaches that engine only.
-	for _, call := range []string{"'CONFIG', 'SET', 'maxmemory', '1'", "'SHUTDOWN'", "'DEBUG', 'SLEEP', '0'",
-		"'ACL', 'WHOAMI'", "'CLIENT', 'LIST'", "'SCRIPT', 'FLUSH'", "'MONITOR'", "'SAVE'"} {
-		if got := ca.do("EVAL", "return redis.call("+call+")", "1", "mine"); !strings.Contains(got, "not allowed from script") {
-			t.Errorf("script calling %s: %q, want redis' refusal", call, got)
+	// Inside its engine a script runs as the links' user, which redis refuses every command the
+	// proxy does not forward (MIGRATE would open a connection out of the engine).
+	if got := ca.do("SET", "mine", "a's"); got != "+OK\r\n" {
+		t.Fatal(got)
+	}
+	for _, tc := range []struct {
+		refusal string
+		calls   []string
+	}{
+		{"The user executing the script can't run this command", []string{"'MIGRATE', '127.0.0.1', '1', 'mine', '0', '1000'",
+			"'FLUSHALL'", "'FLUSHDB'", "'SELECT', '1'", "'SWAPDB', '0', '1'", "'MOVE', 'mine', '1'", "'KEYS', '*'",
+			"'OBJECT', 'FREQ', 'mine'", "'PUBLISH', 'c', 'm'"}},
+		// Redis refuses these from every script, before its ACL.
+		{"This Redis command is not allowed from script", []string{"'CONFIG', 'SET', 'maxmemory', '1'", "'SHUTDOWN'",
+			"'DEBUG', 'SLEEP', '0'", "'ACL', 'WHOAMI'", "'CLIENT', 'LIST'", "'SCRIPT', 'FLUSH'", "'MONITOR'", "'SAVE'"}},
+	} {
+		for _, call := range tc.calls {
+			if got := ca.do("EVAL", "return redis.call("+call+")", "1", "mine"); !strings.Contains(got, tc.refusal) {
+				t.Errorf("script calling %s: %q, want %q", call, got, tc.refusal)
+			}
 		}
 	}
-	if got := ca.do("EVAL", "return redis.call('FLUSHALL')", "1", "mine"); got != "+OK\r\n" {
-		t.Fatalf("script calling FLUSHALL: %q", got)
+	if got := ca.do("EVAL", "return redis.call('GET', KEYS[1])", "1", "mine"); got != "$3\r\na's\r\n" {
+		t.Fatalf("script calling GET: %q", got)
 	}
 	if got := cb.do("GET", "secret"); got != "$3\r\nb's\r\n" {
-		t.Fatalf("tenant b's key after tenant a's script flushed: %q", got)
+		t.Fatalf("tenant b's key after tenant a's scripts: %q", got)
 	}
 
 	shared := startEngine(t, Redis)

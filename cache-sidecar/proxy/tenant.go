@@ -93,6 +93,7 @@ func keyHashes(key []byte) (routing, full uint64) {
 type tenantConfig struct {
 	credentialHash string
 	localEngine    string
+	enginePassword string
 	routes         *routes
 	limited        bool
 }
@@ -241,6 +242,7 @@ func (p *Proxy) applyTenant(t *tenant, tc *Tenant, nodeID string) (*tenant, erro
 	t.cfg.Store(&tenantConfig{
 		credentialHash: tc.CredentialHash,
 		localEngine:    tc.LocalEngine,
+		enginePassword: tc.LocalEnginePassword,
 		routes:         rt,
 		limited:        tc.BytesPerSecond > 0 || tc.OpsPerSecond > 0,
 	})

@@ -84,6 +84,10 @@ func (h *redisHandler) queue(tx *transaction, spec *resp.CommandSpec, cmd *resp.
 	c := h.c
 	switch spec.Handling {
 	case protocol.HandleRoute, protocol.HandleSplit, protocol.HandleAnyEngine:
+		if spec != specInfo { // its reply inside EXEC's would go unfiltered
+			break
+		}
+		fallthrough
 	default:
 		return "ERR cacheqos: " + spec.Name + " cannot run inside a transaction"
 	}
