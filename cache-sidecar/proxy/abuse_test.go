@@ -119,7 +119,10 @@ func TestClientsThatNeverReadStayBounded(t *testing.T) {
 			if gauge <= 0 || int64(gauge) > holdBound {
 				t.Errorf("cacheqos_sidecar_reply_bytes_in_flight %v while the clients did not read, want (0, %d]", gauge, holdBound)
 			}
-			if heapBound := before + uint64(4*(holdBound+links*replyLen)) + 16<<20; peakHeap > heapBound {
+			// The heap counts garbage the collector has not reached yet: 4x what is held let a
+			// loaded machine peak over the bound (53.7 MiB against 51.8) while the held bytes
+			// stayed within theirs.
+			if heapBound := before + uint64(5*(holdBound+links*replyLen)) + 16<<20; peakHeap > heapBound {
 				t.Errorf("heap peaked at %.1f MiB, bound %.1f MiB", mib(peakHeap), mib(heapBound))
 			}
 			if len(latencies) < 20 || p99 > 500*time.Millisecond {
