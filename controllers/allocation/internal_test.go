@@ -352,6 +352,42 @@ func TestViewRaisesSliversToTheEngineMinimum(t *testing.T) {
 	}
 }
 
+// TestViewWeighsRoutesByMemory: the routing weights of the partitions the view holds follow
+// their memory after rounding and raising. The e2e case: a tenant planned 2, 2 and 4 MiB on
+// three nodes (weights 25/25/50%) runs three 4 MiB redis partitions, which must route a third
+// of the keys each. A draining partition (weight 0) and a routing-only entry keep theirs.
+func TestViewWeighsRoutesByMemory(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		parts []planning.Partition
+		want  []int32
+	}{
+		{"raised slivers", []planning.Partition{
+			{Node: "a", MemoryBytes: 2 << 20, RoutingWeight: 250_000},
+			{Node: "b", MemoryBytes: 2 << 20, RoutingWeight: 250_000},
+			{Node: "c", MemoryBytes: 4 << 20, RoutingWeight: 500_000},
+		}, []int32{333_333, 333_333, 333_333}},
+		{"rounded", []planning.Partition{
+			{Node: "a", MemoryBytes: 30<<20 + 400<<10, RoutingWeight: 751_000},
+			{Node: "b", MemoryBytes: 10<<20 - 400<<10, RoutingWeight: 249_000},
+		}, []int32{750_000, 250_000}},
+		{"draining and routing-only", []planning.Partition{
+			{Node: "a", MemoryBytes: 8 << 20, RoutingWeight: 1_000_000},
+			{Node: "b", MemoryBytes: 8 << 20},
+			{Node: "c", RoutingWeight: 7},
+		}, []int32{1_000_000, 0, 7}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := viewOf(&planning.Plan{Tenants: []planning.TenantPlan{{ID: "ns/t", Partitions: tc.parts}}}, 4<<20)["ns/t"]
+			for i, p := range got {
+				if p.RoutingWeight != tc.want[i] {
+					t.Errorf("%s: %d bytes of memory weigh %d, want %d (all: %+v)", p.Node, p.MemoryBytes, p.RoutingWeight, tc.want[i], got)
+				}
+			}
+		})
+	}
+}
+
 // TestDegradation: a maxDegradation objective is judged for every tenant whose fair-share
 // service the curve predicts, including one whose every read misses (a scan), where hit and
 // miss latencies cannot be told apart.
