@@ -97,6 +97,34 @@ type CacheNodePlanSpec struct {
 	// +listMapKey=tenant
 	// +kubebuilder:validation:MaxItems=1024
 	Partitions []PartitionPlan `json:"partitions,omitempty"`
+
+	// remoteTenants are the cluster's tenants with no partition on this node. Clients reach
+	// any node's sidecar, so the sidecar authenticates them too and forwards every request by
+	// the routes. A tenant is either here or in partitions, never both (the operator's
+	// guarantee; the sidecar lets the partition win).
+	// +optional
+	// +listType=map
+	// +listMapKey=tenant
+	// +kubebuilder:validation:MaxItems=4096
+	RemoteTenants []RemoteTenant `json:"remoteTenants,omitempty"`
+}
+
+// RemoteTenant is a tenant whose partitions are all on other nodes: only its routes.
+type RemoteTenant struct {
+	// tenant is the TenantSLO's ID, "<namespace>/<name>".
+	// +required
+	// +kubebuilder:validation:MaxLength=317
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Tenant string `json:"tenant"`
+
+	// routes are the tenant's partitions on the nodes whose sidecar has an address.
+	// +required
+	// +listType=map
+	// +listMapKey=nodeName
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:XValidation:rule="self.exists(r, r.weight > 0)",message="at least one route needs a positive weight, or no key has a partition"
+	Routes []TenantRoute `json:"routes"`
 }
 
 // SetPartitions replaces the plan's partitions, sorted by tenant so that unchanged plans
@@ -107,6 +135,14 @@ func (s *CacheNodePlanSpec) SetPartitions(partitions []PartitionPlan) {
 	s.Partitions = sorted
 	n := int32(len(sorted))
 	s.PartitionCount = &n
+}
+
+// SetRemoteTenants replaces the plan's remote tenants, sorted by tenant as SetPartitions sorts
+// partitions.
+func (s *CacheNodePlanSpec) SetRemoteTenants(remote []RemoteTenant) {
+	sorted := append([]RemoteTenant(nil), remote...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Tenant < sorted[j].Tenant })
+	s.RemoteTenants = sorted
 }
 
 // PartitionPlan is one tenant's partition on the node.

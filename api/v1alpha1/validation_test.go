@@ -460,6 +460,15 @@ func TestInvalidObjectsRejected(t *testing.T) {
 			p.Spec.Partitions[0].Routes[0].Weight = 0
 			p.Spec.Partitions[0].Routes[1].Weight = 0
 		}), "spec.partitions[0].routes", "at least one route needs a positive weight"},
+		{"remote tenant without routes", plan(func(p *v1.CacheNodePlan) {
+			p.Spec.SetRemoteTenants([]v1.RemoteTenant{{Tenant: "shop/cart", Routes: []v1.TenantRoute{}}})
+		}), "spec.remoteTenants[0].routes", "should have at least 1 items"},
+		{"remote tenant whose every route weight is zero", plan(func(p *v1.CacheNodePlan) {
+			p.Spec.SetRemoteTenants([]v1.RemoteTenant{{Tenant: "shop/cart", Routes: []v1.TenantRoute{{NodeName: "node-b", Endpoint: "10.0.0.2:7380"}}}})
+		}), "spec.remoteTenants[0].routes", "at least one route needs a positive weight"},
+		{"remote tenant ID without namespace", plan(func(p *v1.CacheNodePlan) {
+			p.Spec.SetRemoteTenants([]v1.RemoteTenant{{Tenant: "cart", Routes: []v1.TenantRoute{{NodeName: "node-b", Endpoint: "10.0.0.2:7380", Weight: 1}}}})
+		}), "spec.remoteTenants[0].tenant", "should match"},
 		{"partition memory in milli-bytes", planWithPartitionField("memory", "5000000000m"),
 			"spec.partitions[0].memory", "memory 5000000000m is not a plan quantity"},
 		{"partition memory with an exponent", planWithPartitionField("memory", "1e1.5"),

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
@@ -402,3 +403,60 @@ func TestLoadManifestErrors(t *testing.T) {
 
 func loadPlanErr(path string) error   { _, err := LoadPlan(path); return err }
 func loadSecretErr(path string) error { _, err := LoadSecret(path); return err }
+
+// TestTenantWithoutPartitionOnTheNode: a client whose connection lands on a node without its
+// tenant's partition logs in there and reads and writes its keys, every request forwarded to
+// the node holding the partition (real engines, real proxies, the peer port between them).
+func TestTenantWithoutPartitionOnTheNode(t *testing.T) {
+	const tenant = "team-a/orders"
+	passwords, data := tenantCredentials(t, tenant)
+	creds := Credentials{Secret: "creds", Data: data}
+	holder := startSidecar(t, sidecarSpec{engine: engine.Redis, node: "node-a"})
+	visited := startSidecar(t, sidecarSpec{engine: engine.Redis, node: "node-b"})
+	routes := []v1.TenantRoute{{NodeName: "node-a", Endpoint: holder.peerAddr, Weight: 1}}
+	withPartition := &v1.CacheNodePlan{Spec: v1.CacheNodePlanSpec{NodeName: "node-a", Engine: v1.EngineRedis, PlanGeneration: 1}}
+	withPartition.Spec.SetPartitions([]v1.PartitionPlan{{Tenant: tenant, Memory: resource.MustParse("8Mi"), EvictionPolicy: v1.EvictionLRU, Routes: routes}})
+	withoutPartition := &v1.CacheNodePlan{Spec: v1.CacheNodePlanSpec{NodeName: "node-b", Engine: v1.EngineRedis, PlanGeneration: 1}}
+	withoutPartition.Spec.SetRemoteTenants([]v1.RemoteTenant{{Tenant: tenant, Routes: routes}})
+
+	for _, sc := range []struct {
+		s    *sidecar
+		plan *v1.CacheNodePlan
+	}{{holder, withPartition}, {visited, withoutPartition}} {
+		if r := sc.s.agent.apply(context.Background(), sc.plan, creds); !r.applied() {
+			t.Fatalf("applying the plan of %s: %+v", sc.plan.Spec.NodeName, r)
+		}
+	}
+	if engines := visited.agent.engines.List(); len(engines) != 0 {
+		t.Errorf("node-b runs engines %+v for a tenant without a partition there", engines)
+	}
+
+	c := authRESP(t, visited.clientAddr, tenant, passwords[tenant])
+	for i := range 20 {
+		mustDo(t, c, "OK", "SET", fmt.Sprintf("key:%d", i), fmt.Sprintf("value-%d", i))
+	}
+	mustDo(t, c, "value-7", "GET", "key:7")
+	// The keys are in node-a's engine: a client of node-a reads them too.
+	mustDo(t, authRESP(t, holder.clientAddr, tenant, passwords[tenant]), "value-13", "GET", "key:13")
+	if got := counterSum(t, visited, "cacheqos_sidecar_forwarded_requests_total"); got != 21 {
+		t.Errorf("node-b forwarded %v requests, want its 20 SETs and 1 GET", got)
+	}
+}
+
+// counterSum is the sum of a counter's series.
+func counterSum(t *testing.T, sc *sidecar, name string) float64 {
+	t.Helper()
+	families, err := sc.registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, f := range families {
+		if f.GetName() == name {
+			for _, m := range f.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
+}

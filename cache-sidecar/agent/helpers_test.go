@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -214,6 +215,7 @@ type sidecarSpec struct {
 	refresh time.Duration
 	backoff time.Duration
 	kube    *KubeConfig
+	node    string // empty: testNode
 }
 
 // engineRoot is a fresh state root short enough for unix socket paths (t.TempDir() paths
@@ -288,7 +290,7 @@ func startSidecar(t *testing.T, spec sidecarSpec) *sidecar {
 	go serveUntilClosed(t, "client listener", func() error { return px.Serve(clientLn) })
 	go serveUntilClosed(t, "peer listener", func() error { return px.ServePeer(spec.peer) })
 	ag, err := New(context.Background(), Config{
-		NodeName: testNode,
+		NodeName: cmp.Or(spec.node, testNode),
 		Engines: engine.Config{
 			Engine:         spec.engine,
 			Root:           spec.root,

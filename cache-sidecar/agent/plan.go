@@ -100,9 +100,10 @@ func partitionErrors(err error, into map[string]error) error {
 // tenantHashes reads every tenant's credential hash from the Secret's data. Tenants without a
 // valid one are returned as errors by tenant; the whole Secret missing is one error.
 func tenantHashes(plan *v1.CacheNodePlan, creds Credentials) (hashes map[string]string, tenantErrs map[string]error, secretErr error) {
-	hashes = make(map[string]string, len(plan.Spec.Partitions))
+	ids := planTenants(plan)
+	hashes = make(map[string]string, len(ids))
 	tenantErrs = make(map[string]error)
-	if len(plan.Spec.Partitions) == 0 {
+	if len(ids) == 0 {
 		return hashes, tenantErrs, nil
 	}
 	if creds.Err != nil {
@@ -111,23 +112,37 @@ func tenantHashes(plan *v1.CacheNodePlan, creds Credentials) (hashes map[string]
 		}
 		return hashes, tenantErrs, fmt.Errorf("credentials Secret %s: %w", creds.Secret, creds.Err)
 	}
-	for _, p := range plan.Spec.Partitions {
-		key, err := credentials.SecretKey(p.Tenant)
+	for _, id := range ids {
+		key, err := credentials.SecretKey(id)
 		if err != nil {
-			tenantErrs[p.Tenant] = err
+			tenantErrs[id] = err
 			continue
 		}
 		hash, ok := creds.Data[key]
 		switch {
 		case !ok:
-			tenantErrs[p.Tenant] = fmt.Errorf("credentials Secret %s has no key %s", creds.Secret, key)
+			tenantErrs[id] = fmt.Errorf("credentials Secret %s has no key %s", creds.Secret, key)
 		case !credentials.Valid(string(hash)):
-			tenantErrs[p.Tenant] = fmt.Errorf("credentials Secret %s key %s is not a credential hash", creds.Secret, key)
+			tenantErrs[id] = fmt.Errorf("credentials Secret %s key %s is not a credential hash", creds.Secret, key)
 		default:
-			hashes[p.Tenant] = string(hash)
+			hashes[id] = string(hash)
 		}
 	}
 	return hashes, tenantErrs, nil
+}
+
+// planTenants lists the tenants the plan names: its partitions' and its remote tenants (a
+// remote tenant that also has a partition is named once).
+func planTenants(plan *v1.CacheNodePlan) []string {
+	ids := make([]string, 0, len(plan.Spec.Partitions)+len(plan.Spec.RemoteTenants))
+	for _, p := range plan.Spec.Partitions {
+		ids = append(ids, p.Tenant)
+	}
+	for _, r := range plan.Spec.RemoteTenants {
+		ids = append(ids, r.Tenant)
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids)
 }
 
 // localEngine is where the proxy reaches a tenant's engine on this node.
@@ -140,12 +155,21 @@ type localEngine struct {
 // proxyConfig is the proxy's tenant table for the plan: every tenant with a credential hash,
 // its local engine, its routes and its limits. A tenant whose local partition the engine
 // manager does not run (it refused the spec) loses its route to this node, so its keys on
-// other nodes stay reachable; that partition is reported failed anyway. Each tenant is
-// validated on its own, so one bad entry costs only that tenant: it is left out and returned
-// in tenantErrs.
+// other nodes stay reachable; that partition is reported failed anyway. A remote tenant has
+// no local engine and no limits here (they apply where its partitions are): the proxy
+// forwards every request by its routes. Each tenant is validated on its own, so one bad entry
+// costs only that tenant: it is left out and returned in tenantErrs.
 func proxyConfig(nodeName string, plan *v1.CacheNodePlan, hashes map[string]string, peerToken string, local map[string]localEngine) (cfg proxy.Config, tenantErrs map[string]error) {
 	cfg = proxy.Config{NodeID: nodeName, PeerToken: peerToken}
 	tenantErrs = make(map[string]error)
+	add := func(t proxy.Tenant) {
+		single := proxy.Config{NodeID: nodeName, PeerToken: peerToken, Tenants: []proxy.Tenant{t}}
+		if err := single.Validate(); err != nil {
+			tenantErrs[t.ID] = fmt.Errorf("proxy: %w", err)
+			return
+		}
+		cfg.Tenants = append(cfg.Tenants, t)
+	}
 	for _, p := range plan.Spec.Partitions {
 		hash, ok := hashes[p.Tenant]
 		if !ok {
@@ -171,12 +195,18 @@ func proxyConfig(nodeName string, plan *v1.CacheNodePlan, hashes map[string]stri
 		if p.OpsLimit != nil {
 			t.OpsPerSecond = float64(max(0, *p.OpsLimit))
 		}
-		single := proxy.Config{NodeID: nodeName, PeerToken: peerToken, Tenants: []proxy.Tenant{t}}
-		if err := single.Validate(); err != nil {
-			tenantErrs[p.Tenant] = fmt.Errorf("proxy: %w", err)
+		add(t)
+	}
+	for _, r := range plan.Spec.RemoteTenants {
+		hash, ok := hashes[r.Tenant]
+		if !ok || slices.ContainsFunc(cfg.Tenants, func(t proxy.Tenant) bool { return t.ID == r.Tenant }) {
 			continue
 		}
-		cfg.Tenants = append(cfg.Tenants, t)
+		t := proxy.Tenant{ID: r.Tenant, CredentialHash: hash}
+		for _, route := range r.Routes {
+			t.Routes = append(t.Routes, proxy.Route{Node: route.NodeName, PeerAddress: route.Endpoint, Weight: float64(route.Weight)})
+		}
+		add(t)
 	}
 	slices.SortFunc(cfg.Tenants, func(a, b proxy.Tenant) int { return strings.Compare(a.ID, b.ID) })
 	return cfg, tenantErrs
@@ -184,9 +214,9 @@ func proxyConfig(nodeName string, plan *v1.CacheNodePlan, hashes map[string]stri
 
 // keepTenants is table without the tenants that are no longer in the plan.
 func keepTenants(table proxy.Config, plan *v1.CacheNodePlan) proxy.Config {
-	inPlan := make(map[string]bool, len(plan.Spec.Partitions))
-	for _, p := range plan.Spec.Partitions {
-		inPlan[p.Tenant] = true
+	inPlan := make(map[string]bool, len(plan.Spec.Partitions)+len(plan.Spec.RemoteTenants))
+	for _, id := range planTenants(plan) {
+		inPlan[id] = true
 	}
 	out := table
 	out.Tenants = slices.DeleteFunc(slices.Clone(table.Tenants), func(t proxy.Tenant) bool { return !inPlan[t.ID] })

@@ -54,9 +54,10 @@ func TestTenantHashes(t *testing.T) {
 		t.Fatal(err)
 	}
 	plan := statusTestPlan("a/x", "b/y", "c/z")
-	data := map[string][]byte{"a.x": []byte(good), "b.y": []byte("plaintext")}
+	plan.Spec.SetRemoteTenants([]v1.RemoteTenant{{Tenant: "d/w"}}) // remote tenants log in too
+	data := map[string][]byte{"a.x": []byte(good), "b.y": []byte("plaintext"), "d.w": []byte(good)}
 	hashes, tenantErrs, secretErr := tenantHashes(plan, Credentials{Secret: "creds", Data: data})
-	if secretErr != nil || len(hashes) != 1 || hashes["a/x"] != good {
+	if secretErr != nil || len(hashes) != 2 || hashes["a/x"] != good || hashes["d/w"] != good {
 		t.Fatalf("hashes %v, secret error %v", hashes, secretErr)
 	}
 	if !strings.Contains(tenantErrs["b/y"].Error(), "creds key b.y is not a credential hash") ||
@@ -84,7 +85,10 @@ func TestProxyConfig(t *testing.T) {
 	}
 	plan.Spec.Partitions[0].BandwidthLimit = ptr.To(resource.MustParse("10Mi"))
 	plan.Spec.Partitions[0].OpsLimit = ptr.To[int64](5000)
-	hashes := map[string]string{"a/x": hash, "b/y": hash, "d/w": hash} // c/z has no credentials
+	// e/v has no partition here, only routes; a/x is also listed remote by mistake: its
+	// partition wins.
+	plan.Spec.SetRemoteTenants([]v1.RemoteTenant{{Tenant: "e/v", Routes: routes[1:]}, {Tenant: "a/x", Routes: routes[1:]}})
+	hashes := map[string]string{"a/x": hash, "b/y": hash, "d/w": hash, "e/v": hash} // c/z has no credentials
 	local := map[string]localEngine{"a/x": {socket: "/s/a", bytes: 64 << 20}, "d/w": {socket: "/s/d", bytes: 1 << 20}}
 
 	cfg, tenantErrs := proxyConfig("node-a", plan, hashes, "token", local)
@@ -110,18 +114,29 @@ func TestProxyConfig(t *testing.T) {
 	if _, ok := byID["c/z"]; ok {
 		t.Error("a tenant without credentials is in the table")
 	}
+	// e/v, remote: known credentials, no local engine and no limits, every key to node-b.
+	if e := byID["e/v"]; e.CredentialHash != hash || e.LocalEngine != "" || e.BytesPerSecond != 0 ||
+		fmt.Sprint(e.Routes) != fmt.Sprint([]proxy.Route{{Node: "node-b", Weight: 1, PeerAddress: "10.0.0.2:7380"}}) {
+		t.Errorf("e/v: %+v", e)
+	}
+	if len(cfg.Tenants) != 4 {
+		t.Errorf("%d tenants in the table, want a/x, b/y, d/w and e/v once each", len(cfg.Tenants))
+	}
 
 	// Without a peer token the tenants with remote routes are refused one by one.
 	cfg, tenantErrs = proxyConfig("node-a", plan, hashes, "", local)
-	if len(cfg.Tenants) != 0 || len(tenantErrs) != 3 || !strings.Contains(tenantErrs["a/x"].Error(), "peer token is empty") {
+	if len(cfg.Tenants) != 0 || len(tenantErrs) != 4 || !strings.Contains(tenantErrs["a/x"].Error(), "peer token is empty") {
 		t.Errorf("without a peer token: %d tenants, errors %v", len(cfg.Tenants), tenantErrs)
 	}
 }
 
 func TestKeepTenants(t *testing.T) {
 	table := proxy.Config{NodeID: "n", Tenants: []proxy.Tenant{{ID: "a/x"}, {ID: "b/y"}}}
-	kept := keepTenants(table, statusTestPlan("b/y", "c/z"))
-	if len(kept.Tenants) != 1 || kept.Tenants[0].ID != "b/y" || len(table.Tenants) != 2 {
+	table.Tenants = append(table.Tenants, proxy.Tenant{ID: "d/w"})
+	plan := statusTestPlan("b/y", "c/z")
+	plan.Spec.SetRemoteTenants([]v1.RemoteTenant{{Tenant: "d/w"}})
+	kept := keepTenants(table, plan)
+	if len(kept.Tenants) != 2 || kept.Tenants[0].ID != "b/y" || kept.Tenants[1].ID != "d/w" || len(table.Tenants) != 3 {
 		t.Errorf("kept %+v from %+v", kept, table)
 	}
 }

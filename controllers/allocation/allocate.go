@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -379,7 +380,9 @@ func policyOf(a v1.AllocationSettings) v1.AllocationPolicy {
 // kubectl then shows 27Mi, not 28142944), every partition at least minPartition bytes: a tenant
 // spread over several nodes may get a sliver on one, which the engine cannot run. Rounding and
 // raising cost at most half a MiB and minPartition per partition, which the node's headroom
-// absorbs.
+// absorbs. Routing weights follow the memory the partitions get (a raised sliver would
+// otherwise keep the small weight of its planned size: 2, 2 and 4 MiB raised to three 4 MiB
+// partitions routed 25/25/50).
 func viewOf(plan *planning.Plan, minPartition int64) view {
 	const mib = 1 << 20
 	out := view{}
@@ -390,9 +393,30 @@ func viewOf(plan *planning.Plan, minPartition int64) view {
 				parts[i].MemoryBytes = max((parts[i].MemoryBytes+mib/2)/mib*mib, minPartition)
 			}
 		}
+		weighByMemory(parts)
 		out[tp.ID] = parts
 	}
 	return out
+}
+
+// routingPPM is the total of a tenant's routing weights (planning.Partition.RoutingWeight).
+const routingPPM = 1_000_000
+
+// weighByMemory sets the routing weight of every routed partition (memory and a positive
+// weight) in proportion to its memory. Partitions the plan routes nothing to (weight 0: draining)
+// and routing-only entries without memory keep their weights.
+func weighByMemory(parts []planning.Partition) {
+	var routed float64
+	for _, p := range parts {
+		if p.MemoryBytes > 0 && p.RoutingWeight > 0 {
+			routed += float64(p.MemoryBytes)
+		}
+	}
+	for i, p := range parts {
+		if p.MemoryBytes > 0 && p.RoutingWeight > 0 {
+			parts[i].RoutingWeight = max(1, int32(math.Round(routingPPM*float64(p.MemoryBytes)/routed)))
+		}
+	}
 }
 
 // maxPlanMessage is the API's bound on status.lastPlan.message.

@@ -183,7 +183,9 @@ func TestAllocationWithPrometheus(t *testing.T) {
 	create(t, webSLO)
 	create(t, batchSLO)
 
-	// Plans from the measured traffic: both tenants placed, routes to the sidecars.
+	// Plans from the measured traffic: both tenants placed, routes to the sidecars. Every
+	// node's plan lists every admitted tenant, as a partition or, where it has none, as a
+	// remote tenant with the same routes, so a client landing on any sidecar can log in.
 	testenv.Eventually(t, timeout, func() error {
 		plans, err := plansOf(cacheNS, "alloc-a", "alloc-b")
 		if err != nil {
@@ -193,6 +195,21 @@ func TestAllocationWithPrometheus(t *testing.T) {
 		for node, spec := range plans {
 			if spec.PlanGeneration < 1 {
 				return fmt.Errorf("plan of %s not written yet", node)
+			}
+			listed := map[string]int{}
+			for _, r := range spec.RemoteTenants {
+				listed[r.Tenant]++
+				if slices.ContainsFunc(r.Routes, func(r v1.TenantRoute) bool { return r.NodeName == node }) || len(r.Routes) == 0 {
+					return fmt.Errorf("remote tenant %s on %s routes to %s or nowhere: %+v", r.Tenant, node, node, r.Routes)
+				}
+			}
+			for _, p := range spec.Partitions {
+				listed[p.Tenant]++
+			}
+			for _, id := range []string{"alloc-team/web", "alloc-team/batch"} {
+				if listed[id] != 1 {
+					return fmt.Errorf("plan of %s lists %s %d times (partitions %d, remote tenants %d), want once", node, id, listed[id], len(spec.Partitions), len(spec.RemoteTenants))
+				}
 			}
 			for _, p := range spec.Partitions {
 				tenants[p.Tenant] = true

@@ -76,11 +76,13 @@ func TestPlansRoundTrip(t *testing.T) {
 		"ns/batch": {{Node: "b", MemoryBytes: 512 << 20, RoutingWeight: 1_000_000}},
 	}
 	endpoints := map[string]string{"a": "10.0.0.1:7380", "b": "10.0.0.2:7380"}
-	byNode := partitionsByNode(alloc, tenants, endpoints)
+	nodes := []string{"a", "b"}
+	byNode := tenantsByNode(alloc, tenants, endpoints, nodes)
 	var plans []v1.CacheNodePlan
-	for _, node := range []string{"a", "b"} {
+	for _, node := range nodes {
 		p := v1.CacheNodePlan{Spec: v1.CacheNodePlanSpec{NodeName: node}}
-		p.Spec.SetPartitions(byNode[node])
+		p.Spec.SetPartitions(byNode[node].partitions)
+		p.Spec.SetRemoteTenants(byNode[node].remote)
 		plans = append(plans, p)
 	}
 	if got := currentView(plans); !equality.Semantic.DeepEqual(got, alloc) {
@@ -93,15 +95,27 @@ func TestPlansRoundTrip(t *testing.T) {
 	if batch := plans[1].Spec.Partitions[0]; batch.Tenant != "ns/batch" || batch.EvictionPolicy != v1.EvictionLRU {
 		t.Errorf("batch's partition: %+v", batch)
 	}
+	// batch has no partition on a: a's plan lists it with its routes only, b lists no remote
+	// tenant (it holds both).
+	if remote := plans[0].Spec.RemoteTenants; len(remote) != 1 || remote[0].Tenant != "ns/batch" || len(remote[0].Routes) != 1 || remote[0].Routes[0].Endpoint != "10.0.0.2:7380" {
+		t.Errorf("remote tenants of a: %+v, want ns/batch routed to b", remote)
+	}
+	if remote := plans[1].Spec.RemoteTenants; len(remote) != 0 {
+		t.Errorf("remote tenants of b: %+v, want none", remote)
+	}
 
 	// A node whose sidecar has no address yet gets no route in other nodes' plans, and its own
 	// plan routes to itself by node name (its sidecar serves that route locally); the
 	// allocation still reads back exactly.
-	byNode = partitionsByNode(alloc, tenants, map[string]string{"a": "10.0.0.1:7380"})
-	if routes := byNode["a"][0].Routes; len(routes) != 1 || routes[0].NodeName != "a" {
+	// batch, held only by b, has no known route, so a cannot list it.
+	byNode = tenantsByNode(alloc, tenants, map[string]string{"a": "10.0.0.1:7380"}, nodes)
+	if remote := byNode["a"].remote; len(remote) != 0 {
+		t.Errorf("remote tenants of a without b's address: %+v, want none", remote)
+	}
+	if routes := byNode["a"].partitions[0].Routes; len(routes) != 1 || routes[0].NodeName != "a" {
 		t.Errorf("routes of web on a without b's address: %+v, want only a", routes)
 	}
-	for _, p := range byNode["b"] {
+	for _, p := range byNode["b"].partitions {
 		want := map[string][]string{"ns/web": {"a", "b"}, "ns/batch": {"b"}}[p.Tenant]
 		var got []string
 		for _, r := range p.Routes {
@@ -111,8 +125,8 @@ func TestPlansRoundTrip(t *testing.T) {
 			t.Errorf("routes of %s on b without b's address: %+v, want nodes %v, b by name", p.Tenant, p.Routes, want)
 		}
 	}
-	plans[1].Spec.SetPartitions(byNode["b"])
-	plans[0].Spec.SetPartitions(byNode["a"])
+	plans[1].Spec.SetPartitions(byNode["b"].partitions)
+	plans[0].Spec.SetPartitions(byNode["a"].partitions)
 	if got := currentView(plans); !equality.Semantic.DeepEqual(got, alloc) {
 		t.Errorf("read back without b's address %+v\nwant %+v", got, alloc)
 	}
@@ -133,8 +147,8 @@ func TestRoutesHoldOwnNode(t *testing.T) {
 					endpoints[node] = fmt.Sprintf("10.0.%d.%d:7380", i/256, i%256)
 				}
 			}
-			for node, partitions := range partitionsByNode(view{"ns/wide": parts}, tenants, endpoints) {
-				routes := partitions[0].Routes
+			for node, planned := range tenantsByNode(view{"ns/wide": parts}, tenants, endpoints, nil) {
+				routes := planned.partitions[0].Routes
 				own := 0
 				for i, r := range routes {
 					if r.NodeName == node {
@@ -335,6 +349,42 @@ func TestViewRaisesSliversToTheEngineMinimum(t *testing.T) {
 	}
 	if plan.Tenants[0].Partitions[1].MemoryBytes != 1<<20 {
 		t.Error("viewOf changed the plan it was given")
+	}
+}
+
+// TestViewWeighsRoutesByMemory: the routing weights of the partitions the view holds follow
+// their memory after rounding and raising. The e2e case: a tenant planned 2, 2 and 4 MiB on
+// three nodes (weights 25/25/50%) runs three 4 MiB redis partitions, which must route a third
+// of the keys each. A draining partition (weight 0) and a routing-only entry keep theirs.
+func TestViewWeighsRoutesByMemory(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		parts []planning.Partition
+		want  []int32
+	}{
+		{"raised slivers", []planning.Partition{
+			{Node: "a", MemoryBytes: 2 << 20, RoutingWeight: 250_000},
+			{Node: "b", MemoryBytes: 2 << 20, RoutingWeight: 250_000},
+			{Node: "c", MemoryBytes: 4 << 20, RoutingWeight: 500_000},
+		}, []int32{333_333, 333_333, 333_333}},
+		{"rounded", []planning.Partition{
+			{Node: "a", MemoryBytes: 30<<20 + 400<<10, RoutingWeight: 751_000},
+			{Node: "b", MemoryBytes: 10<<20 - 400<<10, RoutingWeight: 249_000},
+		}, []int32{750_000, 250_000}},
+		{"draining and routing-only", []planning.Partition{
+			{Node: "a", MemoryBytes: 8 << 20, RoutingWeight: 1_000_000},
+			{Node: "b", MemoryBytes: 8 << 20},
+			{Node: "c", RoutingWeight: 7},
+		}, []int32{1_000_000, 0, 7}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := viewOf(&planning.Plan{Tenants: []planning.TenantPlan{{ID: "ns/t", Partitions: tc.parts}}}, 4<<20)["ns/t"]
+			for i, p := range got {
+				if p.RoutingWeight != tc.want[i] {
+					t.Errorf("%s: %d bytes of memory weigh %d, want %d (all: %+v)", p.Node, p.MemoryBytes, p.RoutingWeight, tc.want[i], got)
+				}
+			}
+		})
 	}
 }
 

@@ -20,12 +20,29 @@ import (
 	"github.com/cacheqos/cacheqos/internal/allocator/planning"
 )
 
-// partitionsByNode turns an allocation into each node's partitions: partitions with memory,
+// nodeTenants is what one node's plan lists: its partitions, and the tenants with none there.
+type nodeTenants struct {
+	partitions []v1.PartitionPlan
+	remote     []v1.RemoteTenant
+}
+
+// tenantsByNode turns an allocation into each of nodes' plan contents: partitions with memory,
 // with the tenant's eviction policy and limits, and routes to every node holding a partition
 // of the tenant whose sidecar address is known (weights from the allocation). Every
-// partition's routes hold its own node (withOwnRoute).
-func partitionsByNode(v view, tenants map[string]*v1.TenantSLO, endpoints map[string]string) map[string][]v1.PartitionPlan {
-	out := map[string][]v1.PartitionPlan{}
+// partition's routes hold its own node (withOwnRoute). Every other node lists the tenant as
+// remote with the same routes, so a client whose connection lands there can log in and be
+// forwarded (a tenant with no known route is left out: there is nowhere to forward to).
+func tenantsByNode(v view, tenants map[string]*v1.TenantSLO, endpoints map[string]string, nodes []string) map[string]*nodeTenants {
+	out := make(map[string]*nodeTenants, len(nodes))
+	for _, n := range nodes {
+		out[n] = &nodeTenants{}
+	}
+	at := func(node string) *nodeTenants {
+		if out[node] == nil {
+			out[node] = &nodeTenants{}
+		}
+		return out[node]
+	}
 	for id, parts := range v {
 		t := tenants[id]
 		if t == nil {
@@ -36,10 +53,12 @@ func partitionsByNode(v view, tenants map[string]*v1.TenantSLO, endpoints map[st
 			eviction = v1.EvictionLRU
 		}
 		routes := routesOf(parts, endpoints)
+		held := make(map[string]bool, len(parts))
 		for _, p := range parts {
 			if p.MemoryBytes <= 0 {
 				continue
 			}
+			held[p.Node] = true
 			pp := v1.PartitionPlan{
 				Tenant:         id,
 				Memory:         *resource.NewQuantity(p.MemoryBytes, resource.BinarySI),
@@ -52,7 +71,15 @@ func partitionsByNode(v view, tenants map[string]*v1.TenantSLO, endpoints map[st
 			if p.OpsLimitPerSecond > 0 {
 				pp.OpsLimit = ptr.To(p.OpsLimitPerSecond)
 			}
-			out[p.Node] = append(out[p.Node], pp)
+			at(p.Node).partitions = append(at(p.Node).partitions, pp)
+		}
+		if len(routes) == 0 {
+			continue
+		}
+		for _, n := range nodes {
+			if !held[n] {
+				out[n].remote = append(out[n].remote, v1.RemoteTenant{Tenant: id, Routes: routes})
+			}
 		}
 	}
 	return out
@@ -115,16 +142,21 @@ type planApplySpec struct {
 	PlanGeneration int64              `json:"planGeneration"`
 	PartitionCount int32              `json:"partitionCount"`
 	Partitions     []v1.PartitionPlan `json:"partitions"`
+	RemoteTenants  []v1.RemoteTenant  `json:"remoteTenants"`
 }
 
-// writePlans writes every node's partitions where they changed, bumping planGeneration, and
+// writePlans writes every node's partitions and remote tenants where they changed, bumping planGeneration, and
 // the spec hash where it changed; it returns each node's plan generation after the writes.
 func (l *Loop) writePlans(ctx context.Context, in *inputs, desired view, hash string) (map[string]int64, error) {
 	tenants := make(map[string]*v1.TenantSLO, len(in.admitted))
 	for _, t := range in.admitted {
 		tenants[t.TenantID()] = t
 	}
-	byNode := partitionsByNode(desired, tenants, in.endpoints)
+	nodes := make([]string, len(in.plans))
+	for i := range in.plans {
+		nodes[i] = in.plans[i].Spec.NodeName
+	}
+	byNode := tenantsByNode(desired, tenants, in.endpoints, nodes)
 	generations := make(map[string]int64, len(in.plans))
 	now := time.Now().UTC().Format(time.RFC3339)
 	gvk := v1.GroupVersion.WithKind("CacheNodePlan")
@@ -132,9 +164,11 @@ func (l *Loop) writePlans(ctx context.Context, in *inputs, desired view, hash st
 	for i := range in.plans {
 		p := &in.plans[i]
 		var spec v1.CacheNodePlanSpec
-		spec.SetPartitions(byNode[p.Spec.NodeName])
+		spec.SetPartitions(byNode[p.Spec.NodeName].partitions)
+		spec.SetRemoteTenants(byNode[p.Spec.NodeName].remote)
 		generations[p.Spec.NodeName] = p.Spec.PlanGeneration
-		partitionsChanged := !equality.Semantic.DeepEqual(spec.Partitions, p.Spec.Partitions)
+		partitionsChanged := !equality.Semantic.DeepEqual(spec.Partitions, p.Spec.Partitions) ||
+			!equality.Semantic.DeepEqual(spec.RemoteTenants, p.Spec.RemoteTenants)
 		if !partitionsChanged && p.Annotations[objects.AnnotationSpecHash] == hash {
 			continue
 		}
@@ -147,10 +181,13 @@ func (l *Loop) writePlans(ctx context.Context, in *inputs, desired view, hash st
 		}
 		body := planApply{
 			Metadata: planApplyMetadata{Annotations: map[string]string{objects.AnnotationPlanWrittenAt: writtenAt, objects.AnnotationSpecHash: hash}},
-			Spec:     planApplySpec{PlanGeneration: next, PartitionCount: *spec.PartitionCount, Partitions: spec.Partitions},
+			Spec:     planApplySpec{PlanGeneration: next, PartitionCount: *spec.PartitionCount, Partitions: spec.Partitions, RemoteTenants: spec.RemoteTenants},
 		}
 		if body.Spec.Partitions == nil {
 			body.Spec.Partitions = []v1.PartitionPlan{}
+		}
+		if body.Spec.RemoteTenants == nil {
+			body.Spec.RemoteTenants = []v1.RemoteTenant{}
 		}
 		if err := ssa.ApplyFields(ctx, l.client, gvk, client.ObjectKeyFromObject(p), body, objects.FieldOwnerAllocator); err != nil {
 			errs = append(errs, err)
