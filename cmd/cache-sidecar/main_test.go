@@ -236,7 +236,7 @@ func TestStandaloneRun(t *testing.T) {
 	}
 
 	client, stop := serve()
-	pid := roundTrip(t, client, tenant, password)
+	pid := roundTrip(t, client, tenant, password, root)
 	t.Cleanup(func() { // the safety net when the test fails with the engine still running
 		if cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil && bytes.Contains(cmdline, []byte(root)) {
 			syscall.Kill(pid, syscall.SIGKILL)
@@ -248,7 +248,7 @@ func TestStandaloneRun(t *testing.T) {
 	}
 
 	client, stop = serve("--stop-engines-on-exit")
-	if again := roundTrip(t, client, tenant, password); again != pid {
+	if again := roundTrip(t, client, tenant, password, root); again != pid {
 		t.Errorf("the restarted sidecar runs engine pid %d, want the adopted %d", again, pid)
 	}
 	stop()
@@ -258,7 +258,7 @@ func TestStandaloneRun(t *testing.T) {
 
 	// Saved on exit: the engine stops, and the next sidecar's engine has the key.
 	client, stop = serve("--save-engines-on-exit")
-	pid = roundTrip(t, client, tenant, password)
+	pid = roundTrip(t, client, tenant, password, root)
 	stop()
 	if alive(pid) {
 		t.Fatalf("the engine (pid %d) still runs after --save-engines-on-exit", pid)
@@ -321,11 +321,9 @@ func waitLog(t *testing.T, logs *enginetest.LockedBuffer, msg string) map[string
 	return nil
 }
 
-// roundTrip authenticates through the proxy, writes and reads a key, and returns the engine's
-// process ID (INFO server's process_id).
 // roundTrip authenticates through the proxy at addr, SETs k and GETs it back, and returns the
-// engine's PID.
-func roundTrip(t *testing.T, addr, user, password string) int {
+// PID of the one engine under stateRoot.
+func roundTrip(t *testing.T, addr, user, password, stateRoot string) int {
 	t.Helper()
 	send := redisSession(t, addr, user, password)
 	if got := send("SET", "k", "v"); got != "+OK" {
@@ -334,14 +332,18 @@ func roundTrip(t *testing.T, addr, user, password string) int {
 	if got := send("GET", "k"); got != "v" {
 		t.Fatalf("GET: %q", got)
 	}
-	var pid int
-	for _, line := range strings.Split(send("INFO", "server"), "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
-			pid, _ = strconv.Atoi(v)
-		}
+	// The engine's pid from its partition's pidfile: tenants' INFO no longer shows it.
+	pidfiles, err := filepath.Glob(filepath.Join(stateRoot, "*", "pid"))
+	if err != nil || len(pidfiles) != 1 {
+		t.Fatalf("pidfiles under the state root: %v (%v), want one partition's", pidfiles, err)
 	}
-	if pid == 0 {
-		t.Fatal("INFO server has no process_id")
+	data, err := os.ReadFile(pidfiles[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil || pid <= 0 {
+		t.Fatalf("pidfile %s holds %q", pidfiles[0], data)
 	}
 	return pid
 }
