@@ -4,7 +4,7 @@
 //	testreport -total counts.txt
 //
 // The first form prints every package's verdict, the full output of failed tests and builds,
-// and a closing "unit: N passed, N failed, N skipped" line; it appends the counts to the counts
+// each skipped test or subtest with its output (the reason), and a closing "unit: N passed, N failed, N skipped" line; it appends the counts to the counts
 // file. The second prints a table of all layers and the overall closing line. Both exit 1 when
 // anything failed; -total also when no test ran at all, so CI can never pass on an empty run.
 package main
@@ -92,8 +92,13 @@ func report(in io.Reader, out io.Writer, layer, countsFile string) (bool, error)
 			}
 			delete(outputs, key)
 		case "skip":
-			if e.Test != "" && !strings.Contains(e.Test, "/") {
-				c.skipped++
+			if e.Test != "" {
+				// Subtests are not counted, so each skip is named with its reason: a skipped
+				// subtest would otherwise hide inside a passing test.
+				fmt.Fprintf(out, "--- SKIP %s %s\n%s", pkg, e.Test, indent(strings.Join(outputs[key], "")))
+				if !strings.Contains(e.Test, "/") {
+					c.skipped++
+				}
 			}
 			delete(outputs, key)
 		case "fail":

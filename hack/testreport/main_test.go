@@ -28,6 +28,17 @@ func TestReportCountsAndVerdict(t *testing.T) {
 			wantInText: []string{"ok    p (0.5s)"},
 		},
 		{
+			name: "a skipped subtest is named with its reason, not counted",
+			stream: `{"Action":"run","Package":"p","Test":"TestA"}
+{"Action":"output","Package":"p","Test":"TestA/sub","Output":"    a_test.go:9: no partition-less node\n"}
+{"Action":"skip","Package":"p","Test":"TestA/sub"}
+{"Action":"pass","Package":"p","Test":"TestA"}
+{"Action":"pass","Package":"p","Elapsed":0.5}`,
+			wantOK:     true,
+			wantClose:  "unit: 1 passed, 0 failed, 0 skipped",
+			wantInText: []string{"--- SKIP p TestA/sub", "no partition-less node"},
+		},
+		{
 			name: "failed test prints its output",
 			stream: `{"Action":"output","Package":"p","Test":"TestA","Output":"boom\n"}
 {"Action":"fail","Package":"p","Test":"TestA"}
