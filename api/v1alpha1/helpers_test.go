@@ -160,6 +160,22 @@ func TestSetPartitionsSortsAndCounts(t *testing.T) {
 	}
 }
 
+func TestTenantRouteAddress(t *testing.T) {
+	for _, tc := range []struct {
+		host string
+		port int32
+		want string
+	}{
+		{"10.0.0.1", 7380, "10.0.0.1:7380"},
+		{"fd00::2", 7380, "[fd00::2]:7380"},
+		{"node-a", 1, "node-a:1"},
+	} {
+		if got := (v1.TenantRoute{Host: tc.host, Port: tc.port}).Address(); got != tc.want {
+			t.Errorf("host %q port %d: Address() = %q, want %q", tc.host, tc.port, got, tc.want)
+		}
+	}
+}
+
 // TestDecimalPatternMatchesCRDs keeps the Go parser and the generated schema in step: every
 // spec field whose Go side parses with package decimal must check decimal.Pattern in the CRD.
 func TestDecimalPatternMatchesCRDs(t *testing.T) {

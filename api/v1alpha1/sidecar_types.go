@@ -98,11 +98,15 @@ type SidecarPodSettings struct {
 	SecurityContext *corev1.SecurityContext `json:"securityContext,omitempty"`
 }
 
-// LabelValue is a Kubernetes label value. As a map's value type it puts its rule on the
-// schema's additionalProperties, where the maxLength bounds its CEL cost (a rule over the values
-// of a map[string]string, whose values have no maxLength, costs 6 to 12 times the budget). The
-// error's path names the map and the key.
-// +kubebuilder:validation:MaxLength=63
+// LabelValue is a Kubernetes label value. As a map's value type it puts its rules on the
+// schema's additionalProperties, where the maxLength bounds their CEL cost (a rule over the
+// values of a map[string]string, whose values have no maxLength, costs 6 to 12 times the
+// budget). The maxLength is far above a label value's 63 characters because the API server
+// answers a value over it with a bare "Too long" and skips every CEL rule of the object; up
+// to it, the length rule's message echoes the value. The error's path names the map and the
+// key.
+// +kubebuilder:validation:MaxLength=1024
+// +kubebuilder:validation:XValidation:rule="size(self) <= 63",messageExpression="'label value ' + self + ' is too long: a label value has at most 63 characters'"
 // +kubebuilder:validation:XValidation:rule="self.matches('^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$')",messageExpression="'label value ' + self + ' is invalid: at most 63 of A-Z a-z 0-9 - _ ., starting and ending alphanumeric (or empty)'"
 type LabelValue string
 

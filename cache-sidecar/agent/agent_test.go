@@ -413,7 +413,7 @@ func TestTenantWithoutPartitionOnTheNode(t *testing.T) {
 	creds := Credentials{Secret: "creds", Data: data}
 	holder := startSidecar(t, sidecarSpec{engine: engine.Redis, node: "node-a"})
 	visited := startSidecar(t, sidecarSpec{engine: engine.Redis, node: "node-b"})
-	routes := []v1.TenantRoute{{NodeName: "node-a", Endpoint: holder.peerAddr, Weight: 1}}
+	routes := []v1.TenantRoute{routeTo("node-a", holder.peerAddr)}
 	withPartition := &v1.CacheNodePlan{Spec: v1.CacheNodePlanSpec{NodeName: "node-a", Engine: v1.EngineRedis, PlanGeneration: 1}}
 	withPartition.Spec.SetPartitions([]v1.PartitionPlan{{Tenant: tenant, Memory: resource.MustParse("8Mi"), EvictionPolicy: v1.EvictionLRU, Routes: routes}})
 	withoutPartition := &v1.CacheNodePlan{Spec: v1.CacheNodePlanSpec{NodeName: "node-b", Engine: v1.EngineRedis, PlanGeneration: 1}}

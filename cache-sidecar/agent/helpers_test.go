@@ -84,8 +84,21 @@ func partition(tenant, memory string, peer string) v1.PartitionPlan {
 		Tenant:         tenant,
 		Memory:         resource.MustParse(memory),
 		EvictionPolicy: v1.EvictionLRU,
-		Routes:         []v1.TenantRoute{{NodeName: testNode, Endpoint: peer, Weight: 1}},
+		Routes:         []v1.TenantRoute{routeTo(testNode, peer)},
 	}
+}
+
+// routeTo is a route of weight 1 to node's sidecar listening at address (host:port).
+func routeTo(node, address string) v1.TenantRoute {
+	host, port, err := net.SplitHostPort(address)
+	if err != nil {
+		panic(err)
+	}
+	n, err := strconv.ParseInt(port, 10, 32)
+	if err != nil {
+		panic(err)
+	}
+	return v1.TenantRoute{NodeName: node, Host: host, Port: int32(n), Weight: 1}
 }
 
 const testNode = "node-a"

@@ -185,7 +185,7 @@ func proxyConfig(nodeName string, plan *v1.CacheNodePlan, hashes map[string]stri
 			}
 			route := proxy.Route{Node: r.NodeName, Weight: float64(r.Weight)}
 			if r.NodeName != nodeName {
-				route.PeerAddress = r.Endpoint
+				route.PeerAddress = r.Address()
 			}
 			t.Routes = append(t.Routes, route)
 		}
@@ -204,7 +204,7 @@ func proxyConfig(nodeName string, plan *v1.CacheNodePlan, hashes map[string]stri
 		}
 		t := proxy.Tenant{ID: r.Tenant, CredentialHash: hash}
 		for _, route := range r.Routes {
-			t.Routes = append(t.Routes, proxy.Route{Node: route.NodeName, PeerAddress: route.Endpoint, Weight: float64(route.Weight)})
+			t.Routes = append(t.Routes, proxy.Route{Node: route.NodeName, PeerAddress: route.Address(), Weight: float64(route.Weight)})
 		}
 		add(t)
 	}

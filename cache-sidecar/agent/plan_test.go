@@ -79,7 +79,7 @@ func TestProxyConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	plan := statusTestPlan("a/x", "b/y", "c/z", "d/w")
-	routes := []v1.TenantRoute{{NodeName: "node-a", Endpoint: "10.0.0.1:7380", Weight: 2}, {NodeName: "node-b", Endpoint: "10.0.0.2:7380", Weight: 1}}
+	routes := []v1.TenantRoute{{NodeName: "node-a", Host: "10.0.0.1", Port: 7380, Weight: 2}, {NodeName: "node-b", Host: "10.0.0.2", Port: 7380, Weight: 1}}
 	for i := range plan.Spec.Partitions {
 		plan.Spec.Partitions[i].Routes = routes
 	}

@@ -342,7 +342,7 @@ func startStack(cfg *config, engine, dir string) (*stack, error) {
 		return nil, err
 	}
 	s.password = password
-	if err := writeInputs(dir, engine, password, peerAddr, cfg.limits); err != nil {
+	if err := writeInputs(dir, engine, password, ports[1], cfg.limits); err != nil {
 		return nil, err
 	}
 	root := filepath.Join(dir, "e")
@@ -433,7 +433,7 @@ func startStack(cfg *config, engine, dir string) (*stack, error) {
 }
 
 // writeInputs writes the plan and the credentials Secret the sidecar follows.
-func writeInputs(dir, engine, password, peerAddr string, limits bool) error {
+func writeInputs(dir, engine, password string, peerPort int, limits bool) error {
 	hash, err := credentials.Hash(password)
 	if err != nil {
 		return err
@@ -455,8 +455,8 @@ spec:
   - tenant: %[3]s
     memory: %[4]dMi
     evictionPolicy: lru
-    routes: [{nodeName: %[1]s, endpoint: "%[5]s", weight: 1}]
-`, nodeName, engine, tenant, partitionMiB, peerAddr)
+    routes: [{nodeName: %[1]s, host: 127.0.0.1, port: %[5]d, weight: 1}]
+`, nodeName, engine, tenant, partitionMiB, peerPort)
 	if limits {
 		// Far above what one machine can push, but enabled: every request takes tokens.
 		plan += "    bandwidthLimit: 64Gi\n    opsLimit: 1000000000\n"

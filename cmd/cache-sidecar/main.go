@@ -167,7 +167,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	str(&o.peerTLSKey, "peer-tls-key-file", "PEER_TLS_KEY_FILE", "", "PEM private key of --peer-tls-cert-file")
 	str(&o.peerTLSCA, "peer-tls-ca-file", "PEER_TLS_CA_FILE", "", "PEM CA bundle peers' certificates must chain to, read again when it changes")
 	str(&o.peerIdentity, "peer-tls-identity", "PEER_TLS_IDENTITY", "", "URI peers' certificates must carry (the operator's: cacheqos://<namespace>/<cluster>)")
-	str(&o.peerListen, "peer-listen", "PEER_LISTEN", defaultPeerListen, "address for peer sidecars (the plan's route endpoints point here)")
+	str(&o.peerListen, "peer-listen", "PEER_LISTEN", defaultPeerListen, "address for peer sidecars (the plan's routes point here)")
 	str(&o.metricsListen, "metrics-listen", "METRICS_LISTEN", defaultMetricsListen, "address of /metrics, /healthz and /readyz")
 	str(&o.logLevel, "log-level", "LOG_LEVEL", "info", "debug, info, warn or error")
 	str(&o.logFormat, "log-format", "LOG_FORMAT", "json", "json or text")

@@ -295,7 +295,7 @@ spec:
   - tenant: `+tenant+`
     memory: 16Mi
     evictionPolicy: lru
-    routes: [{nodeName: node-1, endpoint: "127.0.0.1:1", weight: 1}]
+    routes: [{nodeName: node-1, host: 127.0.0.1, port: 1, weight: 1}]
 `)
 	writeFile(t, filepath.Join(dir, "secret.yaml"), "apiVersion: v1\nkind: Secret\nmetadata: {name: creds}\nstringData:\n  "+key+": \""+hash+"\"\n")
 	return password

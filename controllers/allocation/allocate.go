@@ -39,8 +39,8 @@ type inputs struct {
 	// sorted by ID.
 	tenants  []v1.TenantSLO
 	admitted []*v1.TenantSLO
-	// endpoints maps nodes to their sidecar's peer endpoint.
-	endpoints map[string]string
+	// sidecarHosts maps nodes to their sidecar's pod IP.
+	sidecarHosts map[string]string
 	// current is the allocation in force, read from the plans: partitions by tenant.
 	current view
 }
@@ -146,7 +146,7 @@ func (l *Loop) gather(ctx context.Context, cluster *v1.CacheCluster) (*inputs, e
 	if err := l.client.List(ctx, &pods, client.InNamespace(cluster.Namespace), client.MatchingLabels(objects.SidecarLabels(cluster.Name))); err != nil {
 		return nil, fmt.Errorf("listing sidecar pods: %w", err)
 	}
-	in.endpoints = objects.SidecarEndpoints(pods.Items)
+	in.sidecarHosts = objects.SidecarHosts(pods.Items)
 	in.current = currentView(in.plans)
 	return in, nil
 }

@@ -214,8 +214,8 @@ func TestAllocationWithPrometheus(t *testing.T) {
 			for _, p := range spec.Partitions {
 				tenants[p.Tenant] = true
 				for _, r := range p.Routes {
-					if want := map[string]string{"alloc-a": "10.1.0.1:7380", "alloc-b": "10.1.0.2:7380"}[r.NodeName]; r.Endpoint != want {
-						return fmt.Errorf("route of %s to %s is %s, want %s", p.Tenant, r.NodeName, r.Endpoint, want)
+					if want := map[string]string{"alloc-a": "10.1.0.1:7380", "alloc-b": "10.1.0.2:7380"}[r.NodeName]; r.Address() != want {
+						return fmt.Errorf("route of %s to %s is %s, want %s", p.Tenant, r.NodeName, r.Address(), want)
 					}
 				}
 				if !slices.ContainsFunc(p.Routes, func(r v1.TenantRoute) bool { return r.NodeName == node }) {

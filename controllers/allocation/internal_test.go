@@ -75,9 +75,9 @@ func TestPlansRoundTrip(t *testing.T) {
 		},
 		"ns/batch": {{Node: "b", MemoryBytes: 512 << 20, RoutingWeight: 1_000_000}},
 	}
-	endpoints := map[string]string{"a": "10.0.0.1:7380", "b": "10.0.0.2:7380"}
+	hosts := map[string]string{"a": "10.0.0.1", "b": "10.0.0.2"}
 	nodes := []string{"a", "b"}
-	byNode := tenantsByNode(alloc, tenants, endpoints, nodes)
+	byNode := tenantsByNode(alloc, tenants, hosts, nodes)
 	var plans []v1.CacheNodePlan
 	for _, node := range nodes {
 		p := v1.CacheNodePlan{Spec: v1.CacheNodePlanSpec{NodeName: node}}
@@ -89,7 +89,7 @@ func TestPlansRoundTrip(t *testing.T) {
 		t.Errorf("read back %+v\nwant %+v", got, alloc)
 	}
 	web := plans[0].Spec.Partitions[0]
-	if web.EvictionPolicy != v1.EvictionLFU || web.BandwidthLimit.Value() != 5e6 || web.OpsLimit != nil || len(web.Routes) != 2 || web.Routes[1].Endpoint != "10.0.0.2:7380" {
+	if web.EvictionPolicy != v1.EvictionLFU || web.BandwidthLimit.Value() != 5e6 || web.OpsLimit != nil || len(web.Routes) != 2 || web.Routes[1].Address() != "10.0.0.2:7380" {
 		t.Errorf("web's partition on a: %+v", web)
 	}
 	if batch := plans[1].Spec.Partitions[0]; batch.Tenant != "ns/batch" || batch.EvictionPolicy != v1.EvictionLRU {
@@ -97,7 +97,7 @@ func TestPlansRoundTrip(t *testing.T) {
 	}
 	// batch has no partition on a: a's plan lists it with its routes only, b lists no remote
 	// tenant (it holds both).
-	if remote := plans[0].Spec.RemoteTenants; len(remote) != 1 || remote[0].Tenant != "ns/batch" || len(remote[0].Routes) != 1 || remote[0].Routes[0].Endpoint != "10.0.0.2:7380" {
+	if remote := plans[0].Spec.RemoteTenants; len(remote) != 1 || remote[0].Tenant != "ns/batch" || len(remote[0].Routes) != 1 || remote[0].Routes[0].Address() != "10.0.0.2:7380" {
 		t.Errorf("remote tenants of a: %+v, want ns/batch routed to b", remote)
 	}
 	if remote := plans[1].Spec.RemoteTenants; len(remote) != 0 {
@@ -108,7 +108,7 @@ func TestPlansRoundTrip(t *testing.T) {
 	// plan routes to itself by node name (its sidecar serves that route locally); the
 	// allocation still reads back exactly.
 	// batch, held only by b, has no known route, so a cannot list it.
-	byNode = tenantsByNode(alloc, tenants, map[string]string{"a": "10.0.0.1:7380"}, nodes)
+	byNode = tenantsByNode(alloc, tenants, map[string]string{"a": "10.0.0.1"}, nodes)
 	if remote := byNode["a"].remote; len(remote) != 0 {
 		t.Errorf("remote tenants of a without b's address: %+v, want none", remote)
 	}
@@ -121,7 +121,7 @@ func TestPlansRoundTrip(t *testing.T) {
 		for _, r := range p.Routes {
 			got = append(got, r.NodeName)
 		}
-		if own := p.Routes[len(p.Routes)-1]; !slices.Equal(got, want) || own.Endpoint != "b:7380" {
+		if own := p.Routes[len(p.Routes)-1]; !slices.Equal(got, want) || own.Address() != "b:7380" {
 			t.Errorf("routes of %s on b without b's address: %+v, want nodes %v, b by name", p.Tenant, p.Routes, want)
 		}
 	}
@@ -139,15 +139,15 @@ func TestRoutesHoldOwnNode(t *testing.T) {
 	for _, nodes := range []int{1, 3, v1.MaxRoutesPerTenant, v1.MaxRoutesPerTenant + 5} {
 		for _, known := range []int{0, 1, nodes / 2, nodes} {
 			var parts []planning.Partition
-			endpoints := map[string]string{}
+			hosts := map[string]string{}
 			for i := range nodes {
 				node := fmt.Sprintf("node-%04d", i)
 				parts = append(parts, planning.Partition{Node: node, MemoryBytes: 64 << 20, RoutingWeight: int32(1 + i%7)})
 				if i < known {
-					endpoints[node] = fmt.Sprintf("10.0.%d.%d:7380", i/256, i%256)
+					hosts[node] = fmt.Sprintf("10.0.%d.%d", i/256, i%256)
 				}
 			}
-			for node, planned := range tenantsByNode(view{"ns/wide": parts}, tenants, endpoints, nil) {
+			for node, planned := range tenantsByNode(view{"ns/wide": parts}, tenants, hosts, nil) {
 				routes := planned.partitions[0].Routes
 				own := 0
 				for i, r := range routes {

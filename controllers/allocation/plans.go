@@ -4,9 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"net"
 	"slices"
-	"strconv"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -32,7 +30,7 @@ type nodeTenants struct {
 // partition's routes hold its own node (withOwnRoute). Every other node lists the tenant as
 // remote with the same routes, so a client whose connection lands there can log in and be
 // forwarded (a tenant with no known route is left out: there is nowhere to forward to).
-func tenantsByNode(v view, tenants map[string]*v1.TenantSLO, endpoints map[string]string, nodes []string) map[string]*nodeTenants {
+func tenantsByNode(v view, tenants map[string]*v1.TenantSLO, sidecarHosts map[string]string, nodes []string) map[string]*nodeTenants {
 	out := make(map[string]*nodeTenants, len(nodes))
 	for _, n := range nodes {
 		out[n] = &nodeTenants{}
@@ -52,7 +50,7 @@ func tenantsByNode(v view, tenants map[string]*v1.TenantSLO, endpoints map[strin
 		if eviction == "" {
 			eviction = v1.EvictionLRU
 		}
-		routes := routesOf(parts, endpoints)
+		routes := routesOf(parts, sidecarHosts)
 		held := make(map[string]bool, len(parts))
 		for _, p := range parts {
 			if p.MemoryBytes <= 0 {
@@ -87,14 +85,14 @@ func tenantsByNode(v view, tenants map[string]*v1.TenantSLO, endpoints map[strin
 
 // routesOf lists a tenant's partitions as routes, sorted by node, at most MaxRoutesPerTenant
 // (the largest weights) of them.
-func routesOf(parts []planning.Partition, endpoints map[string]string) []v1.TenantRoute {
+func routesOf(parts []planning.Partition, sidecarHosts map[string]string) []v1.TenantRoute {
 	var routes []v1.TenantRoute
 	for _, p := range parts {
-		endpoint, known := endpoints[p.Node]
+		host, known := sidecarHosts[p.Node]
 		if p.MemoryBytes <= 0 || !known {
 			continue
 		}
-		routes = append(routes, v1.TenantRoute{NodeName: p.Node, Endpoint: endpoint, Weight: p.RoutingWeight})
+		routes = append(routes, v1.TenantRoute{NodeName: p.Node, Host: host, Port: objects.PeerPort, Weight: p.RoutingWeight})
 	}
 	if len(routes) > v1.MaxRoutesPerTenant {
 		slices.SortFunc(routes, func(a, b v1.TenantRoute) int { return cmp.Compare(b.Weight, a.Weight) })
@@ -106,8 +104,8 @@ func routesOf(parts []planning.Partition, endpoints map[string]string) []v1.Tena
 
 // withOwnRoute returns routes with the route of p's own node, which routesOf leaves out when
 // that node's sidecar has no address yet (or when more than MaxRoutesPerTenant nodes hold the
-// tenant). A sidecar serves its own route from its local engine and never dials its endpoint,
-// so without an address the endpoint is the node name and the peer port. When the list is
+// tenant). A sidecar serves its own route from its local engine and never dials it, so
+// without an address its host is the node name. When the list is
 // full, the own route takes the place of the lightest other one.
 func withOwnRoute(routes []v1.TenantRoute, p planning.Partition) []v1.TenantRoute {
 	if slices.ContainsFunc(routes, func(r v1.TenantRoute) bool { return r.NodeName == p.Node }) {
@@ -123,7 +121,7 @@ func withOwnRoute(routes []v1.TenantRoute, p planning.Partition) []v1.TenantRout
 		}
 		out = slices.Delete(out, lightest, lightest+1)
 	}
-	own := v1.TenantRoute{NodeName: p.Node, Endpoint: net.JoinHostPort(p.Node, strconv.Itoa(objects.PeerPort)), Weight: p.RoutingWeight}
+	own := v1.TenantRoute{NodeName: p.Node, Host: p.Node, Port: objects.PeerPort, Weight: p.RoutingWeight}
 	i, _ := slices.BinarySearchFunc(out, p.Node, func(r v1.TenantRoute, node string) int { return cmp.Compare(r.NodeName, node) })
 	return slices.Insert(out, i, own)
 }
@@ -156,7 +154,7 @@ func (l *Loop) writePlans(ctx context.Context, in *inputs, desired view, hash st
 	for i := range in.plans {
 		nodes[i] = in.plans[i].Spec.NodeName
 	}
-	byNode := tenantsByNode(desired, tenants, in.endpoints, nodes)
+	byNode := tenantsByNode(desired, tenants, in.sidecarHosts, nodes)
 	generations := make(map[string]int64, len(in.plans))
 	now := time.Now().UTC().Format(time.RFC3339)
 	gvk := v1.GroupVersion.WithKind("CacheNodePlan")

@@ -175,7 +175,7 @@ func (r *Reconciler) reconcileNodePlans(ctx context.Context, s *scope) error {
 		s.replan = true
 	}
 	slices.SortFunc(s.plans, func(a, b v1.CacheNodePlan) int { return strings.Compare(a.Spec.NodeName, b.Spec.NodeName) })
-	if objects.StaleRoutes(s.plans, objects.SidecarEndpoints(s.pods)) {
+	if objects.StaleRoutes(s.plans, objects.SidecarHosts(s.pods)) {
 		s.replan = true
 	}
 	return errors.Join(errs...)

@@ -132,12 +132,12 @@ spec:
   - tenant: %[2]s
     memory: 16Mi
     evictionPolicy: lru
-    routes: [{nodeName: node-1, endpoint: "127.0.0.1:1", weight: 1}]
+    routes: [{nodeName: node-1, host: 127.0.0.1, port: 1, weight: 1}]
   - tenant: %[3]s
     memory: 16Mi
     evictionPolicy: lru
     opsLimit: 2
-    routes: [{nodeName: node-1, endpoint: "127.0.0.1:1", weight: 1}]
+    routes: [{nodeName: node-1, host: 127.0.0.1, port: 1, weight: 1}]
 `, engine, good.id, limited.id)
 	goodKey, _ := credentials.SecretKey(good.id)
 	limitedKey, _ := credentials.SecretKey(limited.id)

@@ -350,8 +350,8 @@ func tenantRoutes(ps []v1.CacheNodePlan, tenant string) ([]v1.TenantRoute, map[s
 		}
 	}
 	for _, r := range routes {
-		// Until a sidecar's address is known its endpoint is the node name: not routable yet.
-		if host, _, _ := net.SplitHostPort(r.Endpoint); net.ParseIP(host) == nil {
+		// Until a sidecar's address is known its host is the node name: not routable yet.
+		if net.ParseIP(r.Host) == nil {
 			return nil, memory
 		}
 	}

@@ -71,11 +71,11 @@ func pod(node, ip string, ready bool, created time.Time) corev1.Pod {
 	}
 }
 
-func TestSidecarEndpoints(t *testing.T) {
+func TestSidecarHosts(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	terminating := pod("c", "10.0.0.9", true, t0)
 	terminating.DeletionTimestamp = &metav1.Time{Time: t0}
-	got := SidecarEndpoints([]corev1.Pod{
+	got := SidecarHosts([]corev1.Pod{
 		pod("a", "10.0.0.1", true, t0),
 		pod("b", "10.0.0.2", false, t0.Add(time.Minute)), // newer but not ready
 		pod("b", "10.0.0.3", true, t0),
@@ -84,13 +84,13 @@ func TestSidecarEndpoints(t *testing.T) {
 		pod("d", "fd00::4", false, t0),
 		pod("d", "fd00::5", false, t0.Add(time.Second)), // neither ready: the newer
 	})
-	want := map[string]string{"a": "10.0.0.1:7380", "b": "10.0.0.3:7380", "d": "[fd00::5]:7380"}
+	want := map[string]string{"a": "10.0.0.1", "b": "10.0.0.3", "d": "fd00::5"}
 	if len(got) != len(want) {
-		t.Fatalf("endpoints %v, want %v", got, want)
+		t.Fatalf("hosts %v, want %v", got, want)
 	}
-	for node, ep := range want {
-		if got[node] != ep {
-			t.Errorf("node %s: %q, want %q", node, got[node], ep)
+	for node, host := range want {
+		if got[node] != host {
+			t.Errorf("node %s: %q, want %q", node, got[node], host)
 		}
 	}
 }
@@ -102,23 +102,23 @@ func TestStaleRoutes(t *testing.T) {
 	plan := func(node string, parts ...v1.PartitionPlan) v1.CacheNodePlan {
 		return v1.CacheNodePlan{Spec: v1.CacheNodePlanSpec{NodeName: node, Partitions: parts}}
 	}
-	ra, rb := v1.TenantRoute{NodeName: "a", Endpoint: "10.0.0.1:7380", Weight: 1}, v1.TenantRoute{NodeName: "b", Endpoint: "10.0.0.2:7380", Weight: 1}
+	ra, rb := v1.TenantRoute{NodeName: "a", Host: "10.0.0.1", Port: PeerPort, Weight: 1}, v1.TenantRoute{NodeName: "b", Host: "10.0.0.2", Port: PeerPort, Weight: 1}
 	plans := []v1.CacheNodePlan{plan("a", partition("ns/t", ra, rb)), plan("b", partition("ns/t", ra, rb))}
 	tests := []struct {
-		name      string
-		plans     []v1.CacheNodePlan
-		endpoints map[string]string
-		stale     bool
+		name  string
+		plans []v1.CacheNodePlan
+		hosts map[string]string
+		stale bool
 	}{
-		{"in step", plans, map[string]string{"a": "10.0.0.1:7380", "b": "10.0.0.2:7380"}, false},
-		{"a sidecar moved", plans, map[string]string{"a": "10.0.0.1:7380", "b": "10.0.0.7:7380"}, true},
-		{"an address unknown for now", plans, map[string]string{"a": "10.0.0.1:7380"}, false},
+		{"in step", plans, map[string]string{"a": "10.0.0.1", "b": "10.0.0.2"}, false},
+		{"a sidecar moved", plans, map[string]string{"a": "10.0.0.1", "b": "10.0.0.7"}, true},
+		{"an address unknown for now", plans, map[string]string{"a": "10.0.0.1"}, false},
 		{"a holder missing from the routes", []v1.CacheNodePlan{plan("a", partition("ns/t", ra)), plan("b", partition("ns/t", ra))},
-			map[string]string{"a": "10.0.0.1:7380", "b": "10.0.0.2:7380"}, true},
-		{"no partitions", []v1.CacheNodePlan{plan("a")}, map[string]string{"a": "10.0.0.1:7380"}, false},
+			map[string]string{"a": "10.0.0.1", "b": "10.0.0.2"}, true},
+		{"no partitions", []v1.CacheNodePlan{plan("a")}, map[string]string{"a": "10.0.0.1"}, false},
 	}
 	for _, tt := range tests {
-		if got := StaleRoutes(tt.plans, tt.endpoints); got != tt.stale {
+		if got := StaleRoutes(tt.plans, tt.hosts); got != tt.stale {
 			t.Errorf("%s: StaleRoutes = %v, want %v", tt.name, got, tt.stale)
 		}
 	}

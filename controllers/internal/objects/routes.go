@@ -9,10 +9,10 @@ import (
 	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
 )
 
-// SidecarEndpoints maps each node to the peer endpoint ("podIP:PeerPort") of the sidecar pod
-// running there. Pods being deleted or without an IP are skipped; when a rollout briefly runs
+// SidecarHosts maps each node to the pod IP of the sidecar pod running there (its peer port
+// is PeerPort). Pods being deleted or without an IP are skipped; when a rollout briefly runs
 // two pods on a node, a ready one wins over one that is not, then the newer one.
-func SidecarEndpoints(pods []corev1.Pod) map[string]string {
+func SidecarHosts(pods []corev1.Pod) map[string]string {
 	chosen := map[string]*corev1.Pod{}
 	for i := range pods {
 		p := &pods[i]
@@ -25,7 +25,7 @@ func SidecarEndpoints(pods []corev1.Pod) map[string]string {
 	}
 	out := make(map[string]string, len(chosen))
 	for node, p := range chosen {
-		out[node] = net.JoinHostPort(p.Status.PodIP, strconv.Itoa(PeerPort))
+		out[node] = p.Status.PodIP
 	}
 	return out
 }
@@ -48,9 +48,10 @@ func PodReady(p *corev1.Pod) bool {
 }
 
 // StaleRoutes reports whether some partition's routes disagree with where the sidecars are:
-// a route to an endpoint that is not the node's sidecar any more, or a node holding a
-// partition of the tenant whose sidecar address is known but missing from the routes.
-func StaleRoutes(plans []v1.CacheNodePlan, endpoints map[string]string) bool {
+// a route to an address that is not the node's sidecar any more, or a node holding a
+// partition of the tenant whose sidecar host (SidecarHosts) is known but missing from the
+// routes.
+func StaleRoutes(plans []v1.CacheNodePlan, hosts map[string]string) bool {
 	holders := map[string][]string{} // tenant -> nodes with a partition
 	for i := range plans {
 		for _, p := range plans[i].Spec.Partitions {
@@ -61,15 +62,15 @@ func StaleRoutes(plans []v1.CacheNodePlan, endpoints map[string]string) bool {
 		for _, p := range plans[i].Spec.Partitions {
 			routed := make(map[string]string, len(p.Routes))
 			for _, r := range p.Routes {
-				routed[r.NodeName] = r.Endpoint
+				routed[r.NodeName] = r.Address()
 			}
 			for _, node := range holders[p.Tenant] {
-				if want, known := endpoints[node]; known && routed[node] != want {
+				if host, known := hosts[node]; known && routed[node] != peerAddress(host) {
 					return true
 				}
 			}
 			for node, got := range routed {
-				if want, known := endpoints[node]; known && got != want {
+				if host, known := hosts[node]; known && got != peerAddress(host) {
 					return true
 				}
 			}
@@ -77,3 +78,6 @@ func StaleRoutes(plans []v1.CacheNodePlan, endpoints map[string]string) bool {
 	}
 	return false
 }
+
+// peerAddress is the address of the sidecar peer port on host.
+func peerAddress(host string) string { return net.JoinHostPort(host, strconv.Itoa(PeerPort)) }
