@@ -54,6 +54,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.partitionCount) || self.partitionCount == (has(self.partitions) ? size(self.partitions) : 0)",fieldPath=".partitionCount",message="partitionCount must equal the number of entries in partitions"
 // +kubebuilder:validation:XValidation:rule="self.engine == 'redis' || !has(self.partitions) || self.partitions.all(p, p.evictionPolicy != 'lfu')",fieldPath=".partitions",message="evictionPolicy lfu needs engine redis: memcached has no LFU mode"
 // +kubebuilder:validation:XValidation:rule="!has(self.partitions) || self.partitions.all(p, !p.memory.matches('^[1-9][0-9]*(Ki|Mi)?$') || quantity(p.memory).compareTo(quantity(self.engine == 'memcached' ? '8Mi' : '4Mi')) >= 0)",fieldPath=".partitions",messageExpression="'every partition of a ' + self.engine + ' plan needs at least ' + (self.engine == 'memcached' ? '8Mi' : '4Mi') + ', the smallest partition the engine runs'"
+// +kubebuilder:validation:XValidation:rule="!has(self.partitions) || self.partitions.all(p, has(p.routes) && size(p.routes) > 0 && p.routes[0].nodeName == self.nodeName)",fieldPath=".partitions",messageExpression="'the routes of every partition must start with ' + self.nodeName + ', the node of the plan: its sidecar serves that route from the local engine'"
 type CacheNodePlanSpec struct {
 	// clusterName is the owning CacheCluster (same namespace).
 	// +required
@@ -186,10 +187,11 @@ type PartitionPlan struct {
 	// +kubebuilder:validation:Minimum=1
 	OpsLimit *int64 `json:"opsLimit,omitempty"`
 
-	// routes are the tenant's partitions on all nodes (this one included), so the proxy can
-	// route each key to the node that owns it (weighted rendezvous hashing). The operator
-	// always includes the plan's own node; the schema does not check it (the rule is over
-	// the CEL cost budget at 1024 partitions of 256 routes).
+	// routes are the tenant's partitions on all nodes, so the proxy can route each key to the
+	// node that owns it (weighted rendezvous hashing). The first is the plan's own node (a
+	// rule of CacheNodePlanSpec): checking the first route is within the CEL cost budget at
+	// 1024 partitions, searching all 256 of them is not. The order of the others does not
+	// matter.
 	// +optional
 	// +listType=map
 	// +listMapKey=nodeName

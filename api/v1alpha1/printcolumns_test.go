@@ -205,6 +205,7 @@ func TestPlansSelectableByNode(t *testing.T) {
 	for _, node := range []string{"node-a", "node-b", "node-c"} {
 		p := validPlan()
 		p.Namespace, p.Name, p.Spec.NodeName = ns, "shared-redis-"+node, node
+		p.Spec.Partitions[0].Routes = []v1.TenantRoute{{NodeName: node, Host: node, Port: 7380, Weight: 1}}
 		if err := k8sClient.Create(ctx, p, strict); err != nil {
 			t.Fatal(err)
 		}

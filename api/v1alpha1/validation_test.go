@@ -471,6 +471,14 @@ func TestInvalidObjectsRejected(t *testing.T) {
 			"spec.partitions[0].routes[0].port", `Invalid value: "string": spec.partitions[0].routes[0].port in body must be of type integer: "string"`},
 		{"route without host", plan(func(p *v1.CacheNodePlan) { p.Spec.Partitions[0].Routes[1].Host = "" }),
 			"spec.partitions[0].routes[1].host", "should be at least 1 chars long"},
+		{"routes starting with another node", plan(func(p *v1.CacheNodePlan) {
+			r := p.Spec.Partitions[0].Routes
+			r[0], r[1] = r[1], r[0]
+		}), "spec.partitions", "the routes of every partition must start with node-a, the node of the plan"},
+		{"routes without the plan's node", plan(func(p *v1.CacheNodePlan) { p.Spec.Partitions[0].Routes = p.Spec.Partitions[0].Routes[1:] }),
+			"spec.partitions", "the routes of every partition must start with node-a"},
+		{"partition without routes", plan(func(p *v1.CacheNodePlan) { p.Spec.Partitions[0].Routes = nil }),
+			"spec.partitions", "the routes of every partition must start with node-a"},
 		{"remote route port above 65535", plan(func(p *v1.CacheNodePlan) {
 			p.Spec.SetRemoteTenants([]v1.RemoteTenant{{Tenant: "shop/cart", Routes: []v1.TenantRoute{{NodeName: "node-b", Host: "10.0.0.2", Port: 70000, Weight: 1}}}})
 		}), "spec.remoteTenants[0].routes[0].port", "Invalid value: 70000: spec.remoteTenants[0].routes[0].port in body should be less than or equal to 65535"},
@@ -557,7 +565,11 @@ func TestTransitionRulesRejectUpdates(t *testing.T) {
 		{"tenant objective can change", s, func() { s.Spec.Objective.HitRatio.Ratio = "0.97" }, "", ""},
 		{"plan generation cannot decrease", p, func() { p.Spec.PlanGeneration = 0 },
 			"spec.planGeneration", "planGeneration must not decrease"},
-		{"plan node cannot change", p, func() { p.Spec.NodeName = "node-b" },
+		{"plan node cannot change", p, func() {
+			p.Spec.NodeName = "node-b"
+			r := p.Spec.Partitions[0].Routes
+			r[0], r[1] = r[1], r[0] // the new node's route first, so only immutability fails
+		},
 			"spec.nodeName", "nodeName is immutable"},
 		{"plan engine cannot change", p, func() { p.Spec.Engine = v1.EngineMemcached },
 			"spec.engine", "engine is immutable"},
@@ -565,6 +577,7 @@ func TestTransitionRulesRejectUpdates(t *testing.T) {
 			p.Spec.PlanGeneration = 2
 			p.Spec.SetPartitions(append(p.Spec.Partitions, v1.PartitionPlan{
 				Tenant: "search/query-results", Memory: resource.MustParse("2Gi"), EvictionPolicy: v1.EvictionLFU,
+				Routes: []v1.TenantRoute{{NodeName: "node-a", Host: "10.0.0.1", Port: 7380, Weight: 1}},
 			}))
 		}, "", ""},
 	} {

@@ -116,13 +116,13 @@ func TestPlansRoundTrip(t *testing.T) {
 		t.Errorf("routes of web on a without b's address: %+v, want only a", routes)
 	}
 	for _, p := range byNode["b"].partitions {
-		want := map[string][]string{"ns/web": {"a", "b"}, "ns/batch": {"b"}}[p.Tenant]
+		want := map[string][]string{"ns/web": {"b", "a"}, "ns/batch": {"b"}}[p.Tenant]
 		var got []string
 		for _, r := range p.Routes {
 			got = append(got, r.NodeName)
 		}
-		if own := p.Routes[len(p.Routes)-1]; !slices.Equal(got, want) || own.Address() != "b:7380" {
-			t.Errorf("routes of %s on b without b's address: %+v, want nodes %v, b by name", p.Tenant, p.Routes, want)
+		if own := p.Routes[0]; !slices.Equal(got, want) || own.Address() != "b:7380" {
+			t.Errorf("routes of %s on b without b's address: %+v, want nodes %v, b first by name", p.Tenant, p.Routes, want)
 		}
 	}
 	plans[1].Spec.SetPartitions(byNode["b"].partitions)
@@ -133,7 +133,8 @@ func TestPlansRoundTrip(t *testing.T) {
 }
 
 // TestRoutesHoldOwnNode: whatever addresses are known and however many nodes hold a tenant,
-// every partition's routes hold its own node, once, sorted, within MaxRoutesPerTenant.
+// every partition's routes hold its own node once, first (the schema's rule), then the others
+// sorted, within MaxRoutesPerTenant.
 func TestRoutesHoldOwnNode(t *testing.T) {
 	tenants := map[string]*v1.TenantSLO{"ns/wide": {}}
 	for _, nodes := range []int{1, 3, v1.MaxRoutesPerTenant, v1.MaxRoutesPerTenant + 5} {
@@ -154,12 +155,12 @@ func TestRoutesHoldOwnNode(t *testing.T) {
 					if r.NodeName == node {
 						own++
 					}
-					if i > 0 && routes[i-1].NodeName >= r.NodeName {
-						t.Fatalf("%d nodes, %d known: routes of %s not sorted by node: %v", nodes, known, node, routes)
+					if i > 1 && routes[i-1].NodeName >= r.NodeName {
+						t.Fatalf("%d nodes, %d known: routes of %s after the first not sorted by node: %v", nodes, known, node, routes)
 					}
 				}
-				if own != 1 || len(routes) > v1.MaxRoutesPerTenant {
-					t.Fatalf("%d nodes, %d known: %s's routes hold it %d times, %d routes", nodes, known, node, own, len(routes))
+				if own != 1 || routes[0].NodeName != node || len(routes) > v1.MaxRoutesPerTenant {
+					t.Fatalf("%d nodes, %d known: %s's routes hold it %d times, first %s, %d routes", nodes, known, node, own, routes[0].NodeName, len(routes))
 				}
 			}
 		}

@@ -102,28 +102,30 @@ func routesOf(parts []planning.Partition, sidecarHosts map[string]string) []v1.T
 	return routes
 }
 
-// withOwnRoute returns routes with the route of p's own node, which routesOf leaves out when
-// that node's sidecar has no address yet (or when more than MaxRoutesPerTenant nodes hold the
-// tenant). A sidecar serves its own route from its local engine and never dials it, so
-// without an address its host is the node name. When the list is
-// full, the own route takes the place of the lightest other one.
+// withOwnRoute returns routes with the route of p's own node first, as the schema requires;
+// routesOf leaves it out when that node's sidecar has no address yet (or when more than
+// MaxRoutesPerTenant nodes hold the tenant). A sidecar serves its own route from its local
+// engine and never dials it, so without an address its host is the node name. When the list
+// is full, the own route takes the place of the lightest other one.
 func withOwnRoute(routes []v1.TenantRoute, p planning.Partition) []v1.TenantRoute {
-	if slices.ContainsFunc(routes, func(r v1.TenantRoute) bool { return r.NodeName == p.Node }) {
-		return routes
-	}
-	out := slices.Clone(routes)
-	if len(out) >= v1.MaxRoutesPerTenant {
+	own := v1.TenantRoute{NodeName: p.Node, Host: p.Node, Port: objects.PeerPort, Weight: p.RoutingWeight}
+	others := slices.DeleteFunc(slices.Clone(routes), func(r v1.TenantRoute) bool {
+		if r.NodeName == p.Node {
+			own = r
+			return true
+		}
+		return false
+	})
+	if len(others) >= v1.MaxRoutesPerTenant {
 		lightest := 0
-		for i := range out {
-			if out[i].Weight < out[lightest].Weight {
+		for i := range others {
+			if others[i].Weight < others[lightest].Weight {
 				lightest = i
 			}
 		}
-		out = slices.Delete(out, lightest, lightest+1)
+		others = slices.Delete(others, lightest, lightest+1)
 	}
-	own := v1.TenantRoute{NodeName: p.Node, Host: p.Node, Port: objects.PeerPort, Weight: p.RoutingWeight}
-	i, _ := slices.BinarySearchFunc(out, p.Node, func(r v1.TenantRoute, node string) int { return cmp.Compare(r.NodeName, node) })
-	return slices.Insert(out, i, own)
+	return append([]v1.TenantRoute{own}, others...)
 }
 
 // planApply is what the loop owns of a CacheNodePlan.
