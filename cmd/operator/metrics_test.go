@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -17,6 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/cacheqos/cacheqos/internal/promquery/promtest"
 )
 
 // TestSecureMetrics starts a manager with the operator's metrics options against a real API
@@ -34,7 +35,7 @@ func TestSecureMetrics(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 
-	addr := freeAddress(t)
+	addr := promtest.FreeAddress(t)
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{Metrics: metricsOptions(settings{metricsAddr: addr, metricsSecure: true})})
 	if err != nil {
 		t.Fatal(err)
@@ -125,14 +126,4 @@ func TestSecureMetrics(t *testing.T) {
 			t.Errorf("%s: %d %.200q %v, want %d", tc.name, code, body, err, tc.want)
 		}
 	}
-}
-
-func freeAddress(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }

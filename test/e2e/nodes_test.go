@@ -147,10 +147,7 @@ const routingTolerance = 0.05
 // forwarding metrics; and the share of keys each node holds is within 5 points of its weight.
 func testRouting(t *testing.T) {
 	t.Parallel()
-	ns := newNamespace(t, "routing")
-	c := testCluster(ns, "routing", nil)
-	readyCluster(t, c)
-	tns := tenantNamespace(t, "routing-tenant")
+	c, tns := readyClusterForTenants(t, "routing", "routing")
 	two := tenant(tns, "two", c, "0.5", "8Mi", "32Mi")
 	two.Spec.Placement = v1.Placement{MinNodes: 2, MaxNodes: 2}
 	three := tenant(tns, "three", c, "0.5", "8Mi", "32Mi")
@@ -431,10 +428,7 @@ const propagationChanges = 20
 // loaded machine rather than on a slow operator.
 func testPlanPropagation(t *testing.T) {
 	t.Parallel()
-	ns := newNamespace(t, "propagation")
-	c := testCluster(ns, "propagation", nil)
-	readyCluster(t, c)
-	tns := tenantNamespace(t, "propagation-tenant")
+	c, tns := readyClusterForTenants(t, "propagation", "propagation")
 	s := tenant(tns, "web", c, "0.5", "12Mi", "12Mi")
 	s.Spec.Placement = v1.Placement{MinNodes: 3}
 	admittedTenant(t, s)

@@ -100,10 +100,7 @@ func testIsolation(t *testing.T) {
 // testFaults: the product keeps its plans through a sidecar pod deletion, an operator restart
 // and a Prometheus outage, and an infeasible tenant gets a condition without disturbing others.
 func testFaults(t *testing.T) {
-	ns := newNamespace(t, "faults")
-	c := testCluster(ns, "faults", nil)
-	readyCluster(t, c)
-	tns := tenantNamespace(t, "faults-tenant")
+	c, tns := readyClusterForTenants(t, "faults", "faults")
 	web := tenant(tns, "web", c, "0.5", "16Mi", "64Mi")
 	admittedTenant(t, web)
 	addr := clientAddress(t, c)
@@ -114,7 +111,7 @@ func testFaults(t *testing.T) {
 		before := plans(t, c)
 		pods := sidecarPods(t, c)
 		for _, p := range pods {
-			if err := cluster.client.CoreV1().Pods(ns).Delete(t.Context(), p.Name, metav1.DeleteOptions{}); err != nil {
+			if err := cluster.client.CoreV1().Pods(c.Namespace).Delete(t.Context(), p.Name, metav1.DeleteOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -230,10 +227,7 @@ func testFaults(t *testing.T) {
 // testDeletingFreesEverything: a deleted TenantSLO's partitions disappear from every plan and
 // its engines stop; a deleted CacheCluster takes its sidecars, Services and plans with it.
 func testDeletingFreesEverything(t *testing.T) {
-	ns := newNamespace(t, "lifecycle")
-	c := testCluster(ns, "life", nil)
-	readyCluster(t, c)
-	tns := tenantNamespace(t, "lifecycle-tenant")
+	c, tns := readyClusterForTenants(t, "lifecycle", "life")
 	keep, leave := tenant(tns, "keep", c, "0.5", "16Mi", "32Mi"), tenant(tns, "leave", c, "0.5", "16Mi", "32Mi")
 	admittedTenant(t, keep)
 	admittedTenant(t, leave)
@@ -256,7 +250,7 @@ func testDeletingFreesEverything(t *testing.T) {
 	var daemonSets appsv1.DaemonSetList
 	var services corev1.ServiceList
 	for _, list := range []ctrlclient.ObjectList{&daemonSets, &services} {
-		if err := cluster.kube.List(t.Context(), list, ctrlclient.InNamespace(ns)); err != nil {
+		if err := cluster.kube.List(t.Context(), list, ctrlclient.InNamespace(c.Namespace)); err != nil {
 			t.Fatal(err)
 		}
 	}

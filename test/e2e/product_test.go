@@ -336,6 +336,15 @@ func clientAddress(t *testing.T, c *v1.CacheCluster) string {
 }
 
 // readyCluster creates c and waits until every sidecar is ready.
+// readyClusterForTenants creates a ready testCluster named name in a new namespace, and a
+// namespace for its tenants (prefix-tenant).
+func readyClusterForTenants(t *testing.T, prefix, name string) (*v1.CacheCluster, string) {
+	t.Helper()
+	c := testCluster(newNamespace(t, prefix), name, nil)
+	readyCluster(t, c)
+	return c, tenantNamespace(t, prefix+"-tenant")
+}
+
 func readyCluster(t *testing.T, c *v1.CacheCluster) {
 	t.Helper()
 	create(t, c)

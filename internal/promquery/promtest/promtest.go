@@ -108,7 +108,7 @@ scrape_configs:
 	if err := os.WriteFile(configPath, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	addr := freeAddress(t)
+	addr := FreeAddress(t)
 	scheme := "http"
 	if web.CertFile != "" {
 		scheme = "https"
@@ -153,8 +153,8 @@ scrape_configs:
 	return s
 }
 
-// freeAddress returns a 127.0.0.1 address whose port was free a moment ago.
-func freeAddress(t testing.TB) string {
+// FreeAddress returns a 127.0.0.1 address whose port was free a moment ago.
+func FreeAddress(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
