@@ -67,8 +67,8 @@ type entry struct {
 	start   int64
 	keyHash uint64
 	// keyLen and valueLen size the object of a one-key read or write (valueLen: writes only;
-	// unknownValue when neither request nor reply tells the stored value, valueInReply or
-	// lengthInReply when the reply does).
+	// unknownValue when neither request nor reply tells the stored value, valueInReply,
+	// lengthInReply or appendInReply when the reply does).
 	keyLen, valueLen int32
 	split            *split
 	more             *entryMore
@@ -82,6 +82,10 @@ type entryMore struct {
 	scanNode, scanNodes int
 	// instead is the reply the client gets in place of the link's (see sendPinned).
 	instead []byte
+	// appendArgLen is the length of APPEND's argument, and appendArgInteger whether redis holds
+	// it as an integer when APPEND creates the key with it.
+	appendArgLen     int32
+	appendArgInteger bool
 }
 
 // epoch anchors now().
@@ -892,8 +896,13 @@ const (
 	unknownValue = mrc.UnknownValue
 	// valueInReply: the reply is the new value (INCR, INCRBYFLOAT, memcached incr).
 	valueInReply = -2
-	// lengthInReply: the reply is the new value's length (APPEND, SETRANGE).
+	// lengthInReply: the reply is the new value's length, a string redis holds raw
+	// (SETRANGE).
 	lengthInReply = -3
+	// appendInReply: the reply is APPEND's new value length; equal to the argument's length,
+	// APPEND created the key and redis holds it as SET would (entryMore.appendArgLen),
+	// else it grew a raw string.
+	appendInReply = -5
 )
 
 // recordWrite tells the curve that a written key now holds a value of valueLen bytes (or

@@ -22,7 +22,8 @@ type curveStep struct {
 
 // TestCommandSizesReachTheCurve sends each command family through the proxy to a real engine
 // (every key sampled) and checks the partition's curve against ExactLRU fed, by key, the
-// sizes the engine itself reports after each request (STRLEN, or a get on the engine): the
+// sizes the engine itself reports after each request (redis' MEMORY USAGE, or a get on
+// memcached and its slab class): the
 // footprint and keys tracked are equal, the reads counted are the requests' reads, and the hit
 // ratios agree wherever no reuse distance lies within the tracker's bucket width.
 func TestCommandSizesReachTheCurve(t *testing.T) {
@@ -95,7 +96,8 @@ func TestCommandSizesReachTheCurve(t *testing.T) {
 		t.Run(string(tt.protocol), func(t *testing.T) {
 			acct := newAccount(t, "team-a/cache")
 			n, engine := singleNode(t, tt.protocol, acct, Options{MRCSampleRate: 1})
-			send, valueLen := curveClients(t, tt.protocol, n, acct, engine)
+			ps := (*n.p.tenants.Load())[acct.id].part.Load()
+			send, objectBytes := curveClients(t, tt.protocol, n, acct, engine, ps.curves.Model())
 			sizes, err := mrc.GeometricSizes(64, 1<<16, 16)
 			if err != nil {
 				t.Fatal(err)
@@ -109,31 +111,29 @@ func TestCommandSizesReachTheCurve(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ps := (*n.p.tenants.Load())[acct.id].part.Load()
-			bytesOf := func(key string, length int) int64 { return ps.curves.Model().ObjectBytes(len(key), length) }
-			known := map[string]int{} // the value length the curve last learned, for moves
+			known := map[string]int64{} // the object bytes the curve last learned, for moves
 			reads := 0
 			for _, step := range tt.steps {
 				for _, key := range step.reads {
 					reads++
-					if length, ok := valueLen(key); ok {
-						exact.Access(key, bytesOf(key, length))
-						known[key] = length
+					if size, ok := objectBytes(key); ok {
+						exact.Access(key, size)
+						known[key] = size
 					} else {
 						exact.Access(key, 1) // a miss: the write that follows sizes it
 					}
 				}
 				send(step)
 				for _, key := range step.writes {
-					length, ok := valueLen(key)
+					size, ok := objectBytes(key)
 					if !ok {
 						t.Fatalf("after %q%q the engine has no %s", step.redis, step.memcached, key)
 					}
-					exact.Write(key, bytesOf(key, length))
-					known[key] = length
+					exact.Write(key, size)
+					known[key] = size
 				}
 				for _, key := range step.moves {
-					exact.Write(key, bytesOf(key, known[key]))
+					exact.Write(key, known[key])
 				}
 				for _, key := range step.delete {
 					exact.Delete(key)
@@ -156,32 +156,30 @@ func TestCommandSizesReachTheCurve(t *testing.T) {
 }
 
 // curveClients returns a function that sends a step through the proxy and reads its reply,
-// and one that asks the engine itself for a key's value length (mrc.IntegerValue for a redis
-// value encoded as an integer).
-func curveClients(t *testing.T, protocol Protocol, n *testNode, acct account, engine string) (send func(curveStep), valueLen func(string) (int, bool)) {
+// and one that asks the engine itself what a key takes: redis' MEMORY USAGE and the hash
+// entry's rounding it leaves out (TestCurveBytesAreRedisBytes), or the memcached value's
+// length in model's slab classes.
+func curveClients(t *testing.T, protocol Protocol, n *testNode, acct account, engine string, model *mrc.EngineModel) (send func(curveStep), objectBytes func(string) (int64, bool)) {
 	if protocol == Redis {
 		c, direct := loginRESP(t, n, acct), dialRESP(t, "unix", engine)
-		return func(s curveStep) { c.do(s.redis...) }, func(key string) (int, bool) {
+		return func(s curveStep) { c.do(s.redis...) }, func(key string) (int64, bool) {
 			if direct.do("EXISTS", key) != ":1\r\n" {
 				return 0, false
 			}
-			if direct.do("OBJECT", "ENCODING", key) == "$3\r\nint\r\n" {
-				return mrc.IntegerValue, true
-			}
-			length, err := strconv.Atoi(strings.TrimSpace(direct.do("STRLEN", key)[1:]))
+			usage, err := strconv.ParseInt(strings.TrimSpace(direct.do("MEMORY", "USAGE", key)[1:]), 10, 64)
 			if err != nil {
 				t.Fatal(err)
 			}
-			return length, true
+			return usage + redisDictEntryRounding, true
 		}
 	}
 	c, direct := loginMC(t, n, acct), dialMC(t, "unix", engine)
 	return func(s curveStep) {
 			c.write(s.memcached)
 			readMCResponse(t, c)
-		}, func(key string) (int, bool) {
+		}, func(key string) (int64, bool) {
 			value, ok := direct.get(key)[key]
-			return len(value), ok
+			return model.ObjectBytes(len(key), len(value)), ok
 		}
 }
 

@@ -42,16 +42,20 @@ var writeValueArg = map[*resp.CommandSpec]int{
 }
 
 // writeValueInReply is, for the writes whose request does not tell the value they leave, what
-// the reply says of it: the value itself (valueInReply) or its length (lengthInReply).
+// the reply says of it: the value itself (valueInReply) or its length (lengthInReply,
+// appendInReply).
 var writeValueInReply = map[*resp.CommandSpec]int32{
 	resp.Lookup([]byte("incr")):        valueInReply,
 	resp.Lookup([]byte("incrby")):      valueInReply,
 	resp.Lookup([]byte("decr")):        valueInReply,
 	resp.Lookup([]byte("decrby")):      valueInReply,
 	resp.Lookup([]byte("incrbyfloat")): valueInReply,
-	resp.Lookup([]byte("append")):      lengthInReply,
+	specAppend:                         appendInReply,
 	resp.Lookup([]byte("setrange")):    lengthInReply,
 }
+
+// specAppend is APPEND, whose argument tells how redis holds the value when it creates the key.
+var specAppend = resp.Lookup([]byte("append"))
 
 // deletesKeys are the commands that remove their keys (not members of them, as HDEL does).
 var deletesKeys = map[*resp.CommandSpec]bool{
@@ -413,6 +417,9 @@ func (h *redisHandler) route(spec *resp.CommandSpec, cmd *resp.Command, start in
 			} else if v, ok := writeValueInReply[spec]; ok {
 				e.valueLen = v
 			}
+			if spec == specAppend && len(args) == 3 {
+				e.more = &entryMore{appendArgLen: int32(len(args[2])), appendArgInteger: mrc.RedisValueLen(args[2]) == mrc.IntegerValue}
+			}
 		}
 	}
 	blocking := spec.Flags&resp.FlagBlocking != 0
@@ -650,7 +657,7 @@ func countRESP(p *pending, reply resp.Reply) {
 			}
 		}
 	case accessWrite:
-		if valueLen, ok := writtenValueLen(p.valueLen, reply); ok {
+		if valueLen, ok := writtenValueLen(p.valueLen, p.more, reply); ok {
 			t.recordWrite(p.keyHash, int(p.keyLen), valueLen)
 		}
 	case accessTake:
@@ -681,22 +688,37 @@ func recordPartDeletes(t *tenant, s *split, part int) {
 	}
 }
 
-// writtenValueLen is the length of the value a write left (valueLen as the request told it,
-// read from the reply for valueInReply and lengthInReply), and whether it stored anything.
-func writtenValueLen(valueLen int32, reply resp.Reply) (int, bool) {
+// writtenValueLen is the length of the value a write left, as the curve counts it: valueLen as
+// the request told it, or read from the reply for valueInReply, lengthInReply and
+// appendInReply (more holding APPEND's argument); and whether it stored anything.
+func writtenValueLen(valueLen int32, more *entryMore, reply resp.Reply) (int, bool) {
 	raw := reply.Raw()
 	switch {
-	case valueLen != valueInReply && valueLen != lengthInReply:
+	case valueLen != valueInReply && valueLen != lengthInReply && valueLen != appendInReply:
 		return int(valueLen), stored(reply)
 	case reply.IsError():
 		return 0, false
-	case reply.Type() == resp.TypeInteger && len(raw) > 3 && valueLen == lengthInReply:
+	case reply.Type() == resp.TypeInteger && len(raw) > 3 && valueLen != valueInReply:
 		n, ok := protocol.ParseUint(raw[1 : len(raw)-2])
-		return int(n), ok
+		switch {
+		case !ok:
+			return 0, false
+		case valueLen == lengthInReply && n == 0:
+			return 0, false // SETRANGE of nothing on a missing key creates none
+		case valueLen == lengthInReply:
+			return mrc.RawValue(int(n)), true
+		case more == nil:
+			return mrc.UnknownValue, true
+		case int64(n) != int64(more.appendArgLen):
+			return mrc.GrownRawValue(int(n)), true
+		case more.appendArgInteger:
+			return mrc.IntegerValue, true // the key was created: held as SET holds its argument
+		}
+		return int(n), true
 	case reply.Type() == resp.TypeInteger && len(raw) > 3:
 		return mrc.IntegerValue, true // INCR and DECR leave an integer-encoded value
 	case reply.Type() == resp.TypeBulkString:
-		return payloadLen(raw), true
+		return payloadLen(raw), true // INCRBYFLOAT leaves a string, even of an integer's digits
 	}
 	return 0, false
 }

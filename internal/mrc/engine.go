@@ -87,10 +87,12 @@ func redisIntegerBytes(key int64) int64 {
 const maxIntegerDigits = 20
 
 // RedisValueLen is the value length a Recorder is given for value as redis stores it from a
-// SET: IntegerValue when redis keeps it as an integer (a decimal without sign "+", leading
-// zeros or "-0" that fits in an int64, as its string2l reads it back exactly), else its length.
-// Values that APPEND, SETRANGE or INCRBYFLOAT leave stay strings in redis even when they read
-// as integers; a read of one is counted as an integer all the same.
+// SET (or an APPEND that creates the key): IntegerValue when redis keeps it as an integer (a
+// decimal without sign "+", leading zeros or "-0" that fits in an int64, as its string2l reads
+// it back exactly), else its length. Values that APPEND to an existing key, SETRANGE or
+// INCRBYFLOAT leave stay strings in redis even when they read as integers: their writes say
+// so (RawValue, GrownRawValue, a length), and a read, which cannot tell, sizes only a key whose
+// size the curve does not know (Recorder.Read).
 func RedisValueLen(value []byte) int {
 	if len(value) == 0 || len(value) > maxIntegerDigits {
 		return len(value)
@@ -102,11 +104,67 @@ func RedisValueLen(value []byte) int {
 	return IntegerValue
 }
 
+// Value lengths of strings redis holds raw (an object and a separately allocated string)
+// whatever their bytes look like: what APPEND to an existing key and SETRANGE leave. Below
+// rawValueBase, two codes a length: even for RawValue, odd for GrownRawValue.
+const rawValueBase = -8
+
+// RawValue is the value length of a raw string of n bytes allocated to fit them exactly, as
+// SETRANGE creates a key or copies an integer or one-allocation string it overwrites.
+func RawValue(n int) int { return rawValueBase - 2*max(n, 0) }
+
+// GrownRawValue is the value length of a raw string that redis enlarged to n bytes, as APPEND
+// does to a string without spare room: it allocates twice the length (n plus 1 MiB from 1 MiB
+// on), and later appends that fit reuse that room.
+func GrownRawValue(n int) int { return rawValueBase - 2*max(n, 0) - 1 }
+
+// rawValue decodes RawValue and GrownRawValue.
+func rawValue(value int) (n int, grown, ok bool) {
+	if value > rawValueBase {
+		return 0, false, false
+	}
+	code := rawValueBase - value
+	return code / 2, code%2 == 1, true
+}
+
+// redisGreedyMax is sds' SDS_MAX_PREALLOC: up to it a string that grows doubles, beyond it it
+// gains that much.
+const redisGreedyMax = 1 << 20
+
+// redisRawBytes is the memory redis allocates for a string key whose value is a raw string of
+// n bytes, allocated exactly (sdsnewlen: a 1-byte header below 32 bytes) or grown
+// (sdsMakeRoomFor: room for twice n, at least a 3-byte header).
+func redisRawBytes(key, n int64, grown bool) int64 {
+	b := jemallocSize(redisDictEntryBytes) + jemallocSize(sdsBytes(key, true)) + jemallocSize(redisObjectBytes)
+	if !grown {
+		return b + jemallocSize(sdsBytes(n, n > 0))
+	}
+	room := 2 * n
+	if n >= redisGreedyMax {
+		room = n + redisGreedyMax
+	}
+	return b + jemallocSize(sdsBytes(room, false))
+}
+
+// redisAppendBytes are the bytes of a key whose raw string value APPEND lengthened to n bytes:
+// fits is the least a key whose string had room for n bytes took before (a string allocated
+// for n, at least a 3-byte header), grown what it takes when redis had to reallocate.
+func redisAppendBytes(key, n int64) (fits, grown int64) {
+	b := jemallocSize(redisDictEntryBytes) + jemallocSize(sdsBytes(key, true)) + jemallocSize(redisObjectBytes)
+	return b + jemallocSize(sdsBytes(n, false)), redisRawBytes(key, n, true)
+}
+
 // ObjectBytes is the memory the engine allocates for an object of key and value bytes; value
 // may be IntegerValue (memcached, which stores every value as a string, counts it as the
-// longest integer).
+// longest integer), RawValue or GrownRawValue (memcached counts the length).
 func (m *EngineModel) ObjectBytes(key, value int) int64 {
 	k := int64(max(key, 0))
+	if n, grown, raw := rawValue(value); raw {
+		if m.slabs == nil {
+			return redisRawBytes(k, int64(n), grown)
+		}
+		value = n
+	}
 	if value == IntegerValue {
 		if m.slabs == nil {
 			return redisIntegerBytes(k)

@@ -118,6 +118,43 @@ func FuzzRedisValueLen(f *testing.F) {
 	})
 }
 
+// TestRawValueBytes: the bytes of strings redis holds raw (against a real redis:
+// TestCurveBytesOfRewritesAreRedisBytes), their codes apart from every other value length, and
+// memcached counting their length.
+func TestRawValueBytes(t *testing.T) {
+	redis := NewRedisModel()
+	const base = 32 + 16 + 16 // entry, a 10-byte key, robj
+	for _, tc := range []struct {
+		value int
+		want  int64
+	}{
+		{RawValue(5), base + 8},                                      // 1+5+1 bytes
+		{RawValue(40), base + 48},                                    // 3+40+1
+		{RawValue(0), base + 8},                                      // 3+0+1
+		{GrownRawValue(5), base + 16},                                // room for 10: 3+10+1
+		{GrownRawValue(100), base + 224},                             // room for 200: 3+200+1
+		{GrownRawValue(1 << 20), base + jemallocSize(9+2<<20+1)},     // room for n + 1 MiB
+		{GrownRawValue(1<<20 - 1), base + jemallocSize(9+2<<20-2+1)}, // doubled
+	} {
+		if got := redis.ObjectBytes(10, tc.value); got != tc.want {
+			n, grown, _ := rawValue(tc.value)
+			t.Errorf("%d bytes (grown %v): %d, want %d", n, grown, got, tc.want)
+		}
+	}
+	for _, v := range []int{UnknownValue, -2, -3, IntegerValue, -5, -6, -7, 0, 100} {
+		if _, _, raw := rawValue(v); raw {
+			t.Errorf("value length %d reads as a raw string", v)
+		}
+	}
+	mc, err := NewMemcachedModel(DefaultMemcachedSettings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := mc.ObjectBytes(10, GrownRawValue(300)), mc.ObjectBytes(10, 300); got != want {
+		t.Errorf("memcached: %d bytes, want %d (the length)", got, want)
+	}
+}
+
 // TestIntegerObjectBytes: redis holds an integer value in its 16-byte object alone, whatever
 // its digits (against a real redis: TestCurveBytesAreRedisBytes); memcached, which stores the
 // digits, counts the longest integer.

@@ -56,10 +56,10 @@ func (r *Recorder) Model() *EngineModel { return r.model.Load() }
 // SetModel counts the sizes of later requests with model.
 func (r *Recorder) SetModel(model *EngineModel) { r.model.Store(model) }
 
-// objectBytes is the engine bytes of an object of keyLen and valueLen bytes (or IntegerValue),
-// 0 when valueLen is UnknownValue.
+// objectBytes is the engine bytes of an object of keyLen and valueLen bytes (or IntegerValue,
+// RawValue, GrownRawValue), 0 when valueLen is UnknownValue.
 func (r *Recorder) objectBytes(keyLen, valueLen int) int64 {
-	if valueLen < 0 && valueLen != IntegerValue {
+	if _, _, raw := rawValue(valueLen); valueLen < 0 && valueLen != IntegerValue && !raw {
 		return 0
 	}
 	return r.model.Load().ObjectBytes(keyLen, valueLen)
@@ -67,14 +67,21 @@ func (r *Recorder) objectBytes(keyLen, valueLen int) int64 {
 
 // Read records a read of the key hashed h (keyhash.Sum64) whose key is keyLen bytes: hit is
 // whether the engine found it, valueLen the length of the value the reply carried
-// (UnknownValue when it carried none, IntegerValue for an integer-encoded one). It returns the
-// object's engine bytes, 0 when unknown.
+// (UnknownValue when it carried none; for redis RedisValueLen of it). It returns the object's
+// engine bytes, 0 when unknown. memcached stores the bytes a reply carries, so the read's size
+// is the object's; a redis reply cannot tell how redis holds the value (12345 SET is an
+// integer, the same digits APPENDed a raw string), so for redis the read's size only stands in
+// for a key whose size the curve does not know, and the size the last write told stays.
 func (r *Recorder) Read(h uint64, hit bool, keyLen, valueLen int) int64 {
 	var size int64
 	if hit {
 		size = r.objectBytes(keyLen, valueLen)
 	}
-	r.tracker.ReadHash(h, size, hit)
+	if r.model.Load().slabs == nil {
+		r.tracker.ReadHashGuess(h, size, hit)
+	} else {
+		r.tracker.ReadHash(h, size, hit)
+	}
 	return size
 }
 
@@ -82,6 +89,12 @@ func (r *Recorder) Read(h uint64, hit bool, keyLen, valueLen int) int64 {
 // write that does not tell the resulting size). It returns the object's engine bytes, 0 when
 // unknown.
 func (r *Recorder) Write(h uint64, keyLen, valueLen int) int64 {
+	model := r.model.Load()
+	if n, grown, raw := rawValue(valueLen); raw && grown && model.slabs == nil {
+		fits, size := redisAppendBytes(int64(max(keyLen, 0)), int64(n))
+		r.tracker.FitHash(h, fits, size)
+		return size
+	}
 	size := r.objectBytes(keyLen, valueLen)
 	r.tracker.WriteHash(h, size)
 	return size

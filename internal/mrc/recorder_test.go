@@ -93,6 +93,17 @@ func TestRecorderSequences(t *testing.T) {
 			b(100), 1, 0, 0, 0},
 		{"write of unknown size leaves an untracked key out", []op{write("k1", UnknownValue)},
 			0, 0, 0, 0, 0},
+		// A redis reply cannot tell how redis holds the value: the size a write told stays.
+		{"a read keeps the size a write told", []op{write("k1", RawValue(5)), read("k1", true, IntegerValue)},
+			m.ObjectBytes(2, RawValue(5)), 1, 1, 1, m.ObjectBytes(2, RawValue(5))},
+		{"a read sizes a key of no known size", []op{write("k1", UnknownValue), read("k1", true, 100)},
+			b(100), 1, 1, 1, 0},
+		{"an append that fits the room keeps the size", []op{write("k1", 100), write("k1", GrownRawValue(104))},
+			b(100), 1, 0, 0, 0},
+		{"an append past the room grows the string", []op{write("k1", 100), write("k1", GrownRawValue(120))},
+			m.ObjectBytes(2, GrownRawValue(120)), 1, 0, 0, 0},
+		{"an append to an integer grows the string", []op{write("k1", IntegerValue), write("k1", GrownRawValue(6))},
+			m.ObjectBytes(2, GrownRawValue(6)), 1, 0, 0, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -145,7 +145,14 @@ func (t *Tracker) AccessHash(h uint64, size int64) { t.ReadHash(h, max(size, 1),
 // once for routing and sampling). size is the object's bytes as the engine counts them, 0
 // when unknown (a miss: the write that follows brings it); hit is whether the engine found
 // the object.
-func (t *Tracker) ReadHash(h uint64, size int64, hit bool) {
+func (t *Tracker) ReadHash(h uint64, size int64, hit bool) { t.read(h, size, hit, false) }
+
+// ReadHashGuess is ReadHash with a size that is a guess: a key tracked with a known size keeps
+// it.
+func (t *Tracker) ReadHashGuess(h uint64, size int64, hit bool) { t.read(h, size, hit, true) }
+
+// read is ReadHash, or ReadHashGuess when guess is set.
+func (t *Tracker) read(h uint64, size int64, hit, guess bool) {
 	c := &t.counts[h>>(64-3)] // top bits: 8 stripes
 	c.requests.Add(1)
 	if size > 0 {
@@ -159,6 +166,9 @@ func (t *Tracker) ReadHash(h uint64, size int64, hit bool) {
 		return
 	}
 	t.mu.Lock()
+	if i, tracked := t.stack.slotOf[s]; guess && tracked && t.stack.slots[i].size > 0 {
+		size = 0
+	}
 	t.sampleRead(s, knownSize(size))
 	t.mu.Unlock()
 }
@@ -167,16 +177,21 @@ func (t *Tracker) ReadHash(h uint64, size int64, hit bool) {
 // counts them) at the top of the LRU order; size 0 (unknown) moves a tracked key to the top
 // with the size it had and leaves an untracked one out. Writes are not reads: counting the
 // write that follows every miss in a look-aside cache would make each miss look like a hit.
-func (t *Tracker) WriteHash(h uint64, size int64) { t.write(h, size, false) }
+func (t *Tracker) WriteHash(h uint64, size int64) { t.write(h, size, 0) }
 
 // GrowHash is WriteHash for a write that leaves the object at least size bytes: a tracked
 // key keeps a larger size it had (memcached's incr and decr pad a number they rewrite in
 // place to the length it had).
-func (t *Tracker) GrowHash(h uint64, size int64) { t.write(h, size, true) }
+func (t *Tracker) GrowHash(h uint64, size int64) { t.write(h, size, size) }
+
+// FitHash is WriteHash for a write that lengthens a value in place: a tracked key of at least
+// fits bytes keeps its size (the value fit the room its allocation had), any other takes size
+// (redis' APPEND, which reallocates with room to spare only a string that lacks room).
+func (t *Tracker) FitHash(h uint64, fits, size int64) { t.write(h, size, fits) }
 
 // write places the key hashed h at the top of the LRU order with size (0: unknown), or with
-// the larger of size and its own when grow is set.
-func (t *Tracker) write(h uint64, size int64, grow bool) {
+// the size it had when that is at least keepFrom > 0.
+func (t *Tracker) write(h uint64, size, keepFrom int64) {
 	s := keyhash.Derive(h, samplingSalt)
 	if s > t.limit.Load() {
 		return
@@ -184,8 +199,8 @@ func (t *Tracker) write(h uint64, size int64, grow bool) {
 	t.mu.Lock()
 	if s <= t.limit.Load() {
 		placed := knownSize(size)
-		if i, tracked := t.stack.slotOf[s]; grow && tracked {
-			placed = max(placed, t.stack.slots[i].size)
+		if i, tracked := t.stack.slotOf[s]; keepFrom > 0 && tracked && t.stack.slots[i].size >= knownSize(keepFrom) {
+			placed = t.stack.slots[i].size
 		}
 		t.track(s, placed)
 	}
