@@ -51,7 +51,8 @@ func TestBadStoredObjectsSkipped(t *testing.T) {
 		Spec: v1.CacheNodePlanSpec{ClusterName: "bad-cluster", NodeName: "poison-a", Engine: v1.EngineRedis,
 			CredentialsSecret: "bad-cluster-credentials"},
 	}
-	plan.Spec.SetPartitions([]v1.PartitionPlan{{Tenant: ns + "/bad-tenant", EvictionPolicy: v1.EvictionLRU}})
+	plan.Spec.SetPartitions([]v1.PartitionPlan{{Tenant: ns + "/bad-tenant", EvictionPolicy: v1.EvictionLRU,
+		Routes: []v1.TenantRoute{{NodeName: "poison-a", Host: "poison-a", Port: 7380, Weight: 1}}}})
 	bad := []badObject{
 		{"tenantslos.cacheqos.io", unstructuredWith(t, tenantObj, unparsable, "spec", "memory", "max"), []string{"spec", "memory", "max"}},
 		{"cacheclusters.cacheqos.io", unstructuredWith(t, badCluster, unparsable, "spec", "capacity", "memory"), []string{"spec", "capacity", "memory"}},
