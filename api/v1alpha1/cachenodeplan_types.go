@@ -17,12 +17,15 @@ limitations under the License.
 package v1alpha1
 
 import (
+	"fmt"
 	"net"
 	"sort"
 	"strconv"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Bounds of a CacheNodePlan, so a plan always fits in one API object and its CEL rules stay
@@ -235,6 +238,21 @@ type TenantRoute struct {
 // Address is the route's host:port, as a dialer takes it ([host]:port for IPv6).
 func (r TenantRoute) Address() string {
 	return net.JoinHostPort(r.Host, strconv.Itoa(int(r.Port)))
+}
+
+// Validate checks what the schema does not, for the sidecar that dials the route (a rule
+// reading every route's host is over the CEL cost budget): the host is an IP address or a
+// DNS name, and the port is in range.
+func (r TenantRoute) Validate() error {
+	if net.ParseIP(r.Host) == nil {
+		if errs := validation.IsDNS1123Subdomain(r.Host); len(errs) > 0 {
+			return fmt.Errorf("host %q is neither an IP address nor a DNS name: %s", r.Host, strings.Join(errs, "; "))
+		}
+	}
+	if r.Port < 1 || r.Port > 65535 {
+		return fmt.Errorf("port %d is not in 1-65535", r.Port)
+	}
+	return nil
 }
 
 // CacheNodePlanStatus is written by the node's sidecar.

@@ -162,16 +162,28 @@ func TestSetPartitionsSortsAndCounts(t *testing.T) {
 
 func TestTenantRouteAddress(t *testing.T) {
 	for _, tc := range []struct {
-		host string
-		port int32
-		want string
+		host    string
+		port    int32
+		want    string
+		invalid string // Validate's error; empty: valid
 	}{
-		{"10.0.0.1", 7380, "10.0.0.1:7380"},
-		{"fd00::2", 7380, "[fd00::2]:7380"},
-		{"node-a", 1, "node-a:1"},
+		{"10.0.0.1", 7380, "10.0.0.1:7380", ""},
+		{"fd00::2", 7380, "[fd00::2]:7380", ""},
+		{"node-a", 1, "node-a:1", ""},
+		{"ip-10-0-0-1.eu-west-1.compute.internal", 65535, "ip-10-0-0-1.eu-west-1.compute.internal:65535", ""},
+		{"bad host!", 7380, "bad host!:7380", `host "bad host!" is neither an IP address nor a DNS name`},
+		{"Node_A", 7380, "Node_A:7380", `host "Node_A" is neither an IP address nor a DNS name`},
+		{"[fd00::2]", 7380, "[[fd00::2]]:7380", "is neither an IP address nor a DNS name"},
+		{"10.0.0.1", 0, "10.0.0.1:0", "port 0 is not in 1-65535"},
+		{"10.0.0.1", 70000, "10.0.0.1:70000", "port 70000 is not in 1-65535"},
 	} {
-		if got := (v1.TenantRoute{Host: tc.host, Port: tc.port}).Address(); got != tc.want {
+		r := v1.TenantRoute{Host: tc.host, Port: tc.port}
+		if got := r.Address(); got != tc.want {
 			t.Errorf("host %q port %d: Address() = %q, want %q", tc.host, tc.port, got, tc.want)
+		}
+		err := r.Validate()
+		if tc.invalid == "" && err != nil || tc.invalid != "" && (err == nil || !strings.Contains(err.Error(), tc.invalid)) {
+			t.Errorf("host %q port %d: Validate() = %v, want %q", tc.host, tc.port, err, tc.invalid)
 		}
 	}
 }

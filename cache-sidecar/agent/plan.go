@@ -179,15 +179,23 @@ func proxyConfig(nodeName string, plan *v1.CacheNodePlan, hashes map[string]stri
 		if eng, ok := local[p.Tenant]; ok {
 			t.LocalEngine, t.LocalEnginePassword, t.LocalPartitionBytes = eng.socket, eng.password, eng.bytes
 		}
+		var routeErr error
 		for _, r := range p.Routes {
 			if r.NodeName == nodeName && t.LocalEngine == "" {
 				continue
 			}
 			route := proxy.Route{Node: r.NodeName, Weight: float64(r.Weight)}
 			if r.NodeName != nodeName {
-				route.PeerAddress = r.Address()
+				route.PeerAddress, routeErr = peerAddress(r)
+			}
+			if routeErr != nil {
+				break
 			}
 			t.Routes = append(t.Routes, route)
+		}
+		if routeErr != nil {
+			tenantErrs[p.Tenant] = routeErr
+			continue
 		}
 		if p.BandwidthLimit != nil {
 			t.BytesPerSecond = max(0, p.BandwidthLimit.AsApproximateFloat64())
@@ -203,13 +211,30 @@ func proxyConfig(nodeName string, plan *v1.CacheNodePlan, hashes map[string]stri
 			continue
 		}
 		t := proxy.Tenant{ID: r.Tenant, CredentialHash: hash}
+		var routeErr error
 		for _, route := range r.Routes {
-			t.Routes = append(t.Routes, proxy.Route{Node: route.NodeName, PeerAddress: route.Address(), Weight: float64(route.Weight)})
+			var addr string
+			if addr, routeErr = peerAddress(route); routeErr != nil {
+				break
+			}
+			t.Routes = append(t.Routes, proxy.Route{Node: route.NodeName, PeerAddress: addr, Weight: float64(route.Weight)})
+		}
+		if routeErr != nil {
+			tenantErrs[r.Tenant] = routeErr
+			continue
 		}
 		add(t)
 	}
 	slices.SortFunc(cfg.Tenants, func(a, b proxy.Tenant) int { return strings.Compare(a.ID, b.ID) })
 	return cfg, tenantErrs
+}
+
+// peerAddress is the address of route r's sidecar, checked as the schema cannot afford to.
+func peerAddress(r v1.TenantRoute) (string, error) {
+	if err := r.Validate(); err != nil {
+		return "", fmt.Errorf("route to %s: %w", r.NodeName, err)
+	}
+	return r.Address(), nil
 }
 
 // keepTenants is table without the tenants that are no longer in the plan.

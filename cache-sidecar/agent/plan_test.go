@@ -130,6 +130,40 @@ func TestProxyConfig(t *testing.T) {
 	}
 }
 
+// TestProxyConfigRefusesBadRouteHosts: a route whose host is neither an IP address nor a DNS
+// name (the schema checks only its length) costs its tenant alone, with a message naming the
+// route and the host; the tenant next to it is served.
+func TestProxyConfigRefusesBadRouteHosts(t *testing.T) {
+	hash, err := credentials.Hash("pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := []v1.TenantRoute{{NodeName: "node-a", Host: "node-a", Port: 7380, Weight: 1}, {NodeName: "node-b", Host: "fd00::2", Port: 7380, Weight: 1}}
+	bad := []v1.TenantRoute{{NodeName: "node-a", Host: "node-a", Port: 7380, Weight: 1}, {NodeName: "node-c", Host: "bad host!", Port: 7380, Weight: 1}}
+	plan := statusTestPlan("a/x", "b/y")
+	plan.Spec.Partitions[0].Routes, plan.Spec.Partitions[1].Routes = good, bad
+	plan.Spec.SetRemoteTenants([]v1.RemoteTenant{{Tenant: "c/z", Routes: bad[1:]}, {Tenant: "d/w", Routes: good[1:]}})
+	hashes := map[string]string{"a/x": hash, "b/y": hash, "c/z": hash, "d/w": hash}
+	local := map[string]localEngine{"a/x": {socket: "/s/a", bytes: 64 << 20}, "b/y": {socket: "/s/b", bytes: 64 << 20}}
+
+	cfg, tenantErrs := proxyConfig("node-a", plan, hashes, "token", local)
+	var served []string
+	for _, tn := range cfg.Tenants {
+		served = append(served, tn.ID)
+	}
+	if fmt.Sprint(served) != "[a/x d/w]" {
+		t.Errorf("served %v, want a/x and d/w", served)
+	}
+	for _, id := range []string{"b/y", "c/z"} {
+		if err := tenantErrs[id]; err == nil || !strings.Contains(err.Error(), `route to node-c: host "bad host!" is neither an IP address nor a DNS name`) {
+			t.Errorf("%s: %v", id, err)
+		}
+	}
+	if len(tenantErrs) != 2 {
+		t.Errorf("tenant errors %v, want b/y and c/z", tenantErrs)
+	}
+}
+
 func TestKeepTenants(t *testing.T) {
 	table := proxy.Config{NodeID: "n", Tenants: []proxy.Tenant{{ID: "a/x"}, {ID: "b/y"}}}
 	table.Tenants = append(table.Tenants, proxy.Tenant{ID: "d/w"})
