@@ -412,6 +412,9 @@ func (r *Reconciler) desiredDaemonSet(c *v1.CacheCluster) (*appsv1.DaemonSet, []
 		mountClientTLS(&ds.Spec.Template.Spec, c)
 	}
 	mountPeerTLS(&ds.Spec.Template.Spec, c)
+	if c.Spec.Monitoring.SidecarMetricsSecure() {
+		mountMetricsTLS(&ds.Spec.Template.Spec, c)
+	}
 	if engineImage != sidecarImage {
 		installSidecar(&ds.Spec.Template.Spec, sidecarImage, pullPolicy, restricted, emptyDir("tools"))
 	}
