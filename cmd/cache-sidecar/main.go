@@ -17,7 +17,7 @@
 // or SIGINT it turns not ready, keeps serving for --shutdown-delay so load balancers notice,
 // then stops accepting, lets open connections finish the requests they already sent (for up
 // to --drain-timeout) and closes them; engines keep running for the next sidecar to adopt
-// unless --stop-engines-on-exit stops them or --save-engines-on-exit saves redis engines'
+// unless --stop-engines-on-exit stops them or --save-engines-on-exit saves the engines'
 // data and stops them.
 package main
 
@@ -198,7 +198,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	fs.DurationVar(&o.shutdownDelay, "shutdown-delay", 5*time.Second, "how long the sidecar keeps serving, not ready, after it was told to stop")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 10*time.Second, "after the shutdown delay, how long open connections may take to get the replies to requests they already sent before they are closed")
 	fs.BoolVar(&o.stopEnginesOnExit, "stop-engines-on-exit", false, "stop every engine on exit instead of leaving them for the next sidecar to adopt")
-	fs.BoolVar(&o.saveEnginesOnExit, "save-engines-on-exit", false, "on exit, stop every engine, redis engines after saving their data into the state root, where the next sidecar's engines load it (for containers, whose engines die with the sidecar); bounded by --save-timeout")
+	fs.BoolVar(&o.saveEnginesOnExit, "save-engines-on-exit", false, "on exit, stop every engine after saving its data into the state root (redis: its snapshot; memcached: its live items), where the next sidecar's engines load it (for containers, whose engines die with the sidecar); bounded by --save-timeout")
 	fs.DurationVar(&o.saveTimeout, "save-timeout", time.Minute, "how long --save-engines-on-exit may take; engines still saving then are stopped without their data")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
