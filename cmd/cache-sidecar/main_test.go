@@ -210,7 +210,7 @@ func TestStandaloneRun(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(root) })
 	// The safety net when the test fails with engines still running (cleanups run last to
 	// first: each sidecar still running stops before this, so none restarts a killed engine).
-	t.Cleanup(func() { killEnginesUnder(root) })
+	t.Cleanup(func() { enginetest.KillEnginesUnder(t, root) })
 	const tenant = "team-a/orders"
 	password := writeStandaloneFiles(t, dir, "redis", tenant)
 
@@ -391,25 +391,6 @@ func redisSession(t *testing.T, addr, user, password string) (send func(args ...
 		t.Fatalf("AUTH: %q", got)
 	}
 	return send
-}
-
-// killEnginesUnder SIGKILLs every engine whose pidfile is under root and whose command line
-// names root (a recycled pid is someone else's process).
-func killEnginesUnder(root string) {
-	pidfiles, _ := filepath.Glob(filepath.Join(root, "*", "pid"))
-	for _, pidfile := range pidfiles {
-		data, err := os.ReadFile(pidfile)
-		if err != nil {
-			continue
-		}
-		pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
-		if err != nil || pid <= 0 {
-			continue
-		}
-		if cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil && bytes.Contains(cmdline, []byte(root)) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-	}
 }
 
 func alive(pid int) bool {

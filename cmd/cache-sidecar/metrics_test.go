@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -22,6 +20,7 @@ import (
 
 	"github.com/cacheqos/cacheqos/internal/pki"
 	"github.com/cacheqos/cacheqos/internal/promquery/promtest"
+	"github.com/cacheqos/cacheqos/test/metricsauth"
 )
 
 // TestSecureMetrics runs the sidecar with --metrics-secure against a real API server
@@ -38,10 +37,19 @@ func TestSecureMetrics(t *testing.T) {
 		t.Fatalf("starting envtest (KUBEBUILDER_ASSETS): %v", err)
 	}
 	t.Cleanup(func() { _ = env.Stop() })
-	// The sidecar's own identity: it needs only to create TokenReviews and
-	// SubjectAccessReviews, which the operator grants its ServiceAccount (system:auth-delegator).
-	user, err := env.AddUser(envtest.User{Name: "sidecar", Groups: []string{"system:masters"}}, nil)
+	// The sidecar's own identity holds only what the operator grants its ServiceAccount for
+	// this: system:auth-delegator (TokenReviews and SubjectAccessReviews).
+	user, err := env.AddUser(envtest.User{Name: "sidecar"}, nil)
 	if err != nil {
+		t.Fatal(err)
+	}
+	kube := kubernetes.NewForConfigOrDie(restConfig)
+	ctx := context.Background()
+	if _, err := kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "sidecar-metrics-auth"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:auth-delegator"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: "sidecar"}},
+	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	kubeconfigData, err := user.KubeConfig()
@@ -51,34 +59,7 @@ func TestSecureMetrics(t *testing.T) {
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	writeFile(t, kubeconfig, string(kubeconfigData))
 
-	kube := kubernetes.NewForConfigOrDie(restConfig)
-	ctx := context.Background()
-	token := func(name string) string {
-		t.Helper()
-		if _, err := kube.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		tr, err := kube.CoreV1().ServiceAccounts("default").CreateToken(ctx, name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tr.Status.Token
-	}
-	scraper, other := token("scraper"), token("other")
-	// The chart's metrics-reader ClusterRole and its binding to a scraper.
-	if _, err := kube.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
-		ObjectMeta: metav1.ObjectMeta{Name: "metrics-reader"},
-		Rules:      []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "metrics-reader"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "metrics-reader"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "scraper", Namespace: "default"}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	scraper, other := metricsauth.Tokens(t, kube)
 
 	// The metrics certificate, from a CA as the operator issues it.
 	dir := t.TempDir()
@@ -107,22 +88,7 @@ func TestSecureMetrics(t *testing.T) {
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(authority.Bundle())
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, ServerName: tlsHost, MinVersion: tls.VersionTLS12}}}
-	get := func(url, bearer string) (int, string, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return 0, "", err
-		}
-		if bearer != "" {
-			req.Header.Set("Authorization", "Bearer "+bearer)
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return 0, "", err
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(body), err
-	}
+	get := func(url, bearer string) (int, string, error) { return metricsauth.Get(ctx, client, url, bearer) }
 	metricsURL := "https://" + metricsAddr + "/metrics"
 	// RBAC for the new binding settles within a moment.
 	deadline := time.Now().Add(30 * time.Second)

@@ -64,7 +64,7 @@ func sidecarMetricsRendered(c *v1.CacheCluster, secure bool) func() error {
 		if !secure {
 			for _, err := range []error{bindingErr, secretErr} {
 				if !apierrors.IsNotFound(err) {
-					errs = append(errs, fmt.Errorf("insecure metrics, but the metrics Secret or ClusterRoleBinding is still there (%v)", err))
+					errs = append(errs, fmt.Errorf("insecure metrics, but the metrics Secret or ClusterRoleBinding is still there (%w)", err))
 				}
 			}
 			return errors.Join(errs...)
