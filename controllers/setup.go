@@ -81,6 +81,8 @@ func CacheOptions(namespaces ...string) cache.Options {
 		&appsv1.DaemonSet{}:      managed,
 		&rbacv1.Role{}:           managed,
 		&rbacv1.RoleBinding{}:    managed,
+		// The sidecars' metrics auth bindings; the operator has no business with any other.
+		&rbacv1.ClusterRoleBinding{}: managed,
 	}}
 }
 

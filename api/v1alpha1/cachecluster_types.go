@@ -340,6 +340,32 @@ type MonitoringSettings struct {
 	// cluster's alerts (SLO missed, tenant throttled, plan not applied).
 	// +optional
 	PrometheusRule PrometheusRuleSettings `json:"prometheusRule,omitempty"`
+
+	// sidecarMetrics says how the sidecars serve /metrics. Secure (the default): HTTPS with a
+	// certificate from the cluster's CA (Secret <cluster>-metrics-tls), to bearer tokens the
+	// API server authenticates and authorizes to get /metrics (the chart's metrics-reader
+	// ClusterRole). Insecure: plain HTTP to anyone, for a migration while the scraper is not
+	// yet given a token and the CA.
+	// +optional
+	// +kubebuilder:default=Secure
+	// +kubebuilder:validation:Enum=Secure;Insecure
+	SidecarMetrics SidecarMetricsAccess `json:"sidecarMetrics,omitempty"`
+}
+
+// SidecarMetricsAccess is how the sidecars serve their metrics.
+type SidecarMetricsAccess string
+
+// The values of monitoring.sidecarMetrics.
+const (
+	SidecarMetricsSecure   SidecarMetricsAccess = "Secure"
+	SidecarMetricsInsecure SidecarMetricsAccess = "Insecure"
+)
+
+// SidecarMetricsSecure reports whether the sidecars serve their metrics over HTTPS to
+// authorized scrapers only: unless sidecarMetrics says Insecure (empty is the default, Secure,
+// where the API server did not default it: a cluster without spec.monitoring).
+func (m *MonitoringSettings) SidecarMetricsSecure() bool {
+	return m.SidecarMetrics != SidecarMetricsInsecure
 }
 
 // DefaultPrometheusHTTPConfigKey is the Secret key read when prometheusHTTPConfig.key is empty.

@@ -146,8 +146,8 @@ func (a *Agent) Close() {
 	a.engines.Close()
 }
 
-// SaveEngines stops supervising and stops every engine, redis engines after saving their data
-// into their partition directory, where the next agent's engines load it (engine.Manager's
+// SaveEngines stops supervising and stops every engine after saving its data into its
+// partition directory, where the next agent's engines load it (engine.Manager's
 // Shutdown); ctx bounds the saves. The proxy must be shut down first: writes that reach an
 // engine after it saved are lost.
 func (a *Agent) SaveEngines(ctx context.Context) error {

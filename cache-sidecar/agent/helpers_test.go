@@ -10,11 +10,9 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -31,6 +29,7 @@ import (
 	"github.com/cacheqos/cacheqos/cache-sidecar/engine"
 	"github.com/cacheqos/cacheqos/cache-sidecar/proxy"
 	"github.com/cacheqos/cacheqos/internal/credentials"
+	"github.com/cacheqos/cacheqos/internal/protocol/enginetest"
 )
 
 // Test fixtures: namespaces, credentials, plans, a restricted sidecar user, and whole sidecars
@@ -243,30 +242,10 @@ func engineRoot(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		killEngines(t, root)
+		enginetest.KillEnginesUnder(t, root)
 		os.RemoveAll(root)
 	})
 	return root
-}
-
-// killEngines is the safety net for engines a failed test left behind under root.
-func killEngines(t *testing.T, root string) {
-	pidfiles, _ := filepath.Glob(filepath.Join(root, "*", "pid"))
-	for _, pidfile := range pidfiles {
-		data, err := os.ReadFile(pidfile)
-		if err != nil {
-			continue
-		}
-		pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
-		if err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		if err == nil && strings.Contains(string(cmdline), root) {
-			t.Logf("killing engine %d left behind in %s", pid, filepath.Dir(pidfile))
-			syscall.Kill(pid, syscall.SIGKILL)
-		}
-	}
 }
 
 func listen(t *testing.T) net.Listener {

@@ -17,14 +17,18 @@
 //     running (matched by pidfile and /proc/<pid>/cmdline). That holds where the engines
 //     outlive the manager's process: standalone, not in a container, whose processes all
 //     die with it.
-//   - Shutdown stops the engines; redis engines first write an RDB snapshot into their
-//     partition directory (SHUTDOWN SAVE), which the next engine started there loads before
-//     it answers, so the partition comes back with its keys (then resized to the spec it is
-//     started with). StartTimeout does not run while redis answers LOADING. The snapshot is deleted once loaded, or when loading it failed, so a
-//     later crash starts empty instead of bringing back overwritten or deleted keys.
-//     memcached partitions are not saved and start empty: memcached's restartable cache
-//     (-e, a memory file) preallocates its memory, and with it memcached 1.6 refuses to
-//     change cache_memlimit live (MEMLIMIT_ADJUST_FAILED), which resizing depends on.
+//   - Shutdown stops the engines after saving their data into their partition directory, for
+//     the next engine started there. redis writes an RDB snapshot (SHUTDOWN SAVE), which it
+//     loads before it answers (StartTimeout does not run while redis answers LOADING). A
+//     memcached partition's live items (value, client flags, expiry) are written by the
+//     manager (lru_crawler metadump and mg, itemsdump.go's format) and stored back with ms
+//     after the next engine answers, before the partition is Running; a file that is not
+//     complete and intact is refused and the partition starts empty. memcached's own
+//     restartable cache (-e, a memory file) is not used: with it memcached 1.6 refuses to
+//     change cache_memlimit live (MEMLIMIT_ADJUST_FAILED), which resizing depends on. Either
+//     way the partition comes back with its keys, then resized to the spec it is started
+//     with. Saved data is deleted once loaded, or when loading it failed, so a later crash
+//     starts empty instead of bringing back overwritten or deleted keys.
 //
 // Resizing:
 //   - redis: CONFIG SET maxmemory. Redis 7.0 evicts on the CONFIG SET itself and keeps evicting

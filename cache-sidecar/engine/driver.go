@@ -66,15 +66,26 @@ type Stats struct {
 	Misses    int64
 }
 
-// saver is a driver whose engine can save its data to partitionPaths.saved as it stops and
-// loads it at its next start.
+// saver is a driver whose engine's data can be saved into its partition directory as it
+// stops, for the next engine started there.
 type saver interface {
-	// saveAndStop makes the engine write its data and exit; nil once it has written it.
-	saveAndStop(ctx context.Context, socket string) error
+	// save writes the engine's data; nil once it is written. A redis engine exits after
+	// saving (exitsAfterSave); a memcached one keeps running for the caller to stop.
+	save(ctx context.Context, paths partitionPaths) error
+	exitsAfterSave() bool
 }
 
-// savedFileName is the saved data's file in the partition directory.
-const savedFileName = "dump.rdb"
+// loader is a saver whose engine does not load its saved data by itself: the partition
+// stores it into the engine after it answers and before it serves.
+type loader interface {
+	load(ctx context.Context, socket, path string) (itemsLoad, error)
+}
+
+// Saved data's files in the partition directory: redis' RDB snapshot, memcached's items.
+const (
+	savedFileName      = "dump.rdb"
+	savedItemsFileName = "items.dump"
+)
 
 // partitionPaths are the files of one partition's state directory.
 type partitionPaths struct {
@@ -83,9 +94,10 @@ type partitionPaths struct {
 	pidfile string
 	logfile string
 	record  string // the partition's tenant, engine and applied spec, for adoption
-	// saved is where a saver writes the engine's data on Shutdown and the engine reads it at
-	// its next start.
-	saved string
+	// saved is where redis writes its snapshot on Shutdown and reads it at its next start;
+	// savedItems where memcached's items are saved and loaded from (itemsdump.go).
+	saved      string
+	savedItems string
 }
 
 func pathsFor(root, tenant string) partitionPaths {
@@ -97,6 +109,8 @@ func pathsFor(root, tenant string) partitionPaths {
 		logfile: filepath.Join(dir, "engine.log"),
 		record:  filepath.Join(dir, "partition.json"),
 		saved:   filepath.Join(dir, savedFileName),
+
+		savedItems: filepath.Join(dir, savedItemsFileName),
 	}
 }
 

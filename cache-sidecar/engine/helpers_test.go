@@ -19,7 +19,7 @@ import (
 var bothEngines = []Engine{Redis, Memcached}
 
 // testConfig is a Config on a fresh root with timings short enough for tests.
-func testConfig(t *testing.T, engine Engine) Config {
+func testConfig(t testing.TB, engine Engine) Config {
 	t.Helper()
 	root := t.TempDir()
 	if os.Geteuid() == 0 {

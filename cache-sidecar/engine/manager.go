@@ -572,11 +572,11 @@ func (m *Manager) Close() {
 	}
 }
 
-// Shutdown closes the manager, then stops every engine, in parallel. Redis engines save their
-// data into their partition directory first (SHUTDOWN SAVE), and the engine a manager on the
-// same root starts there next loads it, so the partition comes back with its keys; memcached
-// engines are stopped and their partitions start empty. ctx bounds the saves: an engine still
-// saving when it ends is stopped without its data. Errors name the partitions affected.
+// Shutdown closes the manager, then stops every engine, in parallel, after saving its data
+// into its partition directory (redis: SHUTDOWN SAVE; memcached: its live items, written by
+// the manager), which the engine a manager on the same root starts there next loads, so the
+// partition comes back with its keys. ctx bounds the saves: an engine still saving when it
+// ends is stopped without its data. Errors name the partitions affected.
 func (m *Manager) Shutdown(ctx context.Context) error {
 	m.mu.Lock()
 	parts := make([]*partition, 0, len(m.parts))

@@ -202,11 +202,16 @@ func (p *partition) start(restart bool) (*process, error) {
 		return nil, fmt.Errorf("starting %s: %w", binary, err)
 	}
 	err = p.awaitReady(proc)
+	if l, ok := p.drv.(loader); ok && err == nil {
+		p.loadSaved(l)
+	}
 	// Saved data is loaded once: a snapshot that failed to load is not tried again, and one
 	// that loaded is not loaded again after a crash, which would bring back overwritten and
 	// deleted keys.
-	if rmErr := os.Remove(p.paths.saved); rmErr != nil && !errors.Is(rmErr, os.ErrNotExist) && err == nil {
-		err = fmt.Errorf("removing the loaded snapshot: %w", rmErr)
+	for _, saved := range []string{p.paths.saved, p.paths.savedItems} {
+		if rmErr := os.Remove(saved); rmErr != nil && !errors.Is(rmErr, os.ErrNotExist) && err == nil {
+			err = fmt.Errorf("removing the loaded snapshot: %w", rmErr)
+		}
 	}
 	if err != nil {
 		proc.signal(syscall.SIGKILL)
@@ -225,6 +230,25 @@ func (p *partition) start(restart bool) (*process, error) {
 	})
 	p.m.log.Info("engine running", "tenant", p.tenant, "engine", p.drv.kind(), "pid", proc.pid, "memoryBytes", spec.MemoryBytes)
 	return proc, nil
+}
+
+// loadSaved stores the items a Shutdown saved into the engine that just started, before the
+// partition serves. A file that is not complete and intact is refused (logged) and the
+// partition starts empty; nothing is stored from it.
+func (p *partition) loadSaved(l loader) {
+	if _, err := os.Stat(p.paths.savedItems); errors.Is(err, os.ErrNotExist) {
+		return
+	}
+	p.update(func() { p.message = "loading saved items" })
+	began := time.Now()
+	res, err := l.load(p.ctx, p.paths.socket, p.paths.savedItems)
+	took := time.Since(began)
+	if err != nil {
+		p.m.log.Error("the saved items are refused; the partition starts empty", "tenant", p.tenant, "file", p.paths.savedItems, "err", err)
+		return
+	}
+	p.m.log.Info("saved items loaded", "tenant", p.tenant, "items", res.stored, "expired", res.expired, "refused", res.refused,
+		"bytes", res.bytes, "took", took)
 }
 
 // prepareDir creates the state directory, removes a dead engine's socket and pidfile, and
@@ -386,8 +410,12 @@ func (p *partition) saveAndStop(ctx context.Context) error {
 	cfg := &p.m.cfg
 	var saveErr error
 	if s, ok := p.drv.(saver); ok {
-		if saveErr = s.saveAndStop(ctx, p.paths.socket); saveErr == nil && proc.waitGone(ctx) {
-			return nil
+		began := time.Now()
+		if saveErr = s.save(ctx, p.paths); saveErr == nil {
+			p.m.log.Info("engine saved", "tenant", p.tenant, "engine", p.drv.kind(), "took", time.Since(began))
+			if s.exitsAfterSave() && proc.waitGone(ctx) {
+				return nil
+			}
 		}
 	}
 	proc.signal(syscall.SIGTERM)

@@ -56,10 +56,11 @@ func (redisDriver) args(spec PartitionSpec, paths partitionPaths) []string {
 	}
 }
 
-// saveAndStop is SHUTDOWN SAVE: redis writes its RDB snapshot to --dir/--dbfilename, then
-// exits, closing the connection without a reply; a reply is the error that kept it running.
-func (redisDriver) saveAndStop(ctx context.Context, socket string) error {
-	c, err := dialRedis(ctx, socket)
+// save is SHUTDOWN SAVE: redis writes its RDB snapshot to --dir/--dbfilename, then exits,
+// closing the connection without a reply; a reply is the error that kept it running. redis
+// loads the snapshot itself at its next start.
+func (redisDriver) save(ctx context.Context, paths partitionPaths) error {
+	c, err := dialRedis(ctx, paths.socket)
 	if err != nil {
 		return err
 	}
@@ -74,6 +75,8 @@ func (redisDriver) saveAndStop(ctx context.Context, socket string) error {
 		return protocolErrorf("SHUTDOWN SAVE: %s", v.describe())
 	}
 }
+
+func (redisDriver) exitsAfterSave() bool { return true }
 
 func (redisDriver) ping(ctx context.Context, socket string) error {
 	c, err := dialRedis(ctx, socket)

@@ -11,12 +11,12 @@ import (
 	"time"
 )
 
-// TestShutdownSavesRedisPartitions stops a manager as the sidecar does on SIGTERM, with one
-// engine it started and one it adopted from an earlier manager, and starts a new manager on
-// the same root: redis partitions come back with every key, and resize live afterwards;
-// memcached partitions come back empty. A snapshot is loaded once: a crash after the restore
-// starts empty rather than bring back old values.
-func TestShutdownSavesRedisPartitions(t *testing.T) {
+// TestShutdownSavesPartitions stops a manager as the sidecar does on SIGTERM, with one engine
+// it started and one it adopted from an earlier manager, and starts a new manager on the same
+// root: partitions of both engines come back with every key, and resize live afterwards. Saved
+// data is loaded once: a crash after the restore starts empty rather than bring back old
+// values.
+func TestShutdownSavesPartitions(t *testing.T) {
 	const keys = 5000 // of 2000 bytes: 10 MB, more than the 8 MiB the restored partition shrinks to
 	for _, tt := range []struct {
 		engine Engine
@@ -24,7 +24,7 @@ func TestShutdownSavesRedisPartitions(t *testing.T) {
 		kept int
 	}{
 		{Redis, keys},
-		{Memcached, 0},
+		{Memcached, keys},
 	} {
 		t.Run(string(tt.engine), func(t *testing.T) {
 			cfg := testConfig(t, tt.engine)
@@ -66,12 +66,11 @@ func TestShutdownSavesRedisPartitions(t *testing.T) {
 				if hits := w.read(spec.Tenant, 0, keys); hits != tt.kept {
 					t.Errorf("%s after the restart: %d of %d keys, want %d", spec.Tenant, hits, keys, tt.kept)
 				}
-				if _, err := os.Stat(pathsFor(cfg.Root, spec.Tenant).saved); !errors.Is(err, os.ErrNotExist) {
-					t.Errorf("%s's snapshot is still there after it was loaded: %v", spec.Tenant, err)
+				for _, saved := range []string{pathsFor(cfg.Root, spec.Tenant).saved, pathsFor(cfg.Root, spec.Tenant).savedItems} {
+					if _, err := os.Stat(saved); !errors.Is(err, os.ErrNotExist) {
+						t.Errorf("%s's saved data %s is still there after it was loaded: %v", spec.Tenant, saved, err)
+					}
 				}
-			}
-			if tt.kept == 0 {
-				return
 			}
 
 			// The restored partition resizes live: down to 8 MiB, evicting, then up again.
@@ -130,9 +129,9 @@ func TestUnreadableSnapshotIsDropped(t *testing.T) {
 	}
 }
 
-// TestMemcachedRestartableCacheCannotResize holds why memcached partitions are not saved: with
-// its restartable cache (-e, a memory file) memcached refuses to change cache_memlimit live,
-// which every resize needs.
+// TestMemcachedRestartableCacheCannotResize holds why memcached partitions are saved item by
+// item rather than with memcached's own restartable cache: with it (-e, a memory file)
+// memcached refuses to change cache_memlimit live, which every resize needs.
 func TestMemcachedRestartableCacheCannotResize(t *testing.T) {
 	cfg := testConfig(t, Memcached)
 	spec := PartitionSpec{Tenant: "t/memfile", MemoryBytes: 64 * mib, EvictionPolicy: LRU} // a memory file needs at least 39 MiB

@@ -17,7 +17,7 @@
 // or SIGINT it turns not ready, keeps serving for --shutdown-delay so load balancers notice,
 // then stops accepting, lets open connections finish the requests they already sent (for up
 // to --drain-timeout) and closes them; engines keep running for the next sidecar to adopt
-// unless --stop-engines-on-exit stops them or --save-engines-on-exit saves redis engines'
+// unless --stop-engines-on-exit stops them or --save-engines-on-exit saves the engines'
 // data and stops them.
 package main
 
@@ -42,10 +42,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/client/config"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 
 	"github.com/cacheqos/cacheqos/cache-sidecar/agent"
 	"github.com/cacheqos/cacheqos/cache-sidecar/engine"
@@ -91,16 +94,19 @@ type options struct {
 	engineUser      string
 	memcachedThread int
 
-	clientListen  string
-	clientTLSCert string
-	clientTLSKey  string
-	peerTLSCert   string
-	peerTLSKey    string
-	peerTLSCA     string
-	peerIdentity  string
-	peerListen    string
-	metricsListen string
-	pprof         bool
+	clientListen   string
+	clientTLSCert  string
+	clientTLSKey   string
+	peerTLSCert    string
+	peerTLSKey     string
+	peerTLSCA      string
+	peerIdentity   string
+	peerListen     string
+	metricsListen  string
+	metricsTLSCert string
+	metricsTLSKey  string
+	metricsSecure  bool
+	pprof          bool
 
 	refreshInterval   time.Duration
 	shutdownDelay     time.Duration
@@ -169,6 +175,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	str(&o.peerIdentity, "peer-tls-identity", "PEER_TLS_IDENTITY", "", "URI peers' certificates must carry (the operator's: cacheqos://<namespace>/<cluster>)")
 	str(&o.peerListen, "peer-listen", "PEER_LISTEN", defaultPeerListen, "address for peer sidecars (the plan's routes point here)")
 	str(&o.metricsListen, "metrics-listen", "METRICS_LISTEN", defaultMetricsListen, "address of /metrics, /healthz and /readyz")
+	str(&o.metricsTLSCert, "metrics-tls-cert-file", "METRICS_TLS_CERT_FILE", "", "serve the metrics address over HTTPS with this PEM certificate, read again when it changes; needs --metrics-tls-key-file")
+	str(&o.metricsTLSKey, "metrics-tls-key-file", "METRICS_TLS_KEY_FILE", "", "PEM private key of --metrics-tls-cert-file")
 	str(&o.logLevel, "log-level", "LOG_LEVEL", "info", "debug, info, warn or error")
 	str(&o.logFormat, "log-format", "LOG_FORMAT", "json", "json or text")
 	fs.IntVar(&o.memcachedThread, "memcached-threads", 0, "worker threads per memcached partition (default: the engine manager's)")
@@ -184,12 +192,13 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	fs.IntVar(&o.authBackoffFailures, "auth-backoff-failures", proxy.DefaultAuthBackoffFailures, "failed logins in a row from one address after which its logins are refused for --auth-backoff, doubling up to --auth-backoff-max")
 	fs.DurationVar(&o.authBackoff, "auth-backoff", proxy.DefaultAuthBackoff, "first wait of an address that failed --auth-backoff-failures logins in a row")
 	fs.DurationVar(&o.authBackoffMax, "auth-backoff-max", proxy.DefaultAuthBackoffMax, "longest wait of an address that keeps failing logins")
+	fs.BoolVar(&o.metricsSecure, "metrics-secure", false, "serve /metrics (and /debug/pprof) only to clients whose bearer token the API server authenticates (TokenReview) and authorizes to get that path (SubjectAccessReview); needs --metrics-tls-cert-file, so tokens travel encrypted; /healthz and /readyz stay open for the kubelet's probes")
 	fs.BoolVar(&o.pprof, "pprof", false, "also serve /debug/pprof on the metrics address")
 	fs.DurationVar(&o.refreshInterval, "refresh-interval", agent.DefaultRefreshInterval, "how often status is refreshed without any change")
 	fs.DurationVar(&o.shutdownDelay, "shutdown-delay", 5*time.Second, "how long the sidecar keeps serving, not ready, after it was told to stop")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 10*time.Second, "after the shutdown delay, how long open connections may take to get the replies to requests they already sent before they are closed")
 	fs.BoolVar(&o.stopEnginesOnExit, "stop-engines-on-exit", false, "stop every engine on exit instead of leaving them for the next sidecar to adopt")
-	fs.BoolVar(&o.saveEnginesOnExit, "save-engines-on-exit", false, "on exit, stop every engine, redis engines after saving their data into the state root, where the next sidecar's engines load it (for containers, whose engines die with the sidecar); bounded by --save-timeout")
+	fs.BoolVar(&o.saveEnginesOnExit, "save-engines-on-exit", false, "on exit, stop every engine after saving its data into the state root (redis: its snapshot; memcached: its live items), where the next sidecar's engines load it (for containers, whose engines die with the sidecar); bounded by --save-timeout")
 	fs.DurationVar(&o.saveTimeout, "save-timeout", time.Minute, "how long --save-engines-on-exit may take; engines still saving then are stopped without their data")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -242,6 +251,12 @@ func (o *options) validate() error {
 	}
 	if (o.clientTLSCert == "") != (o.clientTLSKey == "") {
 		errs = append(errs, errors.New("--client-tls-cert-file and --client-tls-key-file go together"))
+	}
+	if (o.metricsTLSCert == "") != (o.metricsTLSKey == "") {
+		errs = append(errs, errors.New("--metrics-tls-cert-file and --metrics-tls-key-file go together"))
+	}
+	if o.metricsSecure && o.metricsTLSCert == "" {
+		errs = append(errs, errors.New("--metrics-secure needs --metrics-tls-cert-file and --metrics-tls-key-file: bearer tokens must not travel in cleartext"))
 	}
 	if peerTLS := []string{o.peerTLSCert, o.peerTLSKey, o.peerTLSCA, o.peerIdentity}; slices.Contains(peerTLS, "") && slices.ContainsFunc(peerTLS, func(s string) bool { return s != "" }) {
 		errs = append(errs, errors.New("--peer-tls-cert-file, --peer-tls-key-file, --peer-tls-ca-file and --peer-tls-identity go together"))
@@ -368,6 +383,7 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 	}
 	log = log.With("node", o.nodeName)
 	log.Info("starting", "version", version, "engine", o.engine, "stateRoot", o.stateRoot, "client", o.clientListen, "clientTLS", o.clientTLSCert != "", "peerTLS", o.peerTLSCert != "",
+		"metricsTLS", o.metricsTLSCert != "", "metricsSecure", o.metricsSecure,
 		"peer", o.peerListen, "metrics", o.metricsListen, "planFile", o.planFile, "plan", cmp.Or(o.planName, plan))
 
 	registry := prometheus.NewRegistry()
@@ -426,7 +442,22 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 	}
 	defer ag.Close()
 
-	clientLn, err := listenClients(o, log)
+	var stopping atomic.Bool
+	var restConfig *rest.Config
+	if o.planFile == "" || o.metricsSecure {
+		if restConfig, err = kubeConfig(o); err != nil {
+			return err
+		}
+	}
+	protect, err := metricsAccess(o, restConfig, log)
+	if err != nil {
+		return err
+	}
+	handler, err := httpHandler(px, o.pprof, &stopping, protect)
+	if err != nil {
+		return err
+	}
+	clientLn, err := listen("client", o.clientListen, o.clientTLSCert, o.clientTLSKey, log)
 	if err != nil {
 		return err
 	}
@@ -435,14 +466,13 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 		clientLn.Close()
 		return fmt.Errorf("peer listener: %w", err)
 	}
-	metricsLn, err := net.Listen("tcp", o.metricsListen)
+	metricsLn, err := listen("metrics", o.metricsListen, o.metricsTLSCert, o.metricsTLSKey, log)
 	if err != nil {
 		clientLn.Close()
 		peerLn.Close()
-		return fmt.Errorf("metrics listener: %w", err)
+		return err
 	}
-	var stopping atomic.Bool
-	httpServer := &http.Server{Handler: httpHandler(px, o.pprof, &stopping), ReadHeaderTimeout: 10 * time.Second}
+	httpServer := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	go serveLogged(log, "client listener", func() error { return px.Serve(clientLn) })
 	go serveLogged(log, "peer listener", func() error { return px.ServePeer(peerLn) })
 	go serveLogged(log, "metrics listener", func() error { return httpServer.Serve(metricsLn) })
@@ -456,7 +486,7 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 			StatusFile:      o.statusFile,
 		})
 	} else {
-		runErr = runInCluster(ctx, o, ag)
+		runErr = runInCluster(ctx, o, restConfig, ag)
 	}
 	if runErr != nil && ctx.Err() == nil {
 		log.Error("the agent stopped", "error", runErr)
@@ -500,23 +530,24 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 	return runErr
 }
 
-// listenClients opens the client listener, serving TLS when a certificate is given: the
-// handshake runs on the connection's first read, in its own goroutine, bounded by the login
-// timeout like any other pre-authentication read.
-func listenClients(o *options, log *slog.Logger) (net.Listener, error) {
+// listen opens the listener of what ("client", "metrics") at addr, serving TLS when a
+// certificate is given. The handshake runs on the connection's first read, in its own
+// goroutine: for clients that read is bounded by the login timeout like any other
+// pre-authentication read.
+func listen(what, addr, certFile, keyFile string, log *slog.Logger) (net.Listener, error) {
 	var reloader *pki.Reloader
-	if o.clientTLSCert != "" {
+	if certFile != "" {
 		var err error
-		reloader, err = pki.NewReloader(o.clientTLSCert, o.clientTLSKey, func(err error) {
-			log.Warn("the client TLS certificate files changed but do not load; the previous certificate is still served", "error", err)
+		reloader, err = pki.NewReloader(certFile, keyFile, func(err error) {
+			log.Warn("the "+what+" TLS certificate files changed but do not load; the previous certificate is still served", "error", err)
 		})
 		if err != nil {
-			return nil, fmt.Errorf("client TLS: %w", err)
+			return nil, fmt.Errorf("%s TLS: %w", what, err)
 		}
 	}
-	ln, err := net.Listen("tcp", o.clientListen)
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("client listener: %w", err)
+		return nil, fmt.Errorf("%s listener: %w", what, err)
 	}
 	if reloader == nil {
 		return ln, nil
@@ -524,19 +555,45 @@ func listenClients(o *options, log *slog.Logger) (net.Listener, error) {
 	return tls.NewListener(ln, reloader.ServerConfig()), nil
 }
 
-func runInCluster(ctx context.Context, o *options, ag *agent.Agent) error {
+// kubeConfig is how the sidecar reaches the API server: --kubeconfig, or the in-cluster
+// service account.
+func kubeConfig(o *options) (*rest.Config, error) {
 	fs := flag.NewFlagSet("kubeconfig", flag.ContinueOnError)
 	ctrlconfig.RegisterFlags(fs)
 	if o.kubeconfig != "" {
 		if err := fs.Set(ctrlconfig.KubeconfigFlagName, o.kubeconfig); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	restConfig, err := ctrlconfig.GetConfig()
 	if err != nil {
-		return fmt.Errorf("reaching the API server: %w", err)
+		return nil, fmt.Errorf("reaching the API server: %w", err)
 	}
 	restConfig.UserAgent = "cache-sidecar/" + version
+	return restConfig, nil
+}
+
+// metricsAccess returns what wraps the metrics handlers: with --metrics-secure, the API
+// server's authentication (TokenReview) and authorization (SubjectAccessReview of the
+// request's verb on its path) of the request's bearer token, the operator's own metrics
+// filter; otherwise nothing.
+func metricsAccess(o *options, restConfig *rest.Config, log *slog.Logger) (func(http.Handler) (http.Handler, error), error) {
+	if !o.metricsSecure {
+		return func(h http.Handler) (http.Handler, error) { return h, nil }, nil
+	}
+	httpClient, err := rest.HTTPClientFor(restConfig)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-secure: %w", err)
+	}
+	filter, err := filters.WithAuthenticationAndAuthorization(restConfig, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-secure: %w", err)
+	}
+	logger := logr.FromSlogHandler(log.With("component", "metrics-auth").Handler())
+	return func(h http.Handler) (http.Handler, error) { return filter(logger, h) }, nil
+}
+
+func runInCluster(ctx context.Context, o *options, restConfig *rest.Config, ag *agent.Agent) error {
 	return ag.RunKubernetes(ctx, agent.KubeConfig{RestConfig: restConfig, Namespace: o.namespace, PlanName: o.planName})
 }
 
@@ -547,11 +604,12 @@ func serveLogged(log *slog.Logger, what string, serve func() error) {
 }
 
 // httpHandler serves the proxy's /metrics, /healthz and /readyz, with /readyz failing once the
-// sidecar is stopping, and /debug/pprof when asked for.
-func httpHandler(px *proxy.Proxy, withPprof bool, stopping *atomic.Bool) http.Handler {
+// sidecar is stopping, and /debug/pprof when asked for. protect wraps what only authorized
+// clients may read (/metrics, /debug/pprof); the health endpoints stay open for the kubelet.
+func httpHandler(px *proxy.Proxy, withPprof bool, stopping *atomic.Bool, protect func(http.Handler) (http.Handler, error)) (http.Handler, error) {
 	mux := http.NewServeMux()
 	proxyHandler := px.Handler()
-	mux.Handle("/", proxyHandler)
+	mux.Handle("/healthz", proxyHandler)
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
 		if stopping.Load() {
 			http.Error(w, "shutting down", http.StatusServiceUnavailable)
@@ -559,12 +617,19 @@ func httpHandler(px *proxy.Proxy, withPprof bool, stopping *atomic.Bool) http.Ha
 		}
 		proxyHandler.ServeHTTP(w, r)
 	})
+	private := http.NewServeMux()
+	private.Handle("/metrics", proxyHandler)
 	if withPprof {
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		private.HandleFunc("/debug/pprof/", pprof.Index)
+		private.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		private.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		private.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		private.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
-	return mux
+	protected, err := protect(private)
+	if err != nil {
+		return nil, err
+	}
+	mux.Handle("/", protected)
+	return mux, nil
 }

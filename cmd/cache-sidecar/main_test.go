@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -207,6 +208,9 @@ func TestStandaloneRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(root) })
+	// The safety net when the test fails with engines still running (cleanups run last to
+	// first: each sidecar still running stops before this, so none restarts a killed engine).
+	t.Cleanup(func() { enginetest.KillEnginesUnder(t, root) })
 	const tenant = "team-a/orders"
 	password := writeStandaloneFiles(t, dir, "redis", tenant)
 
@@ -219,7 +223,14 @@ func TestStandaloneRun(t *testing.T) {
 		logs = &enginetest.LockedBuffer{}
 		done := make(chan int, 1)
 		go func() { done <- run(ctx, args, io.Discard, logs) }()
-		return func() int { cancel(); return <-done }, logs
+		var once sync.Once
+		var code int
+		stop = func() int {
+			once.Do(func() { cancel(); code = <-done })
+			return code
+		}
+		t.Cleanup(func() { stop() }) // a sidecar the test failed to stop
+		return stop, logs
 	}
 
 	// serve runs the sidecar until the plan is applied and returns its client address and a
@@ -237,11 +248,6 @@ func TestStandaloneRun(t *testing.T) {
 
 	client, stop := serve()
 	pid := roundTrip(t, client, tenant, password, root)
-	t.Cleanup(func() { // the safety net when the test fails with the engine still running
-		if cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil && bytes.Contains(cmdline, []byte(root)) {
-			syscall.Kill(pid, syscall.SIGKILL)
-		}
-	})
 	stop()
 	if !alive(pid) {
 		t.Fatalf("the engine (pid %d) stopped with the sidecar; it should stay for adoption", pid)

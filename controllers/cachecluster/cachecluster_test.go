@@ -526,6 +526,16 @@ func checkServiceMonitor(t *testing.T, c *v1.CacheCluster) {
 	if len(sm.Spec.Endpoints) != 1 || sm.Spec.Endpoints[0].Port != "metrics" || sm.Spec.Endpoints[0].Path != "/metrics" || sm.Spec.Endpoints[0].Interval != "30s" {
 		t.Errorf("ServiceMonitor endpoints %+v", sm.Spec.Endpoints)
 	}
+	// Secure sidecar metrics (the default): https, verified with the metrics Secret's CA under
+	// the name its certificate carries, with Prometheus' own token.
+	if ep := sm.Spec.Endpoints[0]; ep.Scheme != "https" || ep.BearerTokenFile != "/var/run/secrets/kubernetes.io/serviceaccount/token" || //nolint:staticcheck // what the operator renders
+		ep.TLSConfig == nil || ep.TLSConfig.CA.Secret == nil || ep.TLSConfig.CA.Secret.Name != c.Name+"-metrics-tls" || ep.TLSConfig.CA.Secret.Key != "ca.crt" ||
+		ep.TLSConfig.ServerName == nil || *ep.TLSConfig.ServerName != c.Name+"-sidecars."+c.Namespace+".svc" {
+		t.Errorf("ServiceMonitor endpoint scheme %q, token file %q, TLS %+v", ep.Scheme, ep.BearerTokenFile, ep.TLSConfig) //nolint:staticcheck // as above
+	}
+	if _, _, err := leafCert(c, c.Name+"-metrics-tls", []string{*sm.Spec.Endpoints[0].TLSConfig.ServerName}); err != nil {
+		t.Errorf("the ServiceMonitor's CA and server name do not verify the sidecars' certificate: %v", err)
+	}
 	if !slices.Equal(sm.Spec.NamespaceSelector.MatchNames, []string{c.Namespace}) {
 		t.Errorf("ServiceMonitor namespaces %v", sm.Spec.NamespaceSelector.MatchNames)
 	}

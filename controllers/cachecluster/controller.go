@@ -50,6 +50,7 @@ import (
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;update;patch;delete;deletecollection
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterrolebindings,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=monitoring.coreos.com,resources=servicemonitors;prometheusrules,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
 
@@ -248,6 +249,9 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, cluster *v1.CacheClust
 		}
 	}
 	if err := r.deleteMonitoring(ctx, cluster); err != nil {
+		return err
+	}
+	if err := r.deleteMetricsAuthBinding(ctx, cluster); err != nil {
 		return err
 	}
 	if r.Forget != nil {

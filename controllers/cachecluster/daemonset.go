@@ -146,9 +146,9 @@ func sidecarResources(capacity *v1.NodeCapacity, clientTLS bool, overrides *v1.S
 // to spare.
 const sidecarShutdownBeforeSave = 20 * time.Second
 
-// saveBytesPerSecond is the rate sidecarSaveTimeout assumes for writing a node's redis
-// snapshots: one redis wrote 513 MiB of random values in 10.5 s (49 MiB/s) on a shared
-// 2-core test machine; two thirds of that leave a margin.
+// saveBytesPerSecond is the rate sidecarSaveTimeout assumes for saving a node's engines: one
+// redis wrote 513 MiB of random values in 10.5 s (49 MiB/s) on a shared 2-core test machine;
+// two thirds of that leave a margin (memcached's items saved at 79 MiB/s there).
 const saveBytesPerSecond = 32 << 20
 
 // sidecarSaveTimeout is how long the sidecar may take to save its engines: the node's cache
@@ -169,8 +169,8 @@ func sidecarArgs(c *v1.CacheCluster) []string {
 		"--client-listen=:" + strconv.Itoa(int(objects.ClientPort(c.Spec.Engine))),
 		"--peer-listen=:" + strconv.Itoa(objects.PeerPort),
 		"--metrics-listen=:" + strconv.Itoa(objects.MetricsPort),
-		// The engines die with the container: redis ones save their data into the pod's
-		// emptyDir, where the restarted container's engines load it.
+		// The engines die with the container: they save their data into the pod's emptyDir,
+		// where the restarted container's engines load it.
 		"--save-engines-on-exit",
 		"--save-timeout=" + sidecarSaveTimeout(c).String(),
 	}
@@ -412,6 +412,9 @@ func (r *Reconciler) desiredDaemonSet(c *v1.CacheCluster) (*appsv1.DaemonSet, []
 		mountClientTLS(&ds.Spec.Template.Spec, c)
 	}
 	mountPeerTLS(&ds.Spec.Template.Spec, c)
+	if c.Spec.Monitoring.SidecarMetricsSecure() {
+		mountMetricsTLS(&ds.Spec.Template.Spec, c)
+	}
 	if engineImage != sidecarImage {
 		installSidecar(&ds.Spec.Template.Spec, sidecarImage, pullPolicy, restricted, emptyDir("tools"))
 	}

@@ -8,10 +8,12 @@ import (
 	"time"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -188,6 +190,9 @@ func monitoringCondition(m monitoringResult) metav1.Condition {
 		Message: strings.Join(m.requested, " and ") + " in place"}
 }
 
+// serviceAccountTokenFile is where a pod, Prometheus' too, finds its ServiceAccount token.
+const serviceAccountTokenFile = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+
 func desiredServiceMonitor(c *v1.CacheCluster) *monitoringv1.ServiceMonitor {
 	settings := c.Spec.Monitoring.ServiceMonitor
 	interval := v1.DefaultServiceMonitorInterval
@@ -205,6 +210,19 @@ func desiredServiceMonitor(c *v1.CacheCluster) *monitoringv1.ServiceMonitor {
 		}},
 		NamespaceSelector: monitoringv1.NamespaceSelector{MatchNames: []string{c.Namespace}},
 	}}
+	if c.Spec.Monitoring.SidecarMetricsSecure() {
+		// Prometheus verifies the sidecars' certificate against the cluster's CA (the bundle in
+		// the metrics Secret) under the name it carries, and sends its own ServiceAccount's
+		// token, which the sidecars have the API server authenticate and authorize.
+		ep := &sm.Spec.Endpoints[0]
+		ep.Scheme = "https"
+		ep.BearerTokenFile = serviceAccountTokenFile //nolint:staticcheck // the Prometheus' own token, as the chart's operator ServiceMonitor
+		ep.TLSConfig = &monitoringv1.TLSConfig{SafeTLSConfig: monitoringv1.SafeTLSConfig{
+			CA: monitoringv1.SecretOrConfigMap{Secret: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: objects.MetricsTLSSecretName(c.Name)}, Key: objects.TLSCAKey}},
+			ServerName: ptr.To(objects.MetricsServerName(c.Namespace, c.Name)),
+		}}
+	}
 	sm.SetLabels(v1.LabelStrings(settings.Labels))
 	return sm
 }

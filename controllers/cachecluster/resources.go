@@ -56,20 +56,45 @@ func sidecarRules(cluster string) []rbacv1.PolicyRule {
 	}
 }
 
-// reconcileSidecarIdentity applies the sidecar ServiceAccount, its Role and the RoleBinding.
+// metricsAuthRole is the built-in ClusterRole that may create TokenReviews and
+// SubjectAccessReviews: what a sidecar serving secure metrics asks the API server.
+const metricsAuthRole = "system:auth-delegator"
+
+// reconcileSidecarIdentity applies the sidecar ServiceAccount, its Role and the RoleBinding,
+// and, while monitoring.sidecarMetrics is Secure, the ClusterRoleBinding to
+// system:auth-delegator the sidecars authenticate and authorize scrapers with (cluster-scoped,
+// so it has no owner: it is deleted when the setting turns Insecure and with the cluster).
 func (r *Reconciler) reconcileSidecarIdentity(ctx context.Context, s *scope) error {
 	name := objects.ServiceAccountName(s.cluster.Name)
+	subjects := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: s.cluster.Namespace}}
 	sa := &corev1.ServiceAccount{}
 	role := &rbacv1.Role{Rules: sidecarRules(s.cluster.Name)}
 	binding := &rbacv1.RoleBinding{
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: s.cluster.Namespace}},
+		Subjects: subjects,
 	}
 	var errs []error
 	for _, obj := range []client.Object{sa, role, binding} {
 		errs = append(errs, r.apply(ctx, s.cluster, obj, name))
 	}
-	return errors.Join(errs...)
+	if !s.cluster.Spec.Monitoring.SidecarMetricsSecure() {
+		return errors.Join(append(errs, r.deleteMetricsAuthBinding(ctx, s.cluster))...)
+	}
+	auth := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: objects.MetricsAuthBindingName(s.cluster.Namespace, s.cluster.Name), Labels: objects.SidecarLabels(s.cluster.Name)},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: metricsAuthRole},
+		Subjects:   subjects,
+	}
+	return errors.Join(append(errs, r.writer.Apply(ctx, auth))...)
+}
+
+// deleteMetricsAuthBinding removes the cluster's ClusterRoleBinding to system:auth-delegator.
+func (r *Reconciler) deleteMetricsAuthBinding(ctx context.Context, c *v1.CacheCluster) error {
+	name := objects.MetricsAuthBindingName(c.Namespace, c.Name)
+	if err := r.Client.Delete(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting ClusterRoleBinding %s: %w", name, err)
+	}
+	return nil
 }
 
 // reconcileCredentialsSecret keeps the Secret the sidecars read: a generated peer token and,

@@ -24,6 +24,9 @@ const (
 	// Peer TLS: the cluster's peer TLS Secret, mounted whole the same way.
 	peerTLSVolume = "peer-tls"
 	peerTLSDir    = "/etc/cacheqos/peer-tls"
+	// Metrics TLS: the cluster's metrics TLS Secret, mounted whole the same way.
+	metricsTLSVolume = "metrics-tls"
+	metricsTLSDir    = "/etc/cacheqos/metrics-tls"
 )
 
 // Keys of the CA Secret: every CA certificate still valid and their keys, in the same order.
@@ -81,21 +84,32 @@ func (r *Reconciler) readSecret(ctx context.Context, c *v1.CacheCluster, name st
 }
 
 // reconcileTLS keeps the cluster's CA (rotated with pki's overlap), the sidecars' peer
-// certificate and, while spec.tls.enabled, their serving certificate, each issued again when
-// it is missing, broken, due, signed by a CA no longer signing, or made for other names; the
-// cluster comes back when one next needs work. Without spec.tls the serving Secret is removed.
+// certificate, while spec.tls.enabled their serving certificate, and while
+// monitoring.sidecarMetrics is Secure their metrics certificate, each issued again when it is
+// missing, broken, due, signed by a CA no longer signing, or made for other names; the
+// cluster comes back when one next needs work. A serving or metrics Secret no longer wanted
+// is removed.
 func (r *Reconciler) reconcileTLS(ctx context.Context, s *scope) error {
 	c := s.cluster
-	caName, servingName := objects.TLSCASecretName(c.Name), objects.TLSSecretName(c.Name)
-	if !c.Spec.TLS.Enabled {
+	caName, servingName, metricsName := objects.TLSCASecretName(c.Name), objects.TLSSecretName(c.Name), objects.MetricsTLSSecretName(c.Name)
+	for _, unwanted := range []struct {
+		name, why string
+		wanted    bool
+	}{
+		{servingName, "spec.tls is off", c.Spec.TLS.Enabled},
+		{metricsName, "monitoring.sidecarMetrics is Insecure", c.Spec.Monitoring.SidecarMetricsSecure()},
+	} {
+		if unwanted.wanted {
+			continue
+		}
 		secret := &corev1.Secret{}
-		found, err := r.readSecret(ctx, c, servingName, secret)
+		found, err := r.readSecret(ctx, c, unwanted.name, secret)
 		if err != nil {
 			return err
 		}
 		if found {
 			if err := r.Client.Delete(ctx, secret); client.IgnoreNotFound(err) != nil {
-				return fmt.Errorf("deleting Secret %s (spec.tls is off): %w", servingName, err)
+				return fmt.Errorf("deleting Secret %s (%s): %w", unwanted.name, unwanted.why, err)
 			}
 		}
 	}
@@ -136,6 +150,14 @@ func (r *Reconciler) reconcileTLS(ctx context.Context, s *scope) error {
 		names := servingNames(c)
 		leaves = append(leaves, leafSecret{
 			name: servingName, what: "serving",
+			problem: func(cert, key []byte) string { return authority.ServingProblem(cert, key, names, now, policy) },
+			issue:   func() ([]byte, []byte, error) { return authority.Issue(names, now, policy) },
+		})
+	}
+	if c.Spec.Monitoring.SidecarMetricsSecure() {
+		names := []string{objects.MetricsServerName(c.Namespace, c.Name)}
+		leaves = append(leaves, leafSecret{
+			name: metricsName, what: "metrics",
 			problem: func(cert, key []byte) string { return authority.ServingProblem(cert, key, names, now, policy) },
 			issue:   func() ([]byte, []byte, error) { return authority.Issue(names, now, policy) },
 		})
@@ -192,6 +214,18 @@ func mountPeerTLS(pod *corev1.PodSpec, c *v1.CacheCluster) {
 		"--peer-tls-key-file="+peerTLSDir+"/"+corev1.TLSPrivateKeyKey,
 		"--peer-tls-ca-file="+peerTLSDir+"/"+objects.TLSCAKey,
 		"--peer-tls-identity="+objects.PeerIdentity(c.Namespace, c.Name))
+}
+
+// mountMetricsTLS makes the sidecar container serve /metrics over HTTPS with the cluster's
+// metrics TLS Secret, to scrapers the API server authenticates and authorizes.
+func mountMetricsTLS(pod *corev1.PodSpec, c *v1.CacheCluster) {
+	mountSecret(pod, metricsTLSVolume, objects.MetricsTLSSecretName(c.Name), metricsTLSDir,
+		"--metrics-secure",
+		"--metrics-tls-cert-file="+metricsTLSDir+"/"+corev1.TLSCertKey,
+		"--metrics-tls-key-file="+metricsTLSDir+"/"+corev1.TLSPrivateKeyKey)
+	for _, probe := range []*corev1.Probe{pod.Containers[0].ReadinessProbe, pod.Containers[0].LivenessProbe} {
+		probe.HTTPGet.Scheme = corev1.URISchemeHTTPS
+	}
 }
 
 // mountSecret mounts the Secret read-only at dir in the sidecar container and passes it args.

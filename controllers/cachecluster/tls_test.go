@@ -33,15 +33,20 @@ var tlsPolicy = pki.Policy{CAValidity: 24 * time.Second, LeafValidity: 6 * time.
 // cluster whose certificate crypto/tls loads with its key, and which a client holding ca.crt
 // accepts under every name in names.
 func servingCert(c *v1.CacheCluster, names []string) (*x509.Certificate, []byte, error) {
+	return leafCert(c, c.Name+"-tls", names)
+}
+
+// leafCert is servingCert for the cluster's Secret name.
+func leafCert(c *v1.CacheCluster, name string, names []string) (*x509.Certificate, []byte, error) {
 	secret := &corev1.Secret{}
-	if err := get(secret, c.Namespace, c.Name+"-tls"); err != nil {
+	if err := get(secret, c.Namespace, name); err != nil {
 		return nil, nil, err
 	}
 	if secret.Type != corev1.SecretTypeTLS {
-		return nil, nil, fmt.Errorf("the TLS Secret is of type %s", secret.Type)
+		return nil, nil, fmt.Errorf("the TLS Secret %s is of type %s", name, secret.Type)
 	}
 	if ref := metav1.GetControllerOf(secret); ref == nil || ref.UID != c.UID {
-		return nil, nil, errors.New("the TLS Secret is not controlled by the cluster")
+		return nil, nil, fmt.Errorf("the TLS Secret %s is not controlled by the cluster", name)
 	}
 	pair, err := tls.X509KeyPair(secret.Data["tls.crt"], secret.Data["tls.key"])
 	if err != nil {

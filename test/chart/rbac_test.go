@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 )
@@ -245,8 +246,35 @@ func TestRBACGrantsOnAPIServer(t *testing.T) {
 				checks += 1 + len(c.watched) + len(c.unwatched)
 			}
 			t.Logf("%d SubjectAccessReviews for %d permissions", checks, len(want))
+			if err := bindMetricsAuth(ctx, t, user, c.watched[len(c.watched)-1]); err != nil {
+				t.Errorf("the operator may not give its sidecars system:auth-delegator: %v", err)
+			}
+			// The check is the API server's: someone without the permissions is refused.
+			if err := bindMetricsAuth(ctx, t, "system:serviceaccount:"+operatorNamespace+":nobody", c.watched[len(c.watched)-1]); err == nil {
+				t.Error("a ServiceAccount without any permission bound system:auth-delegator")
+			}
 		})
 	}
+}
+
+// bindMetricsAuth has the operator (impersonated) create, as a dry run, the ClusterRoleBinding
+// it gives a CacheCluster's sidecars for secure metrics: the API server refuses to bind
+// system:auth-delegator to anyone who lacks its permissions (TokenReviews and
+// SubjectAccessReviews) or may not create ClusterRoleBindings.
+func bindMetricsAuth(ctx context.Context, t *testing.T, user, namespace string) error {
+	t.Helper()
+	cfg := rest.CopyConfig(fixture.config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+	operator, err := client.New(cfg, client.Options{Scheme: fixture.client.Scheme(), Mapper: fixture.client.RESTMapper()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "cacheqos-sidecar-metrics." + namespace + ".shared"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:auth-delegator"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "shared-sidecar", Namespace: namespace}},
+	}
+	return operator.Create(ctx, binding, client.DryRunAll)
 }
 
 // access asks the API server whether user may use permission p in namespace ns ("" for

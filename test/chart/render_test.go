@@ -198,7 +198,8 @@ var renderCases = []renderCase{
 			if _, ok := endpoint["scheme"]; ok {
 				t.Errorf("a plain-HTTP operator is scraped with %v", endpoint)
 			}
-			wantKinds(t, objs, map[string]int{"ClusterRole": 4, "ClusterRoleBinding": 1})
+			// The metrics-reader role and its binding stay: the sidecars' metrics are secure.
+			wantKinds(t, objs, map[string]int{"ClusterRole": 5, "ClusterRoleBinding": 2})
 		},
 	},
 	{

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"math"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -26,6 +28,10 @@ const hostnameLabel = "kubernetes.io/hostname"
 
 // sidecarMetricsPort is where each sidecar pod serves /metrics.
 const sidecarMetricsPort = 9380
+
+// prometheusServiceAccount is the in-cluster Prometheus' (hack/monitoring/prometheus.yaml),
+// which may get /metrics.
+const prometheusServiceAccount = "prometheus"
 
 // checkNodes records the cluster's Ready nodes, sorted, in cluster.nodes, and fails unless
 // there are clusterNodes of them.
@@ -374,12 +380,29 @@ func sidecarClientAddress(podIP string) string {
 func sidecarCounters(t *testing.T, sidecars map[string]string, metric, tenant string) map[string]float64 {
 	t.Helper()
 	out := map[string]float64{}
-	client := &http.Client{Timeout: 5 * time.Second}
+	// The sidecars serve their metrics over HTTPS to authorized tokens (monitoring.sidecarMetrics
+	// Secure): read them as the in-cluster Prometheus does, with its ServiceAccount's token.
+	// Its certificate is checked by TestSecureMetrics and TestSidecarMetricsAccess; here only
+	// the counters matter.
+	tr, err := cluster.client.CoreV1().ServiceAccounts(monitoringNamespace).CreateToken(t.Context(), prometheusServiceAccount, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("a token of the Prometheus ServiceAccount: %v", err)
+	}
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // see above
 	label := fmt.Sprintf(`tenant=%q`, tenant)
 	for node, ip := range sidecars {
-		resp, err := client.Get("http://" + net.JoinHostPort(ip, strconv.Itoa(sidecarMetricsPort)) + "/metrics")
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "https://"+net.JoinHostPort(ip, strconv.Itoa(sidecarMetricsPort))+"/metrics", nil)
 		if err != nil {
 			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+tr.Status.Token)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			resp.Body.Close()
+			t.Fatalf("the sidecar on %s answered /metrics with %s", node, resp.Status)
 		}
 		sc := bufio.NewScanner(resp.Body)
 		sc.Buffer(make([]byte, 64*1024), 1024*1024)

@@ -172,6 +172,24 @@ func PeerTLSSecretName(cluster string) string {
 	return subdomain(cluster + "-peer-tls")
 }
 
+// MetricsTLSSecretName is the Secret with the certificate the sidecars serve /metrics with.
+func MetricsTLSSecretName(cluster string) string {
+	return subdomain(cluster + "-metrics-tls")
+}
+
+// MetricsServerName is the name the sidecars' metrics certificate carries and scrapers verify:
+// the headless Service they are scraped through, which reaches each sidecar by its pod IP.
+func MetricsServerName(namespace, cluster string) string {
+	return PeerServiceName(cluster) + "." + namespace + ".svc"
+}
+
+// MetricsAuthBindingName is the ClusterRoleBinding that lets a cluster's sidecars ask the API
+// server who a scraper is and what it may read (namespace names have no dots, so two clusters
+// never share one).
+func MetricsAuthBindingName(namespace, cluster string) string {
+	return subdomain("cacheqos-sidecar-metrics." + namespace + "." + cluster)
+}
+
 // PeerIdentity is the URI the peer certificate of a cluster's sidecars carries.
 func PeerIdentity(namespace, cluster string) string {
 	return "cacheqos://" + namespace + "/" + cluster

@@ -85,25 +85,29 @@ func Start(t testing.TB, targets []string, scrapeInterval time.Duration) *Server
 // StartWeb is Start for a server that requires what web says of its clients.
 func StartWeb(t testing.TB, targets []string, scrapeInterval time.Duration, web Web) *Server {
 	t.Helper()
+	quoted := make([]string, len(targets))
+	for i, target := range targets {
+		quoted[i] = strconv.Quote(target)
+	}
+	return StartScrape(t, "  - job_name: sidecars\n    static_configs:\n      - targets: ["+strings.Join(quoted, ", ")+"]\n", scrapeInterval, web)
+}
+
+// StartScrape is StartWeb with the scrape_configs list given as YAML (its entries indented by
+// two spaces), for scrapes that need a scheme, TLS or credentials.
+func StartScrape(t testing.TB, scrapeConfigs string, scrapeInterval time.Duration, web Web) *Server {
+	t.Helper()
 	bin, err := exec.LookPath("prometheus")
 	if err != nil {
 		t.Fatalf("the prometheus binary is not on PATH (hack/bootstrap.sh installs it): %v", err)
 	}
 	dir := t.TempDir()
-	quoted := make([]string, len(targets))
-	for i, target := range targets {
-		quoted[i] = strconv.Quote(target)
-	}
 	interval := fmt.Sprintf("%dms", scrapeInterval.Milliseconds())
 	config := fmt.Sprintf(`global:
   scrape_interval: %[1]s
   scrape_timeout: %[1]s
   evaluation_interval: %[1]s
 scrape_configs:
-  - job_name: sidecars
-    static_configs:
-      - targets: [%[2]s]
-`, interval, strings.Join(quoted, ", "))
+%[2]s`, interval, scrapeConfigs)
 	configPath := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(configPath, []byte(config), 0o600); err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -143,6 +145,27 @@ func start(tb testing.TB, name string, args []string, sock string) {
 		if time.Now().After(deadline) {
 			tb.Fatalf("%s (pid %s) did not accept connections on %s within %v:\n%s",
 				name, strconv.Itoa(cmd.Process.Pid), sock, startTimeout, out.String())
+		}
+	}
+}
+
+// KillEnginesUnder is the safety net for engines a failed test left behind: it SIGKILLs every
+// engine whose pidfile is under root (<root>/<partition>/pid) and whose command line names
+// root (a recycled pid is someone else's process).
+func KillEnginesUnder(tb testing.TB, root string) {
+	pidfiles, _ := filepath.Glob(filepath.Join(root, "*", "pid"))
+	for _, pidfile := range pidfiles {
+		data, err := os.ReadFile(pidfile)
+		if err != nil {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+		if err != nil || pid <= 0 {
+			continue
+		}
+		if cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil && strings.Contains(string(cmdline), root) {
+			tb.Logf("killing engine %d left behind in %s", pid, filepath.Dir(pidfile))
+			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
 }
