@@ -31,7 +31,10 @@ type nodeTenants struct {
 // of the tenant whose sidecar address is known (weights from the allocation). Every
 // partition's routes hold its own node (withOwnRoute). Every other node lists the tenant as
 // remote with the same routes, so a client whose connection lands there can log in and be
-// forwarded (a tenant with no known route is left out: there is nowhere to forward to).
+// forwarded. While no node holding the tenant has a known address, the remote routes name
+// those nodes by unroutableEndpoint: the client still logs in, and each request gets the
+// sidecar's error for a peer it cannot reach (retryable: the next plan carries the address),
+// instead of WRONGPASS for a tenant the node does not know.
 func tenantsByNode(v view, tenants map[string]*v1.TenantSLO, endpoints map[string]string, nodes []string) map[string]*nodeTenants {
 	out := make(map[string]*nodeTenants, len(nodes))
 	for _, n := range nodes {
@@ -74,7 +77,10 @@ func tenantsByNode(v view, tenants map[string]*v1.TenantSLO, endpoints map[strin
 			at(p.Node).partitions = append(at(p.Node).partitions, pp)
 		}
 		if len(routes) == 0 {
-			continue
+			routes = unroutable(parts)
+		}
+		if len(routes) == 0 {
+			continue // no partition with memory: no key has anywhere to go
 		}
 		for _, n := range nodes {
 			if !held[n] {
@@ -104,6 +110,22 @@ func routesOf(parts []planning.Partition, endpoints map[string]string) []v1.Tena
 	return routes
 }
 
+// unroutable lists a tenant's partitions as routes to unroutableEndpoint, sorted by node, at
+// most MaxRoutesPerTenant (the largest weights) of them.
+func unroutable(parts []planning.Partition) []v1.TenantRoute {
+	endpoints := make(map[string]string, len(parts))
+	for _, p := range parts {
+		endpoints[p.Node] = unroutableEndpoint(p.Node)
+	}
+	return routesOf(parts, endpoints)
+}
+
+// unroutableEndpoint stands for the endpoint of node's sidecar while its address is unknown:
+// the node name and the peer port, which a sidecar never dials for its own node.
+func unroutableEndpoint(node string) string {
+	return net.JoinHostPort(node, strconv.Itoa(objects.PeerPort))
+}
+
 // withOwnRoute returns routes with the route of p's own node, which routesOf leaves out when
 // that node's sidecar has no address yet (or when more than MaxRoutesPerTenant nodes hold the
 // tenant). A sidecar serves its own route from its local engine and never dials its endpoint,
@@ -123,7 +145,7 @@ func withOwnRoute(routes []v1.TenantRoute, p planning.Partition) []v1.TenantRout
 		}
 		out = slices.Delete(out, lightest, lightest+1)
 	}
-	own := v1.TenantRoute{NodeName: p.Node, Endpoint: net.JoinHostPort(p.Node, strconv.Itoa(objects.PeerPort)), Weight: p.RoutingWeight}
+	own := v1.TenantRoute{NodeName: p.Node, Endpoint: unroutableEndpoint(p.Node), Weight: p.RoutingWeight}
 	i, _ := slices.BinarySearchFunc(out, p.Node, func(r v1.TenantRoute, node string) int { return cmp.Compare(r.NodeName, node) })
 	return slices.Insert(out, i, own)
 }
