@@ -33,7 +33,10 @@ func TestProduct(t *testing.T) {
 		t.Run("Scheduling", testScheduling)
 		t.Run("Routing", testRouting)
 		t.Run("PlanPropagation", testPlanPropagation)
+		t.Run("UpgradeUnderLoad", testUpgradeUnderLoad)
 	})
+	// Cordoning and killing nodes changes every cluster's plans: alone, after the tenants.
+	t.Run("NodeDrainAndLoss", testNodeDrainAndLoss)
 	t.Run("Faults", testFaults)
 	t.Run("DeletingFreesEverything", testDeletingFreesEverything)
 	t.Run("UninstallLeavesNothingBehind", testUninstallLeavesNothingBehind)
