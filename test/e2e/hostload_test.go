@@ -110,7 +110,7 @@ func (l *hostLoad) record(o loadCounts, sample string) {
 	}
 }
 
-// since sums the counts from t (rounded down to its second) to now.
+// since sums the counts of the seconds from t's (rounded down) to now.
 func (l *hostLoad) since(t time.Time) loadCounts {
 	return l.between(t, time.Now())
 }

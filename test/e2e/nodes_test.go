@@ -493,6 +493,14 @@ func tenantMemory(ps []v1.CacheNodePlan, tenant string) int64 {
 // the plan and for this test's polling.
 const nodeOutOfServiceTimeout = 3 * allocationInterval
 
+// planSwitchWindow is how long after every plan is seen applied a request may still fail with
+// an error reply: the sidecars apply a new plan one after another (plan propagation takes
+// about 1.4 s at the median here, TestProduct/tenants/PlanPropagation), so for a moment a
+// sidecar may forward to a node that has not created the tenant's new partition yet ("has no
+// partition on this node"), or a request may be on a partition being stopped. A client's retry
+// succeeds; after this window nothing may fail.
+const planSwitchWindow = 2 * time.Second
+
 // testNodeDrainAndLoss: a tenant with partitions on two or three nodes, under load from
 // clients on this host (one per node's sidecar, a per-second table of hits, misses and
 // failures). Drain: `kubectl drain` of a node holding a partition; within
@@ -586,14 +594,15 @@ func testNodeDrainAndLoss(t *testing.T) {
 		})
 		load.stop()
 		t.Logf("clients of every node's sidecar during the drain:\n%s", load.table())
-		during, after := load.between(load.start, settled), load.since(settled)
-		t.Logf("until the plan settled: %d requests, %d failures (hit ratio %.2f); after: %d requests, %d failures (hit ratio %.2f)",
-			during.requests(), during.failures(), during.hitRatio(), after.requests(), after.failures(), after.hitRatio())
+		all := load.since(load.start)
+		during, after := load.between(load.start, settled.Add(planSwitchWindow)), load.since(settled.Add(planSwitchWindow+time.Second))
+		t.Logf("until %s after the plan settled: %d requests, %d failures (hit ratio %.2f); after: %d requests, %d failures (hit ratio %.2f)",
+			planSwitchWindow, during.requests(), during.failures(), during.hitRatio(), after.requests(), after.failures(), after.hitRatio())
 		// The drained node keeps its sidecar: its engine's keys are dropped and the moved keys
-		// miss, but no request has reason to fail.
-		if total := during.failures() + after.failures(); total > 0 {
-			t.Errorf("%d requests failed during the drain (errors %d, resets %d, hangs %d before the plan settled), want none",
-				total, during.errors, during.resets, during.hangs)
+		// miss; only the plan switch may answer a request with an error, never drop or hang it.
+		if all.resets+all.hangs > 0 || after.failures() > 0 {
+			t.Errorf("during the drain %d connections broke and %d requests hung (want none), and %d requests failed more than %s after the plan settled (want none)",
+				all.resets, all.hangs, after.failures(), planSwitchWindow)
 		}
 	})
 
@@ -661,14 +670,15 @@ func testNodeDrainAndLoss(t *testing.T) {
 		time.Sleep(10 * time.Second)
 		load.stop()
 		t.Logf("clients of the surviving nodes' sidecars during the node loss:\n%s", load.table())
-		during, after := load.between(load.start, settled), load.since(settled)
-		t.Logf("until the plan settled: %d requests, %d failures (errors %d, resets %d, hangs %d); after: %d requests, %d failures, hit ratio %.2f",
-			during.requests(), during.failures(), during.errors, during.resets, during.hangs, after.requests(), after.failures(), after.hitRatio())
+		during, after := load.between(load.start, settled.Add(planSwitchWindow)), load.since(settled.Add(planSwitchWindow+time.Second))
+		t.Logf("until %s after the plan settled: %d requests, %d failures (errors %d, resets %d, hangs %d); after: %d requests, %d failures, hit ratio %.2f",
+			planSwitchWindow, during.requests(), during.failures(), during.errors, during.resets, during.hangs, after.requests(), after.failures(), after.hitRatio())
 		// Until the Node is NotReady nobody knows the node is gone: requests for the keys it
-		// held fail (or hang until the proxy's dial timeout). Once the survivors' plans no
-		// longer route there, nothing may fail.
+		// held fail (here at once, connection refused; on a real network after the proxy's dial
+		// timeout). Once the survivors' plans no longer route there, nothing may fail.
 		if after.failures() > 0 {
-			t.Errorf("%d requests failed after the survivors' plans settled (errors %d, resets %d, hangs %d), want none", after.failures(), after.errors, after.resets, after.hangs)
+			t.Errorf("%d requests failed more than %s after the survivors' plans settled (errors %d, resets %d, hangs %d), want none",
+				after.failures(), planSwitchWindow, after.errors, after.resets, after.hangs)
 		}
 		if after.requests() == 0 {
 			t.Errorf("no request was answered after the plans settled")

@@ -25,9 +25,9 @@ const upgradeTag = "e2e-upgrade"
 const upgradeMarkers = 300
 
 // testUpgradeUnderLoad: a redis tenant with a partition on every node, under load from three
-// clients on this host through the cluster's Service. The CacheCluster's images.sidecar
-// changes to a second tag of the same image (tagged in every node's containerd) with the
-// default InPlace strategy. The pods are patched one node at a time, in node order, each after
+// clients on this host through the cluster's Service. The CacheCluster's images.sidecar (and
+// images.engine, the same image here) change to a second tag of the same image, tagged in
+// every node's containerd, with the default InPlace strategy. The pods are patched one node at a time, in node order, each after
 // the previous one is Ready again with restarted containers, and keep their names; the keys
 // written before the upgrade are all there after it; the hit ratio over the 10 s after the
 // rollout is at least 0.9x the one over the 10 s before the change; the clients' failures
@@ -68,8 +68,13 @@ func testUpgradeUnderLoad(t *testing.T) {
 	time.Sleep(10 * time.Second)
 	changed := time.Now()
 	before := load.between(changed.Add(-10*time.Second), changed.Add(-time.Second))
-	load.event("images.sidecar -> %s", upgradeTag)
-	body := fmt.Sprintf(`{"spec":{"images":{"sidecar":%q}}}`, newImage)
+	load.event("images.sidecar and images.engine -> %s", upgradeTag)
+	// The locally built sidecar image is also the redis engine image (the chart's default
+	// --redis-image is the sidecar image), so a new version changes both, as an operator
+	// upgrade does. Changing images.sidecar alone would make the engine image differ from it
+	// and add an init container that copies the sidecar binary: another pod template, so the
+	// pods would be replaced, not patched.
+	body := fmt.Sprintf(`{"spec":{"images":{"sidecar":%q,"engine":%q}}}`, newImage, newImage)
 	if err := cluster.kube.Patch(t.Context(), c, ctrlclient.RawPatch(types.MergePatchType, []byte(body))); err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +114,7 @@ func testUpgradeUnderLoad(t *testing.T) {
 	rolledOut := time.Now()
 	load.event("rolled out")
 	time.Sleep(10 * time.Second)
-	after := load.since(rolledOut)
+	after := load.since(rolledOut.Add(time.Second))
 	during := load.between(changed, rolledOut)
 	load.stop()
 	t.Logf("clients through the Service during the upgrade to %s:\n%s", newImage, load.table())
@@ -138,8 +143,10 @@ func testUpgradeUnderLoad(t *testing.T) {
 	if after.hitRatio() < 0.9*before.hitRatio() {
 		t.Errorf("hit ratio after the upgrade %.3f, below 0.9x the %.3f before", after.hitRatio(), before.hitRatio())
 	}
-	if bound := upgradeFailureBound(during.requests()); during.failures() > bound {
-		t.Errorf("%d of %d requests failed during the rollout, more than the bound of %d", during.failures(), during.requests(), bound)
+	bound := int(float64(during.requests()) / rolledOut.Sub(changed).Seconds() * upgradeOutage.Seconds())
+	t.Logf("failures during the rollout: %d, bound %d (%s of requests at the measured rate)", during.failures(), bound, upgradeOutage)
+	if during.failures() > bound {
+		t.Errorf("%d of %d requests failed during the rollout, more than %s of requests (%d)", during.failures(), during.requests(), upgradeOutage, bound)
 	}
 	if after.failures() > 0 {
 		t.Errorf("%d requests failed after the rollout", after.failures())
@@ -163,10 +170,16 @@ func testUpgradeUnderLoad(t *testing.T) {
 	waitCondition(t, tenantObject{s}, v1.ConditionReady, metav1.ConditionTrue, "", 2*time.Minute)
 }
 
-// upgradeFailureBound is how many of the requests made during an InPlace rollout may fail.
-func upgradeFailureBound(requests int) int {
-	return requests
-}
+// upgradeOutage bounds the failures of an InPlace rollout, as the clients' requests over this
+// much time. While one node's sidecar container restarts (it stops serving, saves its redis
+// partitions, and the new container loads them), the requests for the keys that node holds
+// fail: those forwarded to it with an error reply, those on connections to it with a broken
+// connection. With the tenant's keys spread evenly over the nodes, each of the n restarts
+// costs 1/n of the requests for as long as it lasts, so the whole rollout costs as many
+// requests as arrive during one restart. A restart measured 2-3 s here (about 100 small
+// keys per partition); 5 s leaves room for a loaded machine and still fails a rollout that
+// loses a node for longer, or that fails requests for keys the restarting node does not hold.
+const upgradeOutage = 5 * time.Second
 
 // sidecarImageOf is the sidecar image a sidecar pod runs: its install-sidecar init container's,
 // or, when the engine image is the sidecar's, its container's.
