@@ -57,7 +57,7 @@ func routedTo(plans plansSnapshot) []string {
 // forwarding the clients it gets), and the cluster is Degraded with NodesOutOfService naming
 // it. A node whose Ready condition turns Unknown (the node controller's verdict on a kubelet
 // that stopped reporting) is left out the same way. Uncordoning and Ready again put both
-// nodes back in service.
+// nodes back in service (Degraded no longer names them).
 func TestNodesOutOfService(t *testing.T) {
 	cacheNS, teamNS := env.Namespace(t, "oos-cache"), env.Namespace(t, "oos-team")
 	nodes := []string{"oos-a", "oos-b", "oos-c"}
@@ -153,9 +153,12 @@ func TestNodesOutOfService(t *testing.T) {
 	patchNode(cordoned, func(n *corev1.Node) { n.Spec.Unschedulable = false }, false)
 	degraded("")
 
-	// Node loss: the kubelet stopped reporting. Of the two nodes holding the tenant, the
-	// second loses its Ready condition; the allocation moves off it.
-	lost := rest[1]
+	// Node loss: the kubelet stopped reporting. A node holding the tenant now loses its Ready
+	// condition; the allocation moves off it.
+	if plans, err = plansOf(cacheNS, nodes...); err != nil {
+		t.Fatal(err)
+	}
+	lost := holders(plans, tenant)[0]
 	patchNode(lost, func(n *corev1.Node) {
 		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, Reason: "NodeStatusUnknown",
 			LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}

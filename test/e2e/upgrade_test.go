@@ -34,7 +34,6 @@ const upgradeMarkers = 300
 // stay within upgradeFailureBound; the TenantSLO ends Ready. The table has a row per second.
 func testUpgradeUnderLoad(t *testing.T) {
 	localClusterOnly(t)
-	t.Parallel()
 	ns := newNamespace(t, "upgrade")
 	c := testCluster(ns, "upgrade", nil)
 	readyCluster(t, c)
