@@ -13,6 +13,11 @@
 #   hack/local-cluster.sh env          exports for kubectl and ctr: eval "$(hack/local-cluster.sh env)"
 #   hack/local-cluster.sh kubeconfig   path of the admin kubeconfig
 #   hack/local-cluster.sh logs [N]     last N (default 40) lines of every component's log
+#   hack/local-cluster.sh node-stop NODE   fail one node: SIGKILL its kubelet, its pods'
+#                                      processes, its containerd and shims (the Node turns
+#                                      NotReady once the node controller's grace period passes)
+#   hack/local-cluster.sh node-start NODE  start that node's containerd and kubelet again and
+#                                      wait until it is Ready
 #
 # Needs root. Everything the cluster writes lives in the state directory, except what `down`
 # undoes: one bridge per node (cacheqos1, cacheqos2, ...) carrying the node's address (pods and
@@ -352,14 +357,20 @@ cgroup_v2() { [ "$(stat -fc %T /sys/fs/cgroup)" = cgroup2fs ]; }
 
 # Processes of our pods: everything in the nodes' cgroup subtrees.
 pod_processes() {
-  local mp k
+  local k
   for k in $(node_indexes); do
     select_node "$k"
-    for mp in $(cgroup_mounts); do
-      [ -d "$mp$cgroup_root" ] || continue
-      find "$mp$cgroup_root" -name cgroup.procs -exec cat {} + 2>/dev/null || true
-    done
+    node_pod_processes
   done | sort -un
+}
+
+# node_pod_processes: the processes in the selected node's cgroup subtree.
+node_pod_processes() {
+  local mp
+  for mp in $(cgroup_mounts); do
+    [ -d "$mp$cgroup_root" ] || continue
+    find "$mp$cgroup_root" -name cgroup.procs -exec cat {} + 2>/dev/null || true
+  done
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -1042,6 +1053,50 @@ cmd_env() {
   printf 'export PATH=%q:"$PATH"\n' "$kube_bin"
 }
 
+# select_node_named NAME: select_node for the node called NAME, or an error.
+select_node_named() {
+  local k
+  for k in $(node_indexes); do
+    [ "$(node_name "$k")" = "$1" ] && { select_node "$k"; return; }
+  done
+  die "no node '$1' in this cluster of $node_count node(s)"
+}
+
+# cmd_node_stop NAME: the node fails as a machine losing power would look from the cluster:
+# its kubelet, containerd, shims and pod processes are SIGKILLed at once (no graceful pod
+# termination, no status update). Its bridge and address stay: the nodes share one network
+# stack (see the header), so its pods' addresses stop answering rather than vanish.
+cmd_node_stop() {
+  require_root
+  lock
+  select_node_named "$1"
+  local c pid pids p cmdline
+  pids=$(node_pod_processes)
+  for c in "kubelet.$node" "containerd.$node"; do
+    pid=$(pid_of "$c") && pids+=" $pid"
+  done
+  for p in /proc/[0-9]*; do
+    cmdline=$(tr '\0' ' ' 2>/dev/null <"$p/cmdline") || continue
+    [[ $cmdline == *containerd-shim*" -address $containerd_sock "* ]] && pids+=" ${p#/proc/}"
+  done
+  # shellcheck disable=SC2086
+  kill -KILL $pids 2>/dev/null || true
+  rm -f "$run/kubelet.$node.pid" "$run/containerd.$node.pid"
+  log "killed $node: kubelet, containerd, shims and $(wc -w <<<"$pids") processes in all"
+}
+
+# cmd_node_start NAME: the failed node's containerd and kubelet start again; kubelet restarts
+# the pods the API server still binds to the node.
+cmd_node_start() {
+  require_root
+  lock
+  select_node_named "$1"
+  deadline=$((SECONDS + up_timeout))
+  running "containerd.$node" || start_containerd
+  running "kubelet.$node" || start_kubelet
+  wait_until "node $node Ready" "containerd.$node kubelet.$node kube-apiserver" node_ready
+}
+
 cmd_logs() {
   local lines=${1:-40} c
   [[ $lines =~ ^[0-9]+$ ]] || die "logs: '$lines' is not a number of lines"
@@ -1059,8 +1114,10 @@ case "${1:-}" in
   env) cmd_env ;;
   kubeconfig) echo "$admin_kubeconfig" ;;
   logs) cmd_logs "${2:-}" ;;
+  node-stop) cmd_node_stop "${2:?node-stop needs a node name}" ;;
+  node-start) cmd_node_start "${2:?node-start needs a node name}" ;;
   *)
-    echo "usage: $0 up|down|purge|status|env|kubeconfig|logs [N]" >&2
+    echo "usage: $0 up|down|purge|status|env|kubeconfig|logs [N]|node-stop NODE|node-start NODE" >&2
     exit 2
     ;;
 esac

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -32,9 +33,13 @@ import (
 type inputs struct {
 	key     types.NamespacedName
 	cluster *v1.CacheCluster
-	// plans are the cluster's CacheNodePlans, sorted by node; nodes are their node names.
+	// plans are the cluster's CacheNodePlans, sorted by node; nodes are the node names of
+	// those in service, the only ones the allocator places partitions on.
 	plans []v1.CacheNodePlan
 	nodes []string
+	// outOfService says, by node, why a node with a plan is out of service (outOfService):
+	// its plan keeps only remote tenants, so its sidecar still forwards the clients it gets.
+	outOfService map[string]string
 	// tenants reference the cluster; admitted are those admitted and not being deleted,
 	// sorted by ID.
 	tenants  []v1.TenantSLO
@@ -127,8 +132,15 @@ func (l *Loop) gather(ctx context.Context, cluster *v1.CacheCluster) (*inputs, e
 		}
 	}
 	slices.SortFunc(in.plans, func(a, b v1.CacheNodePlan) int { return cmp.Compare(a.Spec.NodeName, b.Spec.NodeName) })
+	var nodes corev1.NodeList
+	if err := l.client.List(ctx, &nodes); err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	in.outOfService = outOfService(in.plans, nodes.Items)
 	for _, p := range in.plans {
-		in.nodes = append(in.nodes, p.Spec.NodeName)
+		if _, out := in.outOfService[p.Spec.NodeName]; !out {
+			in.nodes = append(in.nodes, p.Spec.NodeName)
+		}
 	}
 	var tenants v1.TenantSLOList
 	if err := l.client.List(ctx, &tenants, client.MatchingFields{objects.TenantClusterIndex: in.key.String()}); err != nil {
@@ -149,6 +161,38 @@ func (l *Loop) gather(ctx context.Context, cluster *v1.CacheCluster) (*inputs, e
 	in.sidecarHosts = objects.SidecarHosts(pods.Items)
 	in.current = currentView(in.plans)
 	return in, nil
+}
+
+// outOfService says, by node, why a node that has a plan takes no partitions: cordoned
+// (spec.unschedulable, as `kubectl cordon` and `kubectl drain` leave it), its Ready
+// condition False or Unknown (the node controller sets Unknown once the kubelet has not
+// reported for its grace period), or the Node is gone. The sidecar DaemonSet tolerates all
+// of these, so a cordoned node's sidecar keeps running and serving the clients it gets by
+// forwarding; draining cacheqos therefore means cordoning. A node whose kubelet has not
+// reported any Ready condition yet is in service.
+func outOfService(plans []v1.CacheNodePlan, nodes []corev1.Node) map[string]string {
+	byName := make(map[string]*corev1.Node, len(nodes))
+	for i := range nodes {
+		byName[nodes[i].Name] = &nodes[i]
+	}
+	out := map[string]string{}
+	for i := range plans {
+		name := plans[i].Spec.NodeName
+		n := byName[name]
+		switch {
+		case n == nil:
+			out[name] = "the Node is gone"
+		case n.Spec.Unschedulable:
+			out[name] = "cordoned"
+		default:
+			for _, c := range n.Status.Conditions {
+				if c.Type == corev1.NodeReady && c.Status != corev1.ConditionTrue {
+					out[name] = fmt.Sprintf("Ready is %s (%s)", c.Status, c.Reason)
+				}
+			}
+		}
+	}
+	return out
 }
 
 // currentView reads the allocation in force from the plans. A partition's routing weight is
@@ -211,6 +255,29 @@ func (in *inputs) kept() view {
 	return out
 }
 
+// outOfServiceMessage names the nodes out of service and why, sorted by node.
+func outOfServiceMessage(out map[string]string) string {
+	nodes := slices.Sorted(maps.Keys(out))
+	parts := make([]string, len(nodes))
+	for i, n := range nodes {
+		parts[i] = n + ": " + out[n]
+	}
+	return "nodes out of service, planned without partitions (their sidecars forward the clients they get): " + strings.Join(parts, "; ")
+}
+
+// holdsOutOfService reports whether the allocation in force has memory on a node out of
+// service.
+func (in *inputs) holdsOutOfService() bool {
+	for _, parts := range in.kept() {
+		for _, p := range parts {
+			if _, out := in.outOfService[p.Node]; out && p.MemoryBytes > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // decide plans, or keeps the plan in force when metrics are missing and no spec changed
 // (tenants that came or went change the specs). Without metrics (or with a cluster that names
 // no Prometheus) a plan is made from the specs and the current allocation only. The control
@@ -218,8 +285,13 @@ func (in *inputs) kept() view {
 // replaces the plan in force.
 func (l *Loop) decide(ctx context.Context, in *inputs, mr metricsResult, st *clusterState) outcome {
 	hash := specHash(in)
-	changed := specsChanged(in, hash)
+	// A partition on a node out of service is replaced even when nothing else changed (an
+	// earlier plan for this node set may have failed and kept it there).
+	changed := specsChanged(in, hash) || in.holdsOutOfService()
 	var problems []problem
+	if len(in.outOfService) > 0 {
+		problems = append(problems, problem{conditions.ReasonNodesOutOfService, outOfServiceMessage(in.outOfService)})
+	}
 	if mr.err != nil {
 		problems = append(problems, problem{mr.reason, "metrics: " + mr.err.Error()})
 		if mr.reason != conditions.ReasonPrometheusNotConfigured && !changed {

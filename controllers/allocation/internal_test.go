@@ -107,10 +107,12 @@ func TestPlansRoundTrip(t *testing.T) {
 	// A node whose sidecar has no address yet gets no route in other nodes' plans, and its own
 	// plan routes to itself by node name (its sidecar serves that route locally); the
 	// allocation still reads back exactly.
-	// batch, held only by b, has no known route, so a cannot list it.
+	// batch, held only by b, has no known route: a lists it routed to b by b's name, so a
+	// client of a logs in and gets the sidecar's error for a peer it cannot reach.
 	byNode = tenantsByNode(alloc, tenants, map[string]string{"a": "10.0.0.1"}, nodes)
-	if remote := byNode["a"].remote; len(remote) != 0 {
-		t.Errorf("remote tenants of a without b's address: %+v, want none", remote)
+	if remote := byNode["a"].remote; len(remote) != 1 || remote[0].Tenant != "ns/batch" || len(remote[0].Routes) != 1 ||
+		remote[0].Routes[0] != (v1.TenantRoute{NodeName: "b", Host: "b", Port: objects.PeerPort, Weight: 1_000_000}) {
+		t.Errorf("remote tenants of a without b's address: %+v, want ns/batch routed to b by name", remote)
 	}
 	if routes := byNode["a"].partitions[0].Routes; len(routes) != 1 || routes[0].NodeName != "a" {
 		t.Errorf("routes of web on a without b's address: %+v, want only a", routes)

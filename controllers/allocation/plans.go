@@ -29,7 +29,10 @@ type nodeTenants struct {
 // of the tenant whose sidecar address is known (weights from the allocation). Every
 // partition's routes hold its own node (withOwnRoute). Every other node lists the tenant as
 // remote with the same routes, so a client whose connection lands there can log in and be
-// forwarded (a tenant with no known route is left out: there is nowhere to forward to).
+// forwarded. While no node holding the tenant has a known address, the remote routes name
+// those nodes by their node names (unroutable): the client still logs in, and each request
+// gets the sidecar's error for a peer it cannot reach (retryable: the next plan carries the
+// address), instead of WRONGPASS for a tenant the node does not know.
 func tenantsByNode(v view, tenants map[string]*v1.TenantSLO, sidecarHosts map[string]string, nodes []string) map[string]*nodeTenants {
 	out := make(map[string]*nodeTenants, len(nodes))
 	for _, n := range nodes {
@@ -72,7 +75,10 @@ func tenantsByNode(v view, tenants map[string]*v1.TenantSLO, sidecarHosts map[st
 			at(p.Node).partitions = append(at(p.Node).partitions, pp)
 		}
 		if len(routes) == 0 {
-			continue
+			routes = unroutable(parts)
+		}
+		if len(routes) == 0 {
+			continue // no partition with memory: no key has anywhere to go
 		}
 		for _, n := range nodes {
 			if !held[n] {
@@ -100,6 +106,17 @@ func routesOf(parts []planning.Partition, sidecarHosts map[string]string) []v1.T
 	}
 	slices.SortFunc(routes, func(a, b v1.TenantRoute) int { return cmp.Compare(a.NodeName, b.NodeName) })
 	return routes
+}
+
+// unroutable lists a tenant's partitions as routes to their node names, which stand for the
+// sidecars' addresses while those are unknown, sorted by node, at most MaxRoutesPerTenant (the
+// largest weights) of them.
+func unroutable(parts []planning.Partition) []v1.TenantRoute {
+	hosts := make(map[string]string, len(parts))
+	for _, p := range parts {
+		hosts[p.Node] = p.Node
+	}
+	return routesOf(parts, hosts)
 }
 
 // withOwnRoute returns routes with the route of p's own node first, as the schema requires;

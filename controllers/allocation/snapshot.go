@@ -90,6 +90,10 @@ func snapshotTenant(t *v1.TenantSLO, tm *promquery.TenantMeasurement, in *inputs
 		pt.OpsLimitPerSecond = *spec.OpsLimit
 	}
 	for _, p := range in.current[t.TenantID()] {
+		if _, out := in.outOfService[p.Node]; out {
+			// Not a node of the snapshot: the allocator places this memory anew.
+			continue
+		}
 		pt.Current.Partitions = append(pt.Current.Partitions, planning.CurrentPartition{Node: p.Node, MemoryBytes: p.MemoryBytes})
 	}
 	if tm != nil {

@@ -57,6 +57,9 @@ const (
 	// ReasonPlanNotApplied (Degraded=True): a sidecar has not applied its plan within the
 	// allowed number of allocation intervals; the message names the nodes.
 	ReasonPlanNotApplied = "PlanNotApplied"
+	// ReasonNodesOutOfService (Degraded=True): nodes with a sidecar are cordoned, not
+	// Ready or gone; the plans place no partition there. The message names them.
+	ReasonNodesOutOfService = "NodesOutOfService"
 	// ReasonPlanInfeasible (Degraded=True): the allocator found no plan satisfying the hard
 	// constraints; the plan in force is kept.
 	ReasonPlanInfeasible = "PlanInfeasible"

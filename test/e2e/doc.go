@@ -17,7 +17,11 @@
 // runs sidecars only there; tenants spread over two and three nodes have every key written and
 // read through any node's sidecar, forwarded to its owner and held in proportion to the
 // routing weights; a plan reaches every sidecar of a tenant on three nodes (median and maximum
-// over 20 TenantSLO changes, printed); the plans survive a sidecar pod deletion, an operator restart and a
+// over 20 TenantSLO changes, printed); an InPlace upgrade of the sidecar image under load
+// patches one node at a time and keeps the keys and the hit ratio (failures counted and
+// bounded); a drained (cordoned) node and a killed node (hack/local-cluster.sh node-stop) lose
+// their partitions and routes within three allocation intervals while clients keep being
+// served (per-second tables), and come back; the plans survive a sidecar pod deletion, an operator restart and a
 // Prometheus outage, and an infeasible SLO becomes a condition; deleting tenants and clusters
 // frees everything; uninstalling the chart leaves nothing but the kept CRDs. The other tests
 // check the cluster itself (pods, Services, a DaemonSet) from local images. The noisy-neighbour

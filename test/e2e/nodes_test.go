@@ -504,3 +504,320 @@ func tenantMemory(ps []v1.CacheNodePlan, tenant string) int64 {
 	}
 	return sum
 }
+
+// nodeOutOfServiceTimeout bounds how long the operator may take to stop planning on a node
+// that left service: the issue's two allocation intervals, plus one for the sidecars to apply
+// the plan and for this test's polling.
+const nodeOutOfServiceTimeout = 3 * allocationInterval
+
+// planSwitchWindow is how long after every plan is seen applied a request may still fail with
+// an error reply: the sidecars apply a new plan one after another (plan propagation takes
+// about 1.4 s at the median here, TestProduct/tenants/PlanPropagation), so for a moment a
+// sidecar may forward to a node that has not created the tenant's new partition yet ("has no
+// partition on this node"), or a request may be on a partition being stopped. A client's retry
+// succeeds; after this window nothing may fail.
+const planSwitchWindow = 2 * time.Second
+
+// testNodeDrainAndLoss: a tenant with partitions on two or three nodes, under load from
+// clients on this host (one per node's sidecar, a per-second table of hits, misses and
+// failures). Drain: `kubectl drain` of a node holding a partition; within
+// nodeOutOfServiceTimeout no plan holds a partition there or routes to it, the drained node's
+// sidecar serves none of the tenant's requests (it forwards them), and the clients see no
+// failure but misses; `kubectl uncordon` puts the node back in service. Node loss: another
+// node holding a partition (one without the operator or Prometheus) fails — kubelet,
+// containerd and its pods killed; once the Node is NotReady the operator stops planning on it
+// within nodeOutOfServiceTimeout (both times printed), and the clients of the surviving nodes
+// are served without failures from then on. The node is started again at the end.
+func testNodeDrainAndLoss(t *testing.T) {
+	localClusterOnly(t)
+	ns := newNamespace(t, "nodes")
+	c := testCluster(ns, "nodes", nil)
+	readyCluster(t, c)
+	tns := tenantNamespace(t, "nodes-tenant")
+	s := tenant(tns, "web", c, "0.5", "16Mi", "32Mi")
+	s.Spec.Placement = v1.Placement{MinNodes: 2}
+	admittedTenant(t, s)
+	id := s.TenantID()
+	waitRoutable(t, c, id)
+	user, password := credentials(t, s)
+	victim := nodeForLoss(t)
+
+	t.Run("drain", func(t *testing.T) {
+		holding := holdersOf(plans(t, c), id)
+		drained := ""
+		for _, n := range holding {
+			if n != victim {
+				drained = n
+				break
+			}
+		}
+		sidecars := sidecarAddresses(t, c)
+		const keys = 1000
+		warmKeys(t, sidecarClientAddress(sidecars[drained]), user, password, "drain", keys)
+		targets := map[string]string{}
+		for node, ip := range sidecars {
+			targets[node] = sidecarClientAddress(ip)
+		}
+		load := startHostLoad(t, targets, user, password, "drain", keys)
+		time.Sleep(5 * time.Second)
+		load.event("kubectl drain %s", drained)
+		start := time.Now()
+		// Only the sidecar's own pods are selected for eviction: the suite's operator and
+		// Prometheus may run there, and the DaemonSet's pods are never evicted anyway
+		// (--ignore-daemonsets). What cacheqos reacts to is the cordon.
+		if out, err := tool(t.Context(), "kubectl", "drain", drained, "--ignore-daemonsets", "--delete-emptydir-data",
+			"--pod-selector=app.kubernetes.io/name=cacheqos-sidecar", "--timeout=60s"); err != nil {
+			t.Fatal(err)
+		} else {
+			t.Logf("%s", strings.TrimSpace(out))
+		}
+		uncordoned := false
+		uncordon := func() {
+			if !uncordoned {
+				uncordoned = true
+				if _, err := tool(context.Background(), "kubectl", "uncordon", drained); err != nil {
+					t.Errorf("uncordon %s: %v", drained, err)
+				}
+			}
+		}
+		t.Cleanup(uncordon)
+		waitFor(t, nodeOutOfServiceTimeout, fmt.Sprintf("%s's partitions off %s, no route to it, plans applied", id, drained), func() (bool, error) {
+			ps := plans(t, c)
+			return !slices.Contains(holdersOf(ps, id), drained) && !slices.Contains(routedNodes(ps), drained) && planApplied(ps), nil
+		})
+		moved := time.Since(start)
+		load.event("re-planned without %s", drained)
+		t.Logf("drain of %s -> plans without it applied everywhere: %s (goal: within two allocation intervals, %s); %s now on %v",
+			drained, moved.Round(100*time.Millisecond), 2*allocationInterval, id, holdersOf(plans(t, c), id))
+		settled := time.Now()
+		one := map[string]string{drained: sidecars[drained]}
+		servedBefore := sidecarCounters(t, one, "cacheqos_sidecar_served_requests_total", id)
+		forwardedBefore := sidecarCounters(t, one, "cacheqos_sidecar_forwarded_requests_total", id)
+		time.Sleep(10 * time.Second)
+		served := diff(sidecarCounters(t, one, "cacheqos_sidecar_served_requests_total", id), servedBefore)[drained]
+		forwarded := diff(sidecarCounters(t, one, "cacheqos_sidecar_forwarded_requests_total", id), forwardedBefore)
+		var sum float64
+		for _, n := range forwarded {
+			sum += n
+		}
+		t.Logf("over 10 s after the plan settled, %s's sidecar served %v of %s's requests and forwarded %v (%v)", drained, served, id, sum, forwarded)
+		if served != 0 || sum == 0 {
+			t.Errorf("the drained node's sidecar served %v requests and forwarded %v after the plan settled, want none served, all forwarded", served, sum)
+		}
+		uncordon()
+		load.event("kubectl uncordon %s", drained)
+		waitFor(t, nodeOutOfServiceTimeout, fmt.Sprintf("%s in service again (Degraded no longer names it)", drained), func() (bool, error) {
+			return !clusterSaysOutOfService(t, c, drained), nil
+		})
+		load.stop()
+		t.Logf("clients of every node's sidecar during the drain:\n%s", load.table())
+		all := load.since(load.start)
+		during, after := load.between(load.start, settled.Add(planSwitchWindow)), load.since(settled.Add(planSwitchWindow+time.Second))
+		t.Logf("until %s after the plan settled: %d requests, %d failures (hit ratio %.2f); after: %d requests, %d failures (hit ratio %.2f)",
+			planSwitchWindow, during.requests(), during.failures(), during.hitRatio(), after.requests(), after.failures(), after.hitRatio())
+		// The drained node keeps its sidecar: its engine's keys are dropped and the moved keys
+		// miss; only the plan switch may answer a request with an error, never drop or hang it.
+		if all.resets+all.hangs > 0 || after.failures() > 0 {
+			t.Errorf("during the drain %d connections broke and %d requests hung (want none), and %d requests failed more than %s after the plan settled (want none)",
+				all.resets, all.hangs, after.failures(), planSwitchWindow)
+		}
+	})
+
+	t.Run("node loss", func(t *testing.T) {
+		if !slices.Contains(holdersOf(plans(t, c), id), victim) {
+			t.Fatalf("%s holds no partition of %s after the drain (%v): the node loss would show nothing", victim, id, holdersOf(plans(t, c), id))
+		}
+		sidecars := sidecarAddresses(t, c)
+		targets := map[string]string{}
+		for node, ip := range sidecars {
+			if node != victim {
+				targets[node] = sidecarClientAddress(ip)
+			}
+		}
+		const keys = 1000
+		var warmVia string
+		for _, addr := range targets {
+			warmVia = addr
+		}
+		warmKeys(t, warmVia, user, password, "loss", keys)
+		load := startHostLoad(t, targets, user, password, "loss", keys)
+		time.Sleep(5 * time.Second)
+		load.event("node-stop %s", victim)
+		start := time.Now()
+		if err := runScript("hack/local-cluster.sh", "node-stop", victim); err != nil {
+			t.Fatal(err)
+		}
+		restarted := false
+		restart := func() {
+			if !restarted {
+				restarted = true
+				if err := runScript("hack/local-cluster.sh", "node-start", victim); err != nil {
+					t.Errorf("restarting %s: %v", victim, err)
+				}
+			}
+		}
+		t.Cleanup(restart)
+		// The node controller's grace period (40 s by default) decides when the Node turns
+		// NotReady; only then does the operator know.
+		waitFor(t, 2*time.Minute, victim+" NotReady", func() (bool, error) {
+			n, err := cluster.client.CoreV1().Nodes().Get(t.Context(), victim, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			return !nodeReady(n), nil
+		})
+		notReady := time.Since(start)
+		load.event("%s NotReady", victim)
+		waitFor(t, nodeOutOfServiceTimeout, fmt.Sprintf("%s's partitions off %s, no route to it, the survivors' plans applied", id, victim), func() (bool, error) {
+			var survivors []v1.CacheNodePlan
+			ps := plans(t, c)
+			for _, p := range ps {
+				if p.Spec.NodeName != victim {
+					survivors = append(survivors, p)
+				}
+			}
+			return !slices.Contains(holdersOf(ps, id), victim) && !slices.Contains(routedNodes(ps), victim) && planApplied(survivors), nil
+		})
+		replanned := time.Since(start)
+		settled := time.Now()
+		load.event("re-planned without %s", victim)
+		t.Logf("node %s killed -> NotReady after %s -> survivors' plans without it applied after %s (%s after NotReady; bound %s); %s now on %v",
+			victim, notReady.Round(100*time.Millisecond), replanned.Round(100*time.Millisecond), (replanned - notReady).Round(100*time.Millisecond),
+			nodeOutOfServiceTimeout, id, holdersOf(plans(t, c), id))
+		time.Sleep(10 * time.Second)
+		load.stop()
+		t.Logf("clients of the surviving nodes' sidecars during the node loss:\n%s", load.table())
+		during, after := load.between(load.start, settled.Add(planSwitchWindow)), load.since(settled.Add(planSwitchWindow+time.Second))
+		t.Logf("until %s after the plan settled: %d requests, %d failures (errors %d, resets %d, hangs %d); after: %d requests, %d failures, hit ratio %.2f",
+			planSwitchWindow, during.requests(), during.failures(), during.errors, during.resets, during.hangs, after.requests(), after.failures(), after.hitRatio())
+		// Until the Node is NotReady nobody knows the node is gone: requests for the keys it
+		// held fail (here at once, connection refused; on a real network after the proxy's dial
+		// timeout). Once the survivors' plans no longer route there, nothing may fail.
+		if after.failures() > 0 {
+			t.Errorf("%d requests failed more than %s after the survivors' plans settled (errors %d, resets %d, hangs %d), want none",
+				after.failures(), planSwitchWindow, after.errors, after.resets, after.hangs)
+		}
+		if after.requests() == 0 {
+			t.Errorf("no request was answered after the plans settled")
+		}
+		start = time.Now()
+		restart()
+		waitFor(t, 3*time.Minute, fmt.Sprintf("%s's sidecar ready again and the node in service", victim), func() (bool, error) {
+			for _, p := range sidecarPods(t, c) {
+				if p.Spec.NodeName == victim && podReady(&p) {
+					return !clusterSaysOutOfService(t, c, victim), nil
+				}
+			}
+			return false, nil
+		})
+		t.Logf("%s back in service %s after node-start", victim, since(start))
+	})
+}
+
+// waitRoutable waits until every plan of c is applied and the tenant's routes carry sidecar
+// addresses.
+func waitRoutable(t *testing.T, c *v1.CacheCluster, id string) {
+	t.Helper()
+	waitFor(t, 2*time.Minute, id+"'s routes carry sidecar addresses, plans applied", func() (bool, error) {
+		ps := plans(t, c)
+		routes, _ := tenantRoutes(ps, id)
+		return routes != nil && planApplied(ps), nil
+	})
+}
+
+// holdersOf lists, sorted, the nodes whose plan holds a partition of tenant.
+func holdersOf(ps []v1.CacheNodePlan, tenant string) []string {
+	var out []string
+	for _, p := range ps {
+		if slices.ContainsFunc(p.Spec.Partitions, func(x v1.PartitionPlan) bool { return x.Tenant == tenant }) {
+			out = append(out, p.Spec.NodeName)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// routedNodes lists, sorted, every node some plan routes a tenant to (partitions' and remote
+// tenants' routes).
+func routedNodes(ps []v1.CacheNodePlan) []string {
+	var out []string
+	for _, p := range ps {
+		for _, part := range p.Spec.Partitions {
+			for _, r := range part.Routes {
+				out = append(out, r.NodeName)
+			}
+		}
+		for _, rt := range p.Spec.RemoteTenants {
+			for _, r := range rt.Routes {
+				out = append(out, r.NodeName)
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// sidecarAddresses maps each node to its sidecar pod's IP.
+func sidecarAddresses(t *testing.T, c *v1.CacheCluster) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, p := range sidecarPods(t, c) {
+		out[p.Spec.NodeName] = p.Status.PodIP
+	}
+	if len(out) != len(cluster.nodes) {
+		t.Fatalf("sidecars on %d nodes %v, want on all %d", len(out), out, len(cluster.nodes))
+	}
+	return out
+}
+
+// clusterSaysOutOfService tells whether c's Degraded condition names node as out of service.
+func clusterSaysOutOfService(t *testing.T, c *v1.CacheCluster, node string) bool {
+	t.Helper()
+	if err := cluster.kube.Get(t.Context(), ctrlclient.ObjectKeyFromObject(c), c); err != nil {
+		t.Fatal(err)
+	}
+	for _, cond := range c.Status.Conditions {
+		if cond.Type == v1.ConditionDegraded && cond.Status == metav1.ConditionTrue && strings.Contains(cond.Message, node+": ") {
+			return true
+		}
+	}
+	return false
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// nodeForLoss picks the node the node-loss test kills: one that runs neither the operator nor
+// Prometheus (the test needs both throughout), the last such by name.
+func nodeForLoss(t *testing.T) string {
+	t.Helper()
+	busy := map[string]bool{}
+	for _, sel := range []struct{ ns, labels string }{
+		{productNamespace, "app.kubernetes.io/component=operator"},
+		{monitoringNamespace, "app.kubernetes.io/name=prometheus"},
+	} {
+		pods, err := cluster.client.CoreV1().Pods(sel.ns).List(t.Context(), metav1.ListOptions{LabelSelector: sel.labels})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pods.Items) == 0 {
+			t.Fatalf("no pod in %s with labels %s", sel.ns, sel.labels)
+		}
+		for _, p := range pods.Items {
+			busy[p.Spec.NodeName] = true
+		}
+	}
+	for i := len(cluster.nodes) - 1; i >= 0; i-- {
+		if !busy[cluster.nodes[i]] {
+			return cluster.nodes[i]
+		}
+	}
+	t.Skipf("every node runs the operator or Prometheus (%v): no node can be lost", busy)
+	return ""
+}

@@ -34,6 +34,11 @@ func TestProduct(t *testing.T) {
 		t.Run("Routing", testRouting)
 		t.Run("PlanPropagation", testPlanPropagation)
 	})
+	// Alone, after the tenants: the upgrade's failure count and hit ratio are measured under
+	// its own load only (the latency SLO of FeasibleSLOsAreMet missed once beside it), and
+	// cordoning and killing nodes changes every cluster's plans.
+	t.Run("UpgradeUnderLoad", testUpgradeUnderLoad)
+	t.Run("NodeDrainAndLoss", testNodeDrainAndLoss)
 	t.Run("Faults", testFaults)
 	t.Run("DeletingFreesEverything", testDeletingFreesEverything)
 	t.Run("UninstallLeavesNothingBehind", testUninstallLeavesNothingBehind)

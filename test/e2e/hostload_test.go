@@ -1,0 +1,245 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"net"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cacheqos/cacheqos/internal/protocol/resp"
+)
+
+// hostLoadRate is each host client's requests per second: low enough that a few clients do
+// not take a core of the shared machine, high enough that every second of an outage shows.
+const hostLoadRate = 50
+
+// hostLoadTimeout is how long a host client waits for a reply before it counts a hang.
+const hostLoadTimeout = 3 * time.Second
+
+// loadCounts are the outcomes of a host client's requests in one second. A miss is followed
+// by a SET of the key; the SET's own outcome counts only when it fails.
+type loadCounts struct {
+	hits, misses int
+	errors       int // error replies (after a successful login)
+	resets       int // connections that failed or were closed under a request, and refused dials
+	hangs        int // requests without a reply within hostLoadTimeout
+}
+
+func (c *loadCounts) add(o loadCounts) {
+	c.hits += o.hits
+	c.misses += o.misses
+	c.errors += o.errors
+	c.resets += o.resets
+	c.hangs += o.hangs
+}
+
+func (c loadCounts) requests() int { return c.hits + c.misses + c.errors + c.resets + c.hangs }
+
+func (c loadCounts) failures() int { return c.errors + c.resets + c.hangs }
+
+func (c loadCounts) hitRatio() float64 {
+	if c.hits+c.misses == 0 {
+		return 0
+	}
+	return float64(c.hits) / float64(c.hits+c.misses)
+}
+
+// hostLoad is a tenant's clients on this host: each one logged in to one address, reading
+// keys of a fixed key space at hostLoadRate and writing each key it misses, reconnecting after
+// a failure. It keeps per-second counts and events (what the test did when) for the table.
+type hostLoad struct {
+	start  time.Time
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	seconds []loadCounts // by second since start
+	events  map[int][]string
+	samples []string // the first failures, for the log
+}
+
+// startHostLoad starts one client per address of targets (label -> host:port), as user, over
+// keys prefix-0 .. prefix-(keys-1). It stops at the end of the test at the latest.
+func startHostLoad(t *testing.T, targets map[string]string, user, password, prefix string, keys int) *hostLoad {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &hostLoad{start: time.Now(), cancel: cancel, events: map[int][]string{}}
+	for _, label := range slices.Sorted(maps.Keys(targets)) {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			l.client(ctx, label, targets[label], user, password, prefix, keys)
+		}()
+	}
+	t.Cleanup(l.stop)
+	return l
+}
+
+func (l *hostLoad) stop() {
+	l.cancel()
+	l.wg.Wait()
+}
+
+// event records what the test did now, for the table.
+func (l *hostLoad) event(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := int(time.Since(l.start) / time.Second)
+	l.events[s] = append(l.events[s], fmt.Sprintf(format, args...))
+}
+
+func (l *hostLoad) record(o loadCounts, sample string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := int(time.Since(l.start) / time.Second)
+	for len(l.seconds) <= s {
+		l.seconds = append(l.seconds, loadCounts{})
+	}
+	l.seconds[s].add(o)
+	if sample != "" && len(l.samples) < 10 {
+		l.samples = append(l.samples, fmt.Sprintf("%ds: %s", s, sample))
+	}
+}
+
+// since sums the counts of the seconds from t's (rounded down) to now.
+func (l *hostLoad) since(t time.Time) loadCounts {
+	return l.between(t, time.Now())
+}
+
+// between sums the counts of the seconds from a to b.
+func (l *hostLoad) between(a, b time.Time) loadCounts {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var sum loadCounts
+	from, to := int(a.Sub(l.start)/time.Second), int(b.Sub(l.start)/time.Second)
+	for s := max(0, from); s <= to && s < len(l.seconds); s++ {
+		sum.add(l.seconds[s])
+	}
+	return sum
+}
+
+// table prints one row per second: the counts and what the test did in that second.
+func (l *hostLoad) table() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var b strings.Builder
+	fmt.Fprintf(&b, "%4s %6s %6s %6s %6s %6s %6s  %s\n", "sec", "hits", "misses", "hit%", "errors", "resets", "hangs", "event")
+	var total loadCounts
+	for s, c := range l.seconds {
+		total.add(c)
+		fmt.Fprintf(&b, "%4d %6d %6d %5.1f%% %6d %6d %6d  %s\n", s, c.hits, c.misses, 100*c.hitRatio(), c.errors, c.resets, c.hangs, strings.Join(l.events[s], "; "))
+	}
+	fmt.Fprintf(&b, "%4s %6d %6d %5.1f%% %6d %6d %6d\n", "all", total.hits, total.misses, 100*total.hitRatio(), total.errors, total.resets, total.hangs)
+	if len(l.samples) > 0 {
+		fmt.Fprintf(&b, "first failures:\n  %s\n", strings.Join(l.samples, "\n  "))
+	}
+	return b.String()
+}
+
+// client is one host client's loop.
+func (l *hostLoad) client(ctx context.Context, label, addr, user, password, prefix string, keys int) {
+	var conn net.Conn
+	var reader *resp.ReplyReader
+	closeConn := func() {
+		if conn != nil {
+			conn.Close()
+			conn = nil
+		}
+	}
+	defer closeConn()
+	// do sends one command; a transport failure closes the connection and is counted.
+	do := func(args ...string) (resp.Value, bool) {
+		if err := conn.SetDeadline(time.Now().Add(hostLoadTimeout)); err != nil {
+			closeConn()
+			l.record(loadCounts{resets: 1}, label+": "+err.Error())
+			return resp.Value{}, false
+		}
+		_, err := conn.Write(resp.AppendCommandStrings(nil, args...))
+		var reply resp.Reply
+		if err == nil {
+			reply, err = reader.ReadReply()
+		}
+		var v resp.Value
+		if err == nil {
+			v, err = reply.Decode()
+		}
+		if err != nil {
+			closeConn()
+			if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
+				l.record(loadCounts{hangs: 1}, fmt.Sprintf("%s: %s %v", label, args[0], err))
+			} else {
+				l.record(loadCounts{resets: 1}, fmt.Sprintf("%s: %s %v", label, args[0], err))
+			}
+			return v, false
+		}
+		return v, true
+	}
+	tick := time.NewTicker(time.Second / hostLoadRate)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if conn == nil {
+			c, err := net.DialTimeout("tcp", addr, time.Second)
+			if err != nil {
+				l.record(loadCounts{resets: 1}, label+": "+err.Error())
+				continue
+			}
+			conn, reader = c, resp.NewReplyReader(bufio.NewReader(c), resp.ReplyLimits{})
+			v, ok := do("AUTH", user, password)
+			if !ok {
+				continue
+			}
+			if v.IsError() {
+				l.record(loadCounts{errors: 1}, fmt.Sprintf("%s: AUTH: %s", label, v.Str))
+				closeConn()
+				continue
+			}
+		}
+		key := fmt.Sprintf("%s-%d", prefix, rand.IntN(keys))
+		v, ok := do("GET", key)
+		switch {
+		case !ok:
+		case v.IsError():
+			l.record(loadCounts{errors: 1}, fmt.Sprintf("%s: GET: %s", label, v.Str))
+		case v.Null:
+			l.record(loadCounts{misses: 1}, "")
+			if v, ok := do("SET", key, "v-"+key); ok && v.IsError() {
+				l.record(loadCounts{errors: 1}, fmt.Sprintf("%s: SET: %s", label, v.Str))
+			}
+		default:
+			l.record(loadCounts{hits: 1}, "")
+		}
+	}
+}
+
+// warmKeys writes every key of the host load's key space through addr, so the load starts
+// from a warm cache.
+func warmKeys(t *testing.T, addr, user, password, prefix string, keys int) {
+	t.Helper()
+	c := login(t, addr, user, password)
+	for i := range keys {
+		key := fmt.Sprintf("%s-%d", prefix, i)
+		c.expect("OK", "SET", key, "v-"+key)
+	}
+}
+
+// localClusterOnly skips a test that changes the local cluster's nodes or images itself.
+func localClusterOnly(t *testing.T) {
+	t.Helper()
+	if os.Getenv(kubeconfigEnv) != "" {
+		t.Skipf("needs the local cluster of hack/local-cluster.sh (%s is set)", kubeconfigEnv)
+	}
+}
