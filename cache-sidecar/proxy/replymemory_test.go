@@ -6,6 +6,7 @@ import (
 	"io"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -29,24 +30,34 @@ func TestLargeReplyIsStreamed(t *testing.T) {
 		valueLen int
 		keys     int
 		list     bool // a list of keys elements, read with LRANGE
+		set      bool // a set of keys elements, read with SMEMBERS
+		meta     bool // memcached: read with mg
+		engine   []string
 	}{
 		{name: "memcached get of 64 values of 1 MB", proto: Memcached, valueLen: valueLen, keys: copies},
+		{name: "memcached mg of a 64 MiB value", proto: Memcached, valueLen: 64 << 20, keys: 1, meta: true,
+			engine: []string{"-m", "256", "-I", "128m"}},
 		{name: "redis MGET of 64 values of 1 MB", proto: Redis, valueLen: valueLen, keys: copies},
 		{name: "redis GET of a 64 MiB value", proto: Redis, valueLen: 64 << 20, keys: 1},
 		{name: "redis LRANGE of a list of 1024 values of 64 KB", proto: Redis, valueLen: 64 << 10, keys: 1024, list: true},
+		{name: "redis LRANGE of a list of 4 values of 16 MiB", proto: Redis, valueLen: 16 << 20, keys: 4, list: true},
+		{name: "redis SMEMBERS of a set of 4 values of 16 MiB", proto: Redis, valueLen: 16 << 20, keys: 4, set: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			acct, other := newAccount(t, "team-a/app"), newAccount(t, "team-b/other")
 			n := startNode(t, "node-a", Options{Protocol: tc.proto})
-			engine := startEngine(t, tc.proto)
+			engine := startEngine(t, tc.proto, tc.engine...)
 			n.update(t,
 				Tenant{ID: acct.id, CredentialHash: acct.hash, LocalEngine: engine, Routes: []Route{n.route(1)}},
 				Tenant{ID: other.id, CredentialHash: other.hash, LocalEngine: startEngine(t, tc.proto), Routes: []Route{n.route(1)}})
 			bystander := newReadProbe(t, n, tc.proto, other, other, 1).bystanderOp
-			if tc.list {
-				pushDirectly(t, engine, "big", tc.keys, tc.valueLen)
-			} else {
+			switch {
+			case tc.list:
+				pushDirectly(t, engine, "RPUSH", "big", tc.keys, tc.valueLen)
+			case tc.set:
+				pushDirectly(t, engine, "SADD", "big", tc.keys, tc.valueLen)
+			default:
 				storeDirectly(t, tc.proto, engine, "big", tc.valueLen)
 			}
 			keys := strings.Repeat(" big", tc.keys)
@@ -54,10 +65,14 @@ func TestLargeReplyIsStreamed(t *testing.T) {
 			var read func() int64
 			if tc.proto == Memcached {
 				c := loginMC(t, n, acct)
-				write, read = c.nc.Write, func() int64 {
-					return readValues(t, c.br, "", fmt.Sprintf("VALUE big 0 %d\r\n", tc.valueLen), tc.keys, tc.valueLen, "END\r\n")
+				request, valueHeader, trailer := "get"+keys+"\r\n", fmt.Sprintf("VALUE big 0 %d\r\n", tc.valueLen), "END\r\n"
+				if tc.meta {
+					request, valueHeader, trailer = "mg big v\r\n", fmt.Sprintf("VA %d\r\n", tc.valueLen), ""
 				}
-				probeStreamed(t, write, []byte("get"+keys+"\r\n"), read, bystander, int64(tc.keys*tc.valueLen))
+				write, read = c.nc.Write, func() int64 {
+					return readValues(t, c.br, "", valueHeader, tc.keys, tc.valueLen, trailer)
+				}
+				probeStreamed(t, write, []byte(request), read, bystander, int64(tc.keys*tc.valueLen))
 				return
 			}
 			c := loginRESP(t, n, acct)
@@ -67,6 +82,9 @@ func TestLargeReplyIsStreamed(t *testing.T) {
 			case tc.list:
 				request = resp.AppendCommandStrings(nil, "LRANGE", "big", "0", "-1")
 				header = fmt.Sprintf("*%d\r\n", tc.keys)
+			case tc.set:
+				request = resp.AppendCommandStrings(nil, "SMEMBERS", "big")
+				header = fmt.Sprintf("*%d\r\n", tc.keys)
 			case tc.keys > 1:
 				request = resp.AppendCommandStrings(nil, strings.Fields("MGET"+keys)...)
 				header = fmt.Sprintf("*%d\r\n", tc.keys)
@@ -75,7 +93,7 @@ func TestLargeReplyIsStreamed(t *testing.T) {
 				return readValues(t, c.br, header, fmt.Sprintf("$%d\r\n", tc.valueLen), tc.keys, tc.valueLen, "")
 			}
 			probeStreamed(t, c.nc.Write, request, read, bystander, int64(tc.keys*tc.valueLen))
-			if tc.list {
+			if tc.list || tc.set {
 				// The streamed collection counts as one hit of its key, as one read whole does.
 				hits := &n.p.lookupTenant([]byte(acct.id)).stats.hits
 				waitFor(t, "the LRANGE to count as a hit", func() bool { return hits.Load() == 1 })
@@ -103,14 +121,16 @@ func storeDirectly(t *testing.T, proto Protocol, engine, key string, valueLen in
 	}
 }
 
-// pushDirectly makes key, on the engine itself, a list of n values of valueLen bytes.
-func pushDirectly(t *testing.T, engine, key string, n, valueLen int) {
+// pushDirectly adds n distinct values of valueLen bytes to key, on the engine itself, with add
+// (RPUSH: a list, SADD: a set).
+func pushDirectly(t *testing.T, engine, add, key string, n, valueLen int) {
 	t.Helper()
 	c := dialRESP(t, "unix", engine)
-	value := strings.Repeat("v", valueLen)
-	for range n {
-		if got := c.do("RPUSH", key, value); got[0] != ':' {
-			t.Fatalf("RPUSH %s on the engine: %q", key, got)
+	value := []byte(strings.Repeat("v", valueLen))
+	for i := range n {
+		copy(value, strconv.Itoa(i)+":")
+		if got := c.do(add, key, string(value)); got[0] != ':' {
+			t.Fatalf("%s %s on the engine: %q", add, key, got)
 		}
 	}
 }

@@ -12,30 +12,30 @@ import (
 
 	"github.com/cacheqos/cacheqos/internal/keyhash"
 	"github.com/cacheqos/cacheqos/internal/protocol"
+	"github.com/cacheqos/cacheqos/internal/protocol/memcache"
 	"github.com/cacheqos/cacheqos/internal/protocol/resp"
 )
 
 // A reply holding a value larger than streamChunk (a redis bulk string, a memcached VALUE
-// block), a redis collection of at least streamMinElements elements (LRANGE, HGETALL,
-// SMEMBERS... of a large collection), and every reply to a multi-key read sent whole to one
-// node (MGET, memcached get of several keys), is streamed: the link's reader hands it, unread, to its connection's writer,
-// which copies it from the link's buffered reader to the client streamChunk bytes at a time,
-// in the connection's reply order, and the link reads its next reply once the copy is done.
-// So the proxy holds one chunk of such a reply, whatever its size.
+// block or meta VA block), a redis collection not already whole in the link's read buffer
+// (LRANGE, HGETALL, SMEMBERS... of a large collection, or of a few large elements), and every
+// reply to a multi-key read sent whole to one node (MGET, memcached get of several keys), is
+// streamed: the link's reader hands it, unread, to its connection's writer, which copies it
+// from the link's buffered reader to the client streamChunk bytes at a time, in the
+// connection's reply order, and the link reads its next reply once the copy is done. So the
+// proxy holds one chunk of such a reply, whatever its size; a reply read whole is under
+// streamChunk, or within the link's read buffer.
 const (
 	streamChunk = 64 << 10
 	// maxStreamLine bounds a header line of a streamed reply: a memcached VALUE line with a
 	// 250-byte key, a RESP length.
 	maxStreamLine = 1024
-	// maxStreamDepth bounds the nesting of a streamed RESP reply.
-	maxStreamDepth = 32
+	// maxStreamDepth bounds the nesting of a streamed RESP reply: the ordinary reply reader's
+	// bound, so that streaming refuses no reply it would take.
+	maxStreamDepth = resp.DefaultReplyMaxDepth
 	// maxStreamBlock is the largest value a streamed reply may hold (redis' and memcached's
 	// largest: 512 MiB and 1 GiB).
 	maxStreamBlock = 1 << 30
-	// streamMinElements is the size of the smallest redis collection reply streamed: replies
-	// of fewer elements (redis-benchmark's LRANGE_100 to _600 among them) are read whole, as
-	// small replies are cheaper handed over whole.
-	streamMinElements = 1024
 )
 
 // A stream's hand-over: the link offers it, then either the writer takes it, or the link,
@@ -85,19 +85,84 @@ func (l *link) streams(w waiter) bool {
 			if p.access == accessReadMulti {
 				return first[0] == byte(resp.TypeArray)
 			}
-			line := peekLine(l.br)
-			if len(line) < 2 {
-				return false
-			}
-			n, ok := protocol.ParseInt(line[1:])
-			return ok && n >= streamMinElements
+			// Small collections (redis-benchmark's LRANGE_100 to _600 among them) are
+			// cheaper handed over whole, and one whole in the buffer costs no more memory.
+			return !replyBuffered(l.br)
 		}
 		return false
 	}
-	if first[0] != 'V' || !w.expect.Command.IsRetrieval() || w.expect.Sentinel {
+	switch {
+	case first[0] != 'V':
+		return false
+	case w.expect.Command == memcache.CmdMetaGet:
+		return metaValueSize(peekLine(l.br)) >= streamChunk
+	case !w.expect.Command.IsRetrieval() || w.expect.Sentinel:
 		return false
 	}
 	return p.access == accessReadMulti || valueLineSize(peekLine(l.br)) >= streamChunk
+}
+
+// replyBuffered reports whether the link's read buffer holds the whole of the next RESP reply.
+func replyBuffered(br *bufio.Reader) bool {
+	b, _ := br.Peek(br.Buffered())
+	return bufferedReplyLen(b) > 0
+}
+
+// bufferedReplyLen is the length of the RESP reply at the start of b, or 0 when b holds only
+// part of it or its framing is not one the stream copies (the copy then reports it).
+func bufferedReplyLen(b []byte) int {
+	pos := 0
+	var stack [maxStreamDepth]int
+	pending := append(stack[:0], 1)
+	for len(pending) > 0 {
+		pending[len(pending)-1]--
+		eol := bytes.IndexByte(b[pos:min(len(b), pos+maxStreamLine)], '\n')
+		if eol < 2 || b[pos+eol-1] != '\r' {
+			return 0
+		}
+		t, body := resp.Type(b[pos]), b[pos+1:pos+eol-1]
+		pos += eol + 1
+		switch t {
+		case resp.TypeBulkString, resp.TypeVerbatim, resp.TypeBlobError:
+			n, ok := protocol.ParseInt(body)
+			if ok && n == -1 && t == resp.TypeBulkString {
+				break
+			}
+			if !ok || n < 0 || int64(len(b)-pos) < n+2 {
+				return 0
+			}
+			pos += int(n) + 2
+		case resp.TypeArray, resp.TypeSet, resp.TypeMap, resp.TypePush, resp.TypeAttribute:
+			n, ok := protocol.ParseInt(body)
+			if ok && n == -1 && t == resp.TypeArray {
+				break
+			}
+			// Each element takes at least 3 bytes: a count beyond what b can hold is partial.
+			if !ok || n < 0 || n > int64(len(b)) {
+				return 0
+			}
+			if t == resp.TypeMap || t == resp.TypeAttribute {
+				n *= 2
+			}
+			if t == resp.TypeAttribute {
+				pending[len(pending)-1]++
+			}
+			if n > 0 {
+				if len(pending) == maxStreamDepth {
+					return 0
+				}
+				pending = append(pending, int(n))
+			}
+		case resp.TypeNull, resp.TypeSimpleString, resp.TypeError, resp.TypeInteger, resp.TypeBigNumber,
+			resp.TypeDouble, resp.TypeBoolean:
+		default:
+			return 0
+		}
+		for len(pending) > 0 && pending[len(pending)-1] == 0 {
+			pending = pending[:len(pending)-1]
+		}
+	}
+	return pos
 }
 
 // valueLineSize is the data size a memcached "VALUE <key> <flags> <bytes> [<cas>]" line
@@ -110,6 +175,22 @@ func valueLineSize(line []byte) int64 {
 			return -1
 		}
 		rest = rest[i+1:]
+	}
+	if i := bytes.IndexByte(rest, ' '); i >= 0 {
+		rest = rest[:i]
+	}
+	n, ok := protocol.ParseInt(rest)
+	if !ok {
+		return -1
+	}
+	return n
+}
+
+// metaValueSize is the data size a memcached meta "VA <bytes> <flags>*" line announces, or -1.
+func metaValueSize(line []byte) int64 {
+	rest, ok := bytes.CutPrefix(line, []byte("VA "))
+	if !ok {
+		return -1
 	}
 	if i := bytes.IndexByte(rest, ' '); i >= 0 {
 		rest = rest[:i]
@@ -297,8 +378,11 @@ func (sc *streamCopy) copyRESP() error {
 }
 
 // copyMemcache copies one retrieval response: VALUE blocks until END (or an error line, with
-// which memcached ends a retrieval it cannot finish).
+// which memcached ends a retrieval it cannot finish), or a meta get's VA block.
 func (sc *streamCopy) copyMemcache() error {
+	if sc.s.e.expect.Command == memcache.CmdMetaGet {
+		return sc.copyMetaValue()
+	}
 	for {
 		line, err := sc.line()
 		if err != nil {
@@ -322,6 +406,36 @@ func (sc *streamCopy) copyMemcache() error {
 			return err
 		}
 	}
+}
+
+// copyMetaValue copies a meta get's "VA <bytes> <flags>*" block, and reads away the "MN" after
+// it when the proxy sent a no-op after a quiet request.
+func (sc *streamCopy) copyMetaValue() error {
+	line, err := sc.line()
+	if err != nil {
+		return err
+	}
+	n := metaValueSize(line)
+	if n < 0 || n > maxStreamBlock {
+		return fmt.Errorf("bad response from engine: expected VA <bytes>, got %q", line)
+	}
+	e := &sc.s.e
+	sc.value(true, streamedValue{keyHash: e.keyHash, keyLen: int(e.keyLen), len: n, hit: true})
+	if err := sc.block(n); err != nil {
+		return err
+	}
+	if !e.expect.Sentinel {
+		return nil
+	}
+	if line, err = sc.line(); err != nil {
+		return err
+	}
+	if string(line) != "MN" {
+		return fmt.Errorf("bad response from engine: expected MN after a quiet meta get, got %q", line)
+	}
+	// The no-op was the proxy's, not the client's: its MN is not passed on.
+	sc.buf = sc.buf[:len(sc.buf)-len("MN\r\n")]
+	return nil
 }
 
 // value notes a value the reply holds, when it is one of the read's keys and the local

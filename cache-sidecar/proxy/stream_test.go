@@ -13,14 +13,14 @@ import (
 )
 
 // streamOnce copies one reply from input as a link streaming it would (to no client), and
-// returns the bytes it consumed or its error.
-func streamOnce(proto Protocol, input []byte) (int64, error) {
+// returns the bytes it consumed or its error; expect is a memcached request's.
+func streamOnce(proto Protocol, expect memcache.Expect, input []byte) (int64, error) {
 	br := bufio.NewReaderSize(bytes.NewReader(input), ioBufferSize)
 	l := &link{p: &Proxy{}, br: br}
 	if proto == Redis {
 		l.replies = resp.NewReplyReader(br, resp.ReplyLimits{})
 	}
-	s := &replyStream{l: l}
+	s := &replyStream{l: l, e: entry{expect: expect}}
 	sc := &streamCopy{s: s, br: br, buf: make([]byte, 0, streamChunk+maxStreamLine)}
 	var err error
 	if proto == Redis {
@@ -32,15 +32,18 @@ func streamOnce(proto Protocol, input []byte) (int64, error) {
 	return sc.total, err
 }
 
+// getExpect is a memcached get's.
+var getExpect = memcache.Expect{Command: memcache.CmdGet}
+
 // wholeReplyLen is how many bytes the proxy's ordinary reader takes for the first reply of
-// input (a get's response for memcached), or false when it finds none.
-func wholeReplyLen(proto Protocol, input []byte) (int, bool) {
+// input (for memcached, a response to a request expecting expect), or false when it finds none.
+func wholeReplyLen(proto Protocol, expect memcache.Expect, input []byte) (int, bool) {
 	br := bufio.NewReader(bytes.NewReader(input))
 	if proto == Redis {
 		r, err := resp.NewReplyReader(br, resp.ReplyLimits{}).ReadReply()
 		return len(r.Raw()), err == nil
 	}
-	r, err := memcache.NewResponseReader(br, memcache.ResponseLimits{}).ReadResponse(memcache.Expect{Command: memcache.CmdGet})
+	r, err := memcache.NewResponseReader(br, memcache.ResponseLimits{}).ReadResponse(expect)
 	if err != nil || r.IsError() {
 		return 0, false
 	}
@@ -74,8 +77,8 @@ func FuzzStreamedReplyFraming(f *testing.F) {
 		if redis {
 			proto = Redis
 		}
-		copied, err := streamOnce(proto, input)
-		want, ok := wholeReplyLen(proto, input)
+		copied, err := streamOnce(proto, getExpect, input)
+		want, ok := wholeReplyLen(proto, getExpect, input)
 		if !ok {
 			return
 		}
@@ -105,11 +108,101 @@ func TestStreamedReplyFramingErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(string(tc.proto)+" "+tc.want, func(t *testing.T) {
-			_, err := streamOnce(tc.proto, []byte(tc.input))
+			_, err := streamOnce(tc.proto, getExpect, []byte(tc.input))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("%q: error %v, want %q", tc.input, err, tc.want)
 			}
 		})
+	}
+}
+
+// FuzzStreamedMetaGetFraming checks the streamed copy of a meta get's VA block (and the MN
+// after a quiet one) against the ordinary response reader, as FuzzStreamedReplyFraming does
+// for other replies: every VA response it reads, the stream copies exactly.
+func FuzzStreamedMetaGetFraming(f *testing.F) {
+	for _, seed := range []string{"VA 2 t1\r\nab\r\n", "VA 0\r\n\r\n", "VA 3 f5 c9\r\nxyz\r\nMN\r\n", "VA 2\r\nabc\r\n", "EN\r\n"} {
+		f.Add(strings.HasSuffix(seed, "MN\r\n"), []byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, quiet bool, input []byte) {
+		expect := memcache.Expect{Command: memcache.CmdMetaGet, Sentinel: quiet}
+		copied, err := streamOnce(Memcached, expect, input)
+		if metaValueSize(peekLine(bufio.NewReader(bytes.NewReader(input)))) < 0 {
+			return // not a VA block: never streamed
+		}
+		want, ok := wholeReplyLen(Memcached, expect, input)
+		if !ok {
+			return
+		}
+		if err != nil || copied != int64(want) {
+			t.Fatalf("meta get response %q (quiet %v): streamed %d bytes (%v), the whole response is %d", input, quiet, copied, err, want)
+		}
+	})
+}
+
+// FuzzBufferedReplyLen checks, against the ordinary reply reader, the scan that tells whether
+// a collection reply is whole in a link's read buffer (read whole) or not (streamed): a length
+// it finds is the whole reply's, and no proper prefix of a reply passes for a whole one.
+func FuzzBufferedReplyLen(f *testing.F) {
+	for _, seed := range []string{"*3\r\n$1\r\na\r\n$-1\r\n_\r\n", "%1\r\n+k\r\n*2\r\n:1\r\n,1.5\r\n",
+		"|1\r\n+a\r\n+b\r\n$3\r\nabc\r\n", "*2\r\n$3\r\nab", "*-1\r\n", "~2\r\n#t\r\n(12\r\n", "*1\r\n$4\r\nab\r\n\r\n"} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, input []byte) {
+		n := bufferedReplyLen(input)
+		want, ok := wholeReplyLen(Redis, getExpect, input)
+		switch {
+		case n > 0 && (!ok || n != want):
+			t.Fatalf("%q: found a whole reply of %d bytes, the reader read %d (%v)", input, n, want, ok)
+		case !ok:
+			return
+		}
+		for k := range want {
+			if m := bufferedReplyLen(input[:k]); m != 0 {
+				t.Fatalf("%q: its first %d bytes pass for a whole reply of %d", input, k, m)
+			}
+		}
+	})
+}
+
+func TestBufferedReplyLen(t *testing.T) {
+	tests := []struct {
+		input string
+		want  int
+	}{
+		{"*2\r\n$1\r\na\r\n:5\r\n+next", 15},
+		{"*2\r\n$1\r\na\r\n", 0},
+		{"$3\r\nabc\r\n", 9},
+		{"$3\r\nab", 0},
+		{"*1\r\n$70000\r\n" + strings.Repeat("v", 100), 0},
+		{"%1\r\n+k\r\n_\r\n", 11},
+		{"*-1\r\n", 5},
+		{"*1\r\n?x\r\n", 0},
+		{"*9999999999\r\n", 0},
+		{strings.Repeat("*1\r\n", maxStreamDepth+1) + ":1\r\n", 0},
+	}
+	for _, tc := range tests {
+		if got := bufferedReplyLen([]byte(tc.input)); got != tc.want {
+			t.Errorf("bufferedReplyLen(%.40q) = %d, want %d", tc.input, got, tc.want)
+		}
+	}
+}
+
+func TestMetaValueSize(t *testing.T) {
+	tests := []struct {
+		line string
+		want int64
+	}{
+		{"VA 70000", 70000},
+		{"VA 12 f5 t-1", 12},
+		{"VA", -1},
+		{"VA x f1", -1},
+		{"VALUE k 0 12", -1},
+		{"HD", -1},
+	}
+	for _, tc := range tests {
+		if got := metaValueSize([]byte(tc.line)); got != tc.want {
+			t.Errorf("metaValueSize(%q) = %d, want %d", tc.line, got, tc.want)
+		}
 	}
 }
 
