@@ -28,7 +28,8 @@ type driver interface {
 	args(spec PartitionSpec, paths partitionPaths) []string
 	// ping succeeds once the engine answers on its socket.
 	ping(ctx context.Context, socket string) error
-	// configure applies settings that are not command-line arguments, after ping succeeded.
+	// configure applies settings that are not command-line arguments, after ping succeeded
+	// and to an adopted engine, which an older sidecar may have started without them.
 	configure(ctx context.Context, socket string) error
 	// liveSpec reads the memory limit and eviction policy the engine runs with.
 	liveSpec(ctx context.Context, socket string) (PartitionSpec, error)

@@ -544,6 +544,30 @@ func (c *conn) localLink() (*link, error) {
 	return l, nil
 }
 
+// privilegedLocalLink returns the link to the tenant's engine on this node that runs as the
+// engine's default user (see linkKey.privileged): the link user's own links when the engine
+// has no link user.
+func (c *conn) privilegedLocalLink() (*link, error) {
+	key, err := c.localLinkKey()
+	if err != nil {
+		return nil, err
+	}
+	if key.enginePassword == "" {
+		return c.localLink()
+	}
+	key.enginePassword, key.privileged = "", true
+	return c.p.sharedLink(key, c.p.nodeID(), 0, nil)
+}
+
+// relink returns the link to send on in place of l, which stopped taking requests: one of the
+// same kind to the same node.
+func (c *conn) relink(l *link, rt *routes, node int) (*link, error) {
+	if l.key.privileged {
+		return c.privilegedLocalLink()
+	}
+	return c.backend(rt, node)
+}
+
 // forward queues a request for a node (the local partition on a peer connection) and sends
 // it. A request for the local partition first waits for the tenant's tokens. It returns the
 // error to answer instead, if any. size is what the request counts for.
@@ -558,6 +582,11 @@ func (c *conn) forwardSkipping(rt *routes, node int, raw []byte, size int, e ent
 	if err != nil {
 		return err
 	}
+	return c.forwardOn(l, rt, node, raw, size, e, skips)
+}
+
+// forwardOn is forwardSkipping on l, a link to node.
+func (c *conn) forwardOn(l *link, rt *routes, node int, raw []byte, size int, e entry, skips int) error {
 	if l.local {
 		if err := c.admitLocal(size); err != nil {
 			return err
@@ -591,7 +620,7 @@ func (c *conn) send(l *link, rt *routes, node int, raw []byte, size int, w waite
 	// A pinned link's requests (WATCH, a blocking pop, what follows them) mean something on
 	// that link only: they fail with it.
 	if errors.Is(err, errLinkClosed) && !l.pinned {
-		if l, err = c.backend(rt, node); err == nil {
+		if l, err = c.relink(l, rt, node); err == nil {
 			err = l.send(raw, w, skips, alone)
 		}
 	}

@@ -41,9 +41,13 @@ type linkKey struct {
 	address string // engine socket path, or peer "host:port"
 	// enginePassword logs a link to a local redis engine in as engine.RedisLinkUser.
 	enginePassword string
-	tenant         string // links carry one tenant's requests (a peer link's handshake names it)
-	peer           bool
-	proto          resp.Proto // the RESP version the link speaks (0 for memcached)
+	// privileged: a link to a local engine that stays its default user, for the commands
+	// engine.RedisLinkUser may not run and the proxy runs on the tenant's behalf (INFO, whose
+	// reply it filters); no client request is sent unchecked on it.
+	privileged bool
+	tenant     string // links carry one tenant's requests (a peer link's handshake names it)
+	peer       bool
+	proto      resp.Proto // the RESP version the link speaks (0 for memcached)
 }
 
 // waiter is one reply a link owes: the request it answers and, for a split request, which

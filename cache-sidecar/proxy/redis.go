@@ -558,11 +558,30 @@ func (h *redisHandler) forwardAny(spec *resp.CommandSpec, cmd *resp.Command, sta
 		h.failed(errNoRoute, start)
 		return
 	}
-	e := entry{kind: entryForward, start: start}
 	if spec == specInfo {
-		e.kind = entryInfo
+		h.info(rt, cmd, start)
+		return
 	}
-	if err := c.forward(rt, rt.any, cmd.Raw(), len(cmd.Raw()), e); err != nil {
+	if err := c.forward(rt, rt.any, cmd.Raw(), len(cmd.Raw()), entry{kind: entryForward, start: start}); err != nil {
+		h.failed(err, start)
+	}
+}
+
+// info sends INFO to one engine of the tenant, on a privileged link when the engine is this
+// node's: the link user may not run INFO, so that a script cannot read it unfiltered.
+func (h *redisHandler) info(rt *routes, cmd *resp.Command, start int64) {
+	c := h.c
+	var l *link
+	var err error
+	if c.peer || rt.nodes[rt.any].local {
+		l, err = c.privilegedLocalLink()
+	} else {
+		l, err = c.backend(rt, rt.any)
+	}
+	if err == nil {
+		err = c.forwardOn(l, rt, rt.any, cmd.Raw(), len(cmd.Raw()), entry{kind: entryInfo, start: start}, 0)
+	}
+	if err != nil {
 		h.failed(err, start)
 	}
 }
