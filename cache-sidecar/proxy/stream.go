@@ -112,57 +112,96 @@ func replyBuffered(br *bufio.Reader) bool {
 // part of it or its framing is not one the stream copies (the copy then reports it).
 func bufferedReplyLen(b []byte) int {
 	pos := 0
-	var stack [maxStreamDepth]int
-	pending := append(stack[:0], 1)
-	for len(pending) > 0 {
-		pending[len(pending)-1]--
+	var f respFrame
+	for f.start(); !f.done(); {
 		eol := bytes.IndexByte(b[pos:min(len(b), pos+maxStreamLine)], '\n')
 		if eol < 2 || b[pos+eol-1] != '\r' {
 			return 0
 		}
-		t, body := resp.Type(b[pos]), b[pos+1:pos+eol-1]
+		h, err := f.header(b[pos : pos+eol-1])
 		pos += eol + 1
-		switch t {
-		case resp.TypeBulkString, resp.TypeVerbatim, resp.TypeBlobError:
-			n, ok := protocol.ParseInt(body)
-			if ok && n == -1 && t == resp.TypeBulkString {
-				break
-			}
-			if !ok || n < 0 || int64(len(b)-pos) < n+2 {
-				return 0
-			}
-			pos += int(n) + 2
-		case resp.TypeArray, resp.TypeSet, resp.TypeMap, resp.TypePush, resp.TypeAttribute:
-			n, ok := protocol.ParseInt(body)
-			if ok && n == -1 && t == resp.TypeArray {
-				break
-			}
-			// Each element takes at least 3 bytes: a count beyond what b can hold is partial.
-			if !ok || n < 0 || n > int64(len(b)) {
-				return 0
-			}
-			if t == resp.TypeMap || t == resp.TypeAttribute {
-				n *= 2
-			}
-			if t == resp.TypeAttribute {
-				pending[len(pending)-1]++
-			}
-			if n > 0 {
-				if len(pending) == maxStreamDepth {
-					return 0
-				}
-				pending = append(pending, int(n))
-			}
-		case resp.TypeNull, resp.TypeSimpleString, resp.TypeError, resp.TypeInteger, resp.TypeBigNumber,
-			resp.TypeDouble, resp.TypeBoolean:
-		default:
+		switch {
+		case err != nil:
 			return 0
-		}
-		for len(pending) > 0 && pending[len(pending)-1] == 0 {
-			pending = pending[:len(pending)-1]
+		case h.blob >= 0:
+			end := int64(pos) + h.blob
+			if end+2 > int64(len(b)) || b[end] != '\r' || b[end+1] != '\n' {
+				return 0
+			}
+			pos = int(end) + 2
 		}
 	}
 	return pos
+}
+
+// respFrame follows the nesting of one RESP reply, header line by header line, for the code
+// that copies or measures it without decoding it.
+type respFrame struct {
+	stack   [maxStreamDepth]int
+	pending []int // per level, the values still due
+}
+
+// respHeader is what a header line tells of the value it starts.
+type respHeader struct {
+	depth int   // the value's nesting level: 0 for the reply itself
+	blob  int64 // the bytes that follow a bulk, verbatim string or blob error (and a CRLF); else -1
+	null  bool  // a null: RESP3's, or RESP2's null bulk string (not the null array)
+	count int64 // the elements of an array, set, map or push; else -1
+}
+
+func (f *respFrame) start()     { f.pending = append(f.stack[:0], 1) }
+func (f *respFrame) done() bool { return len(f.pending) == 0 }
+
+// header takes the next header line, without its CRLF (at least its type byte).
+func (f *respFrame) header(line []byte) (respHeader, error) {
+	depth := len(f.pending) - 1
+	f.pending[depth]--
+	h := respHeader{depth: depth, blob: -1, count: -1}
+	t, body := resp.Type(line[0]), line[1:]
+	switch t {
+	case resp.TypeBulkString, resp.TypeVerbatim, resp.TypeBlobError:
+		n, ok := protocol.ParseInt(body)
+		if ok && n == -1 && t == resp.TypeBulkString {
+			h.null = true
+			break
+		}
+		if !ok || n < 0 || n > maxStreamBlock {
+			return h, fmt.Errorf("invalid %s length in the reply", t)
+		}
+		h.blob = n
+	case resp.TypeNull:
+		h.null = true
+	case resp.TypeArray, resp.TypeSet, resp.TypeMap, resp.TypePush, resp.TypeAttribute:
+		n, ok := protocol.ParseInt(body)
+		if ok && n == -1 && t == resp.TypeArray {
+			break
+		}
+		if !ok || n < 0 || n > maxStreamBlock {
+			return h, fmt.Errorf("invalid %s length in the reply", t)
+		}
+		if t != resp.TypeAttribute {
+			h.count = n
+		}
+		if t == resp.TypeMap || t == resp.TypeAttribute {
+			n *= 2
+		}
+		if t == resp.TypeAttribute {
+			f.pending[depth]++ // the annotated value follows
+		}
+		if n > 0 {
+			if len(f.pending) == maxStreamDepth {
+				return h, fmt.Errorf("reply nested deeper than %d levels", maxStreamDepth)
+			}
+			f.pending = append(f.pending, int(n))
+		}
+	case resp.TypeSimpleString, resp.TypeError, resp.TypeInteger, resp.TypeBigNumber, resp.TypeDouble, resp.TypeBoolean:
+	default:
+		return h, fmt.Errorf("unknown reply type %q", line[0])
+	}
+	for len(f.pending) > 0 && f.pending[len(f.pending)-1] == 0 {
+		f.pending = f.pending[:len(f.pending)-1]
+	}
+	return h, nil
 }
 
 // valueLineSize is the data size a memcached "VALUE <key> <flags> <bytes> [<cas>]" line
@@ -176,14 +215,7 @@ func valueLineSize(line []byte) int64 {
 		}
 		rest = rest[i+1:]
 	}
-	if i := bytes.IndexByte(rest, ' '); i >= 0 {
-		rest = rest[:i]
-	}
-	n, ok := protocol.ParseInt(rest)
-	if !ok {
-		return -1
-	}
-	return n
+	return sizeField(rest)
 }
 
 // metaValueSize is the data size a memcached meta "VA <bytes> <flags>*" line announces, or -1.
@@ -192,10 +224,15 @@ func metaValueSize(line []byte) int64 {
 	if !ok {
 		return -1
 	}
-	if i := bytes.IndexByte(rest, ' '); i >= 0 {
-		rest = rest[:i]
+	return sizeField(rest)
+}
+
+// sizeField is the number up to the first space of fields, or -1.
+func sizeField(fields []byte) int64 {
+	if i := bytes.IndexByte(fields, ' '); i >= 0 {
+		fields = fields[:i]
 	}
-	n, ok := protocol.ParseInt(rest)
+	n, ok := protocol.ParseInt(fields)
 	if !ok {
 		return -1
 	}
@@ -315,63 +352,29 @@ func (sc *streamCopy) copyRESP() error {
 	if sc.s.e.access == accessReadMulti {
 		valueDepth = 1
 	}
-	var stack [maxStreamDepth]int
-	pending := append(stack[:0], 1)
-	for len(pending) > 0 {
-		depth := len(pending) - 1
-		pending[depth]--
+	var f respFrame
+	for f.start(); !f.done(); {
 		line, err := sc.line()
 		if err != nil {
 			return err
 		}
-		t, body := resp.Type(line[0]), line[1:]
-		switch t {
-		case resp.TypeBulkString, resp.TypeVerbatim, resp.TypeBlobError:
-			n, ok := protocol.ParseInt(body)
-			if ok && n == -1 && t == resp.TypeBulkString {
-				sc.value(depth == valueDepth, streamedValue{})
-				break
-			}
-			if !ok || n < 0 || n > maxStreamBlock {
-				return fmt.Errorf("invalid %s length in the reply", t)
-			}
-			if err := sc.block(n); err != nil {
+		h, err := f.header(line)
+		if err != nil {
+			return err
+		}
+		counted := h.depth == valueDepth
+		switch {
+		case h.blob >= 0:
+			if err := sc.block(h.blob); err != nil {
 				return err
 			}
-			sc.value(depth == valueDepth, streamedValue{len: n, hit: true})
-		case resp.TypeNull:
-			sc.value(depth == valueDepth, streamedValue{})
-		case resp.TypeArray, resp.TypeSet, resp.TypeMap, resp.TypePush, resp.TypeAttribute:
-			n, ok := protocol.ParseInt(body)
-			if ok && n == -1 && t == resp.TypeArray {
-				break
-			}
-			if !ok || n < 0 || n > maxStreamBlock {
-				return fmt.Errorf("invalid %s length in the reply", t)
-			}
-			if t != resp.TypeAttribute {
-				// A collection read as one key's value: a hit when not empty, its size the
-				// whole reply's (as payloadLen counts a collection read whole).
-				sc.value(depth == valueDepth, streamedValue{len: wholeReply, hit: n > 0})
-			}
-			if t == resp.TypeMap || t == resp.TypeAttribute {
-				n *= 2
-			}
-			if t == resp.TypeAttribute {
-				pending[depth]++ // the annotated value follows
-			}
-			if n > 0 {
-				if len(pending) == maxStreamDepth {
-					return fmt.Errorf("reply nested deeper than %d levels", maxStreamDepth)
-				}
-				pending = append(pending, int(n))
-			}
-		case resp.TypeSimpleString, resp.TypeError, resp.TypeInteger, resp.TypeBigNumber, resp.TypeDouble, resp.TypeBoolean:
-		default:
-			return fmt.Errorf("unknown reply type %q", line[0])
-		}
-		for len(pending) > 0 && pending[len(pending)-1] == 0 {
-			pending = pending[:len(pending)-1]
+			sc.value(counted, streamedValue{len: h.blob, hit: true})
+		case h.null:
+			sc.value(counted, streamedValue{})
+		case h.count >= 0:
+			// A collection read as one key's value: a hit when not empty, its size the whole
+			// reply's (as payloadLen counts a collection read whole).
+			sc.value(counted, streamedValue{len: wholeReply, hit: h.count > 0})
 		}
 	}
 	return nil

@@ -77,15 +77,22 @@ func FuzzStreamedReplyFraming(f *testing.F) {
 		if redis {
 			proto = Redis
 		}
-		copied, err := streamOnce(proto, getExpect, input)
-		want, ok := wholeReplyLen(proto, getExpect, input)
-		if !ok {
-			return
-		}
-		if err != nil || copied != int64(want) {
-			t.Fatalf("%s reply %q: streamed %d bytes (%v), the whole reply is %d", proto, input, copied, err, want)
-		}
+		checkStreamedCopy(t, proto, getExpect, input)
 	})
+}
+
+// checkStreamedCopy fails the test unless the stream copies exactly the reply the ordinary
+// reader reads from input, when it reads one.
+func checkStreamedCopy(t *testing.T, proto Protocol, expect memcache.Expect, input []byte) {
+	t.Helper()
+	copied, err := streamOnce(proto, expect, input)
+	want, ok := wholeReplyLen(proto, expect, input)
+	if !ok {
+		return
+	}
+	if err != nil || copied != int64(want) {
+		t.Fatalf("%s reply %q (%+v): streamed %d bytes (%v), the whole reply is %d", proto, input, expect, copied, err, want)
+	}
 }
 
 // TestStreamedReplyFramingErrors: framing the stream cannot follow fails the copy (the link
@@ -124,24 +131,18 @@ func FuzzStreamedMetaGetFraming(f *testing.F) {
 		f.Add(strings.HasSuffix(seed, "MN\r\n"), []byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, quiet bool, input []byte) {
-		expect := memcache.Expect{Command: memcache.CmdMetaGet, Sentinel: quiet}
-		copied, err := streamOnce(Memcached, expect, input)
 		if metaValueSize(peekLine(bufio.NewReader(bytes.NewReader(input)))) < 0 {
 			return // not a VA block: never streamed
 		}
-		want, ok := wholeReplyLen(Memcached, expect, input)
-		if !ok {
-			return
-		}
-		if err != nil || copied != int64(want) {
-			t.Fatalf("meta get response %q (quiet %v): streamed %d bytes (%v), the whole response is %d", input, quiet, copied, err, want)
-		}
+		checkStreamedCopy(t, Memcached, memcache.Expect{Command: memcache.CmdMetaGet, Sentinel: quiet}, input)
 	})
 }
 
 // FuzzBufferedReplyLen checks, against the ordinary reply reader, the scan that tells whether
-// a collection reply is whole in a link's read buffer (read whole) or not (streamed): a length
-// it finds is the whole reply's, and no proper prefix of a reply passes for a whole one.
+// a collection reply is whole in a link's read buffer (read whole) or not (streamed): for every
+// reply the reader reads, a length it finds is the whole reply's, and no proper prefix passes
+// for a whole one. (It follows framing only: what it finds whole and the reader refuses for
+// its content fails the link either way.)
 func FuzzBufferedReplyLen(f *testing.F) {
 	for _, seed := range []string{"*3\r\n$1\r\na\r\n$-1\r\n_\r\n", "%1\r\n+k\r\n*2\r\n:1\r\n,1.5\r\n",
 		"|1\r\n+a\r\n+b\r\n$3\r\nabc\r\n", "*2\r\n$3\r\nab", "*-1\r\n", "~2\r\n#t\r\n(12\r\n", "*1\r\n$4\r\nab\r\n\r\n"} {
@@ -150,11 +151,11 @@ func FuzzBufferedReplyLen(f *testing.F) {
 	f.Fuzz(func(t *testing.T, input []byte) {
 		n := bufferedReplyLen(input)
 		want, ok := wholeReplyLen(Redis, getExpect, input)
-		switch {
-		case n > 0 && (!ok || n != want):
-			t.Fatalf("%q: found a whole reply of %d bytes, the reader read %d (%v)", input, n, want, ok)
-		case !ok:
+		if !ok {
 			return
+		}
+		if n != 0 && n != want {
+			t.Fatalf("%q: found a whole reply of %d bytes, the reader read %d", input, n, want)
 		}
 		for k := range want {
 			if m := bufferedReplyLen(input[:k]); m != 0 {
@@ -187,41 +188,30 @@ func TestBufferedReplyLen(t *testing.T) {
 	}
 }
 
-func TestMetaValueSize(t *testing.T) {
-	tests := []struct {
-		line string
-		want int64
-	}{
-		{"VA 70000", 70000},
-		{"VA 12 f5 t-1", 12},
-		{"VA", -1},
-		{"VA x f1", -1},
-		{"VALUE k 0 12", -1},
-		{"HD", -1},
-	}
-	for _, tc := range tests {
-		if got := metaValueSize([]byte(tc.line)); got != tc.want {
-			t.Errorf("metaValueSize(%q) = %d, want %d", tc.line, got, tc.want)
-		}
-	}
-}
-
+// TestValueLineSize covers the value sizes memcached's VALUE and meta VA lines announce.
 func TestValueLineSize(t *testing.T) {
 	tests := []struct {
 		line string
+		size func([]byte) int64
 		want int64
 	}{
-		{"VALUE k 0 70000", 70000},
-		{"VALUE k 5 12 99", 12},
-		{"VALUE k 0", -1},
-		{"VALUE k 0 x", -1},
-		{"VALUE k", -1},
-		{"END", -1},
-		{"", -1},
+		{"VALUE k 0 70000", valueLineSize, 70000},
+		{"VALUE k 5 12 99", valueLineSize, 12},
+		{"VALUE k 0", valueLineSize, -1},
+		{"VALUE k 0 x", valueLineSize, -1},
+		{"VALUE k", valueLineSize, -1},
+		{"END", valueLineSize, -1},
+		{"", valueLineSize, -1},
+		{"VA 70000", metaValueSize, 70000},
+		{"VA 12 f5 t-1", metaValueSize, 12},
+		{"VA", metaValueSize, -1},
+		{"VA x f1", metaValueSize, -1},
+		{"VALUE k 0 12", metaValueSize, -1},
+		{"HD", metaValueSize, -1},
 	}
 	for _, tc := range tests {
-		if got := valueLineSize([]byte(tc.line)); got != tc.want {
-			t.Errorf("valueLineSize(%q) = %d, want %d", tc.line, got, tc.want)
+		if got := tc.size([]byte(tc.line)); got != tc.want {
+			t.Errorf("%q: size %d, want %d", tc.line, got, tc.want)
 		}
 	}
 }
