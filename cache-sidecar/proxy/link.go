@@ -289,6 +289,8 @@ func (l *link) readLoop() {
 		switch {
 		case w.skip:
 			err = l.skipReply(w)
+		case w.p.kind == entrySplit && (l.replies == nil || !replyBuffered(l.br)):
+			err = l.readSplitPart(w)
 		case l.streams(w):
 			// The writer answered the request, or the link reads its reply away: either way
 			// the failure is the link's only.

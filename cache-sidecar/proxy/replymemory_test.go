@@ -259,3 +259,110 @@ func settledHeap() uint64 {
 }
 
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }
+
+// TestSplitPartsAreBounded reads, through node A of a two-node tenant on real engines, 64
+// values of 1 MB spread over both nodes with one multi-key read (redis MGET, memcached get),
+// which the proxy splits into one part per node and merges: each node's part is over
+// Options.MaxConnectionReplyBytes (4 MiB), so it is read away chunk by chunk and the read is
+// refused with an error naming the remedy, the heap's peak staying within
+// streamedReplyHeapBound of what it was before (merging the parts whole held over 64 MiB).
+// The connection and its links stay in step: a split read of two such values, under the
+// bound, comes back whole and in key order, and so do the small reads after it.
+func TestSplitPartsAreBounded(t *testing.T) {
+	const valueLen, count = 1000 * 1000, 64
+	for _, proto := range []Protocol{Redis, Memcached} {
+		t.Run(string(proto), func(t *testing.T) {
+			cl := startCluster(t, proto, 1, 1)
+			keys := make([]string, count)
+			for i := range keys {
+				keys[i] = "k" + strconv.Itoa(i)
+			}
+			// Made when needed: 64 MB held by the test would let the heap's garbage grow as much
+			// before a collection, hiding the proxy's peak.
+			value := func(k string) string { return k + strings.Repeat("v", valueLen-len(k)) }
+			held := placeKeys(t, cl, keys)
+			if held.counts[0] < 8 || held.counts[1] < 8 {
+				t.Fatalf("keys per node %v: want both nodes' parts over the 4 MiB bound", held.counts)
+			}
+			var big, two func() string
+			if proto == Redis {
+				c := loginRESP(t, cl.a, cl.acct)
+				for _, k := range keys {
+					if got := c.do("SET", k, value(k)); got != "+OK\r\n" {
+						t.Fatalf("SET %s: %q", k, got)
+					}
+				}
+				big = func() string { return c.do(append([]string{"MGET"}, keys...)...) }
+				two = func() string {
+					got := c.do("MGET", held.onA, held.onB)
+					want := fmt.Sprintf("*2\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n", valueLen, value(held.onA), valueLen, value(held.onB))
+					if got != want {
+						return fmt.Sprintf("MGET %s %s: %d bytes, want %d", held.onA, held.onB, len(got), len(want))
+					}
+					return c.do("GET", "missing")
+				}
+			} else {
+				c := loginMC(t, cl.a, cl.acct)
+				for _, k := range keys {
+					c.set(k, value(k))
+				}
+				big = func() string {
+					c.write("get " + strings.Join(keys, " ") + "\r\n")
+					return c.line()
+				}
+				two = func() string {
+					got := c.get(held.onA, held.onB)
+					if got[held.onA] != value(held.onA) || got[held.onB] != value(held.onB) {
+						return fmt.Sprintf("get %s %s: %d keys", held.onA, held.onB, len(got))
+					}
+					return fmt.Sprint(c.get("missing"))
+				}
+			}
+			before := settledHeap()
+			peak := sampleHeapPeak()
+			got := big()
+			peakHeap := peak()
+			after := settledHeap()
+			t.Logf("heap in use: %.1f MiB before, peak %.1f MiB during a split read of %.1f MiB, %.1f MiB after; reply %.120q",
+				mib(before), mib(peakHeap), float64(count*valueLen)/(1<<20), mib(after), got)
+			if !strings.Contains(got, "too large to merge") || !strings.Contains(got, "hash-tag") {
+				t.Errorf("split read over the bound: %q, want the error naming the remedy", got)
+			}
+			if peakHeap > before+streamedReplyHeapBound {
+				t.Errorf("heap peaked at %.1f MiB, more than %.0f MiB over the %.1f MiB before", mib(peakHeap), mib(streamedReplyHeapBound), mib(before))
+			}
+			checkHeapReturned(t, before, after)
+			if got, want := two(), map[Protocol]string{Redis: "$-1\r\n", Memcached: "map[]"}[proto]; got != want {
+				t.Errorf("after the refused read: %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+// keyPlacement is how many of some keys each node of a cluster owns, and one key of each.
+type keyPlacement struct {
+	counts   [2]int
+	onA, onB string
+}
+
+// placeKeys places keys as node A's routes for the cluster's tenant do.
+func placeKeys(t *testing.T, cl *cluster, keys []string) keyPlacement {
+	t.Helper()
+	var kp keyPlacement
+	rt := cl.a.p.lookupTenant([]byte(cl.acct.id)).cfg.Load().routes
+	for _, k := range keys {
+		routing, _ := keyHashes([]byte(k))
+		i, ok := rt.owner(routing)
+		if !ok {
+			t.Fatalf("no node owns %s", k)
+		}
+		kp.counts[i]++
+		switch {
+		case rt.nodes[i].local && kp.onA == "":
+			kp.onA = k
+		case !rt.nodes[i].local && kp.onB == "":
+			kp.onB = k
+		}
+	}
+	return kp
+}

@@ -310,6 +310,11 @@ type streamCopy struct {
 	// only), in order.
 	total  int64
 	values []streamedValue
+	// keepLimit > 0: the copy keeps the reply in kept while it is no longer than this, and
+	// sets over once it is (kept is then dropped and the rest read away).
+	keepLimit int
+	kept      []byte
+	over      bool
 }
 
 // wholeReply is a streamed collection's length in streamedValue: the whole reply's.
@@ -510,6 +515,12 @@ func (sc *streamCopy) flush() {
 		return
 	}
 	sc.total += int64(n)
+	if sc.keepLimit > 0 {
+		// Kept for a split part, which is counted and charged once completed.
+		sc.keep()
+		sc.buf = sc.buf[:0]
+		return
+	}
 	sc.pace(n)
 	if c := sc.dst; c != nil {
 		c.addReplyBytes(int64(n))
@@ -523,6 +534,70 @@ func (sc *streamCopy) flush() {
 	}
 	sc.buf = sc.buf[:0]
 }
+
+// keep appends the chunk buffer to kept while the reply fits keepLimit.
+func (sc *streamCopy) keep() {
+	switch {
+	case sc.over:
+	case len(sc.kept)+len(sc.buf) > sc.keepLimit:
+		sc.over, sc.kept = true, nil
+	default:
+		sc.kept = append(sc.kept, sc.buf...)
+	}
+}
+
+// readSplitPart reads the reply to one part of a split request (a multi-key request sent to
+// several nodes, whose replies the writer merges whole) that may be large: a RESP reply not
+// whole in the read buffer, any memcached retrieval. Up to Options.MaxConnectionReplyBytes it
+// completes the part as a reply read whole does; a longer one is read away chunk by chunk and
+// fails the part with errSplitPartTooLarge, so that the proxy never holds more of it.
+func (l *link) readSplitPart(w waiter) error {
+	limit := int(l.p.opts.MaxConnectionReplyBytes)
+	bp := streamBuffers.Get().(*[]byte)
+	s := &replyStream{l: l, e: w.p.entry}
+	s.e.expect = w.expect
+	sc := &streamCopy{s: s, br: l.br, buf: (*bp)[:0], keepLimit: limit}
+	var err error
+	if l.replies != nil {
+		err = sc.copyRESP()
+	} else {
+		err = sc.copyMemcache()
+	}
+	if err == nil {
+		sc.flush()
+	}
+	*bp = sc.buf[:0]
+	streamBuffers.Put(bp)
+	switch {
+	case err != nil:
+		return err
+	case sc.over:
+		if l.local {
+			w.p.tenant.served(int(sc.total))
+		}
+		w.p.fail(w.part, fmt.Errorf("%w (over %d bytes): read fewer keys at a time, or hash-tag them to one node, whose replies are streamed", errSplitPartTooLarge, limit))
+		return nil
+	}
+	br := bufio.NewReaderSize(bytes.NewReader(sc.kept), min(len(sc.kept)+16, ioBufferSize))
+	if l.replies != nil {
+		reply, err := resp.NewReplyReader(br, resp.ReplyLimits{}).ReadReply()
+		if err != nil {
+			return err
+		}
+		w.p.completeRESP(l, w.part, reply)
+		return nil
+	}
+	r, err := memcache.NewResponseReader(br, memcache.ResponseLimits{}).ReadResponse(w.expect)
+	if err != nil {
+		return err
+	}
+	w.p.completeMemcache(l, w.part, r)
+	return nil
+}
+
+// errSplitPartTooLarge fails a multi-key request one of whose nodes answered more than the
+// proxy holds of a reply it merges.
+var errSplitPartTooLarge = errors.New("a node's reply to its part of this multi-key request is too large to merge")
 
 // pace takes a chunk's bytes from the bandwidth bucket of a limited tenant served by the local
 // partition, and holds the chunk until the bucket allows it: a large reply reaches the client
