@@ -130,6 +130,9 @@ type partReply struct {
 	failure error
 	// values locate a memcached retrieval's VALUE blocks in raw, in order.
 	values []partValue
+	// stream is the part's reply the writer copies from its link as it merges the parts
+	// (copySplit), instead of raw.
+	stream *replyStream
 }
 
 // partValue is one VALUE block of a memcached retrieval: its key's hash, its bytes in raw, and
@@ -231,6 +234,19 @@ func (p *pending) release() {
 	p.parts = p.parts[:0]
 	p.entry, p.c, p.failure, p.stream = entry{}, nil, nil, nil
 	pendingPool.Put(p)
+}
+
+// streamed reports whether a complete p has a reply (or a part's) to copy from its link.
+func (p *pending) streamed() bool {
+	if p.stream != nil {
+		return true
+	}
+	for i := range p.parts {
+		if p.parts[i].stream != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // fail records that a reply of p (part, for a split request) will not come.
@@ -661,9 +677,35 @@ func (c *conn) sendSplit(rt *routes, nodes []int, raws [][]byte, s *split, start
 		p.parts[i].local = l.local
 	}
 	c.push(p)
-	expect := memcache.Expect{Command: s.cmd}
+	waiters := make([]waiter, len(links))
+	for i := range waiters {
+		waiters[i] = waiter{p: p, part: i, expect: memcache.Expect{Command: s.cmd}}
+	}
+	err := sendParts(links, raws, waiters)
+	if errors.Is(err, errLinkClosed) {
+		// A link stopped taking requests meanwhile: once more, with fresh links.
+		for i := range links {
+			if links[i], err = c.relink(links[i], rt, nodes[i]); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			err = sendParts(links, raws, waiters)
+		}
+	}
+	if err != nil {
+		for i := range links {
+			p.fail(i, err)
+		}
+		c.wakeWriter()
+		return nil
+	}
 	for i, l := range links {
-		c.send(l, rt, nodes[i], raws[i], len(raws[i]), waiter{p: p, part: i, expect: expect}, 0)
+		if l.local {
+			c.tenant.stats.bytesIn.Add(uint64(len(raws[i])))
+		} else {
+			l.forwarded.Add(1)
+		}
 	}
 	return nil
 }
@@ -713,7 +755,7 @@ func (c *conn) writeReady(blocking bool) writeStop {
 		p := c.queue.front()
 		ready := p.remaining.Load() == 0
 		switch {
-		case !blocking && ready && (p.close || p.stream != nil):
+		case !blocking && ready && (p.close || p.streamed()):
 			c.mu.Unlock()
 			return writerNeeded
 		case !ready && (!blocking || !c.clientGone):
@@ -764,6 +806,8 @@ func (c *conn) finish(p *pending) {
 	switch {
 	case p.stream != nil:
 		c.copyStream(p.stream)
+	case p.streamed():
+		c.copySplit(p)
 	case c.clientGone:
 	case p.kind == entryLocal:
 		c.write(p.reply)

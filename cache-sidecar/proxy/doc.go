@@ -60,11 +60,11 @@
 // big big ..." of 64 values of 1 MB, LRANGE of 1024 values of 64 KB or of 4 values of 16 MiB,
 // mg of a 64 MiB value grew the heap by at most 0.6 MiB (TestLargeReplyIsStreamed;
 // 160-222 MiB when replies were read whole), and clients that never read hold one chunk per
-// connection (TestClientsThatNeverReadStayBounded). Other replies are read whole: under
-// 64 KiB, within the read buffer, or a node's part of a multi-key read split across nodes,
-// which the merge holds, and which is refused once over Options.MaxConnectionReplyBytes (it
-// is read away, TestSplitPartsAreBounded). So a connection holds at most about twice its
-// bound. Once read, no reader, link or pipeline slot
+// connection (TestClientsThatNeverReadStayBounded). The parts of a multi-key read split across
+// nodes are streamed too, and merged value by value in key order (splitstream.go; 64 values
+// of 1 MB over two nodes grew the heap by 1.2 MiB, TestSplitReadsAreStreamed). Other replies
+// are read whole: they are under 64 KiB or within the link's read buffer, so a connection
+// holds at most its bound plus the replies being read. Once read, no reader, link or pipeline slot
 // keeps a large reply: a link about to wait drops its reader's grown buffers, so the heap
 // returns to its earlier size.
 // A link holds at most 1 MiB of requests not yet written; senders wait beyond that. Malformed

@@ -262,10 +262,15 @@ func peekLine(br *bufio.Reader) []byte {
 func (l *link) stream(w waiter) error {
 	p, c := w.p, w.p.c
 	s := &replyStream{l: l, e: p.entry, done: make(chan error, 1)}
+	s.e.expect = w.expect
 	if p.abandoned() {
 		return s.copyTo(nil)
 	}
-	p.stream = s
+	if p.kind == entrySplit {
+		p.parts[w.part].stream = s
+	} else {
+		p.stream = s
+	}
 	p.remaining.Add(-1)
 	l.touch(c)
 	l.wakeTouched()
@@ -305,16 +310,14 @@ type streamCopy struct {
 	s   *replyStream
 	br  *bufio.Reader
 	dst *conn // nil: the reply is read away
-	buf []byte
+	// merging: the copy is one part of a split read the writer merges (copySplit): chunks go
+	// to dst's reply buffer, between the other parts' values, instead of straight to the client.
+	merging bool
+	buf     []byte
 	// total is the reply's bytes; values what it told of the keys read (local partition
 	// only), in order.
 	total  int64
 	values []streamedValue
-	// keepLimit > 0: the copy keeps the reply in kept while it is no longer than this, and
-	// sets over once it is (kept is then dropped and the rest read away).
-	keepLimit int
-	kept      []byte
-	over      bool
 }
 
 // wholeReply is a streamed collection's length in streamedValue: the whole reply's.
@@ -359,28 +362,37 @@ func (sc *streamCopy) copyRESP() error {
 	}
 	var f respFrame
 	for f.start(); !f.done(); {
-		line, err := sc.line()
-		if err != nil {
+		if err := sc.copyHeader(&f, valueDepth); err != nil {
 			return err
 		}
-		h, err := f.header(line)
-		if err != nil {
+	}
+	return nil
+}
+
+// copyHeader copies the reply's next header line, and the value that follows when it is a
+// bulk, verbatim string or blob error, recording the values at valueDepth.
+func (sc *streamCopy) copyHeader(f *respFrame, valueDepth int) error {
+	line, err := sc.line()
+	if err != nil {
+		return err
+	}
+	h, err := f.header(line)
+	if err != nil {
+		return err
+	}
+	counted := h.depth == valueDepth
+	switch {
+	case h.blob >= 0:
+		if err := sc.block(h.blob); err != nil {
 			return err
 		}
-		counted := h.depth == valueDepth
-		switch {
-		case h.blob >= 0:
-			if err := sc.block(h.blob); err != nil {
-				return err
-			}
-			sc.value(counted, streamedValue{len: h.blob, hit: true})
-		case h.null:
-			sc.value(counted, streamedValue{})
-		case h.count >= 0:
-			// A collection read as one key's value: a hit when not empty, its size the whole
-			// reply's (as payloadLen counts a collection read whole).
-			sc.value(counted, streamedValue{len: wholeReply, hit: h.count > 0})
-		}
+		sc.value(counted, streamedValue{len: h.blob, hit: true})
+	case h.null:
+		sc.value(counted, streamedValue{})
+	case h.count >= 0:
+		// A collection read as one key's value: a hit when not empty, its size the whole
+		// reply's (as payloadLen counts a collection read whole).
+		sc.value(counted, streamedValue{len: wholeReply, hit: h.count > 0})
 	}
 	return nil
 }
@@ -515,14 +527,19 @@ func (sc *streamCopy) flush() {
 		return
 	}
 	sc.total += int64(n)
-	if sc.keepLimit > 0 {
-		// Kept for a split part, which is counted and charged once completed.
-		sc.keep()
-		sc.buf = sc.buf[:0]
-		return
-	}
 	sc.pace(n)
-	if c := sc.dst; c != nil {
+	c := sc.dst
+	if c != nil && sc.merging {
+		// Small values gather in the reply buffer with the merge's other values; a chunk that
+		// would grow it goes out on its own, after what the buffer holds.
+		if len(c.out)+n <= streamChunk {
+			c.write(sc.buf)
+			sc.buf = sc.buf[:0]
+			return
+		}
+		c.flushClient()
+	}
+	if c != nil {
 		c.addReplyBytes(int64(n))
 		c.refreshWriteDeadline()
 		_, err := c.nc.Write(sc.buf)
@@ -534,70 +551,6 @@ func (sc *streamCopy) flush() {
 	}
 	sc.buf = sc.buf[:0]
 }
-
-// keep appends the chunk buffer to kept while the reply fits keepLimit.
-func (sc *streamCopy) keep() {
-	switch {
-	case sc.over:
-	case len(sc.kept)+len(sc.buf) > sc.keepLimit:
-		sc.over, sc.kept = true, nil
-	default:
-		sc.kept = append(sc.kept, sc.buf...)
-	}
-}
-
-// readSplitPart reads the reply to one part of a split request (a multi-key request sent to
-// several nodes, whose replies the writer merges whole) that may be large: a RESP reply not
-// whole in the read buffer, any memcached retrieval. Up to Options.MaxConnectionReplyBytes it
-// completes the part as a reply read whole does; a longer one is read away chunk by chunk and
-// fails the part with errSplitPartTooLarge, so that the proxy never holds more of it.
-func (l *link) readSplitPart(w waiter) error {
-	limit := int(l.p.opts.MaxConnectionReplyBytes)
-	bp := streamBuffers.Get().(*[]byte)
-	s := &replyStream{l: l, e: w.p.entry}
-	s.e.expect = w.expect
-	sc := &streamCopy{s: s, br: l.br, buf: (*bp)[:0], keepLimit: limit}
-	var err error
-	if l.replies != nil {
-		err = sc.copyRESP()
-	} else {
-		err = sc.copyMemcache()
-	}
-	if err == nil {
-		sc.flush()
-	}
-	*bp = sc.buf[:0]
-	streamBuffers.Put(bp)
-	switch {
-	case err != nil:
-		return err
-	case sc.over:
-		if l.local {
-			w.p.tenant.served(int(sc.total))
-		}
-		w.p.fail(w.part, fmt.Errorf("%w (over %d bytes): read fewer keys at a time, or hash-tag them to one node, whose replies are streamed", errSplitPartTooLarge, limit))
-		return nil
-	}
-	br := bufio.NewReaderSize(bytes.NewReader(sc.kept), min(len(sc.kept)+16, ioBufferSize))
-	if l.replies != nil {
-		reply, err := resp.NewReplyReader(br, resp.ReplyLimits{}).ReadReply()
-		if err != nil {
-			return err
-		}
-		w.p.completeRESP(l, w.part, reply)
-		return nil
-	}
-	r, err := memcache.NewResponseReader(br, memcache.ResponseLimits{}).ReadResponse(w.expect)
-	if err != nil {
-		return err
-	}
-	w.p.completeMemcache(l, w.part, r)
-	return nil
-}
-
-// errSplitPartTooLarge fails a multi-key request one of whose nodes answered more than the
-// proxy holds of a reply it merges.
-var errSplitPartTooLarge = errors.New("a node's reply to its part of this multi-key request is too large to merge")
 
 // pace takes a chunk's bytes from the bandwidth bucket of a limited tenant served by the local
 // partition, and holds the chunk until the bucket allows it: a large reply reaches the client

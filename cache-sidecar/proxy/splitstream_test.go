@@ -1,0 +1,224 @@
+package proxy
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cacheqos/cacheqos/internal/protocol/resp"
+)
+
+// TestSplitStreamsNeverDeadlock has clients of one tenant, on node A of a two-node cluster of
+// real engines with one link per engine and peer, pipeline random mixes of split reads of large
+// values (whose parts are streamed, the writer holding one part's link while it copies
+// another's), reads of one large value on either node (streamed), and small reads, all at
+// once. Every reply comes back whole and in order within the deadline: no writer ever waits
+// on a link that waits for it (splitstream.go).
+func TestSplitStreamsNeverDeadlock(t *testing.T) {
+	const clients, requests, valueLen = 6, 40, 100_000
+	for _, proto := range []Protocol{Redis, Memcached} {
+		t.Run(string(proto), func(t *testing.T) {
+			cl := startClusterWith(t, Options{Protocol: proto, EngineLinks: 1, PeerLinks: 1}, 1, 1)
+			keys := make([]string, 12)
+			for i := range keys {
+				keys[i] = fmt.Sprintf("big%d", i)
+			}
+			kp := placeKeys(t, cl, keys)
+			if kp.counts[0] < 2 || kp.counts[1] < 2 {
+				t.Fatalf("keys per node %v: want both nodes to hold some", kp.counts)
+			}
+			value := func(k string) string { return k + strings.Repeat("v", valueLen-len(k)) }
+			if proto == Redis {
+				c := loginRESP(t, cl.a, cl.acct)
+				for _, k := range keys {
+					c.do("SET", k, value(k))
+				}
+				c.do("SET", "small", "s")
+			} else {
+				c := loginMC(t, cl.a, cl.acct)
+				for _, k := range keys {
+					c.set(k, value(k))
+				}
+				c.set("small", "s")
+			}
+			var wg sync.WaitGroup
+			errs := make(chan error, clients)
+			var conns []net.Conn
+			for i := range clients {
+				var nc net.Conn
+				var br *bufio.Reader
+				if proto == Redis {
+					c := loginRESP(t, cl.a, cl.acct)
+					nc, br = c.nc, c.br
+				} else {
+					c := loginMC(t, cl.a, cl.acct)
+					nc, br = c.nc, c.br
+				}
+				conns = append(conns, nc)
+				rng := rand.New(rand.NewPCG(uint64(i), 18))
+				var batch []byte
+				var wants [][]string // per request, the keys read (missing ones included)
+				for range requests {
+					var read []string
+					switch rng.IntN(3) {
+					case 0: // a split read over both nodes
+						for _, k := range keys {
+							if rng.IntN(2) == 0 {
+								read = append(read, k)
+							}
+						}
+						read = append(read, kp.onA, kp.onB, "missing")
+						rng.Shuffle(len(read), func(a, b int) { read[a], read[b] = read[b], read[a] })
+					case 1:
+						read = []string{keys[rng.IntN(len(keys))]}
+					default:
+						read = []string{"small"}
+					}
+					wants = append(wants, read)
+					if proto == Redis {
+						batch = resp.AppendCommandStrings(batch, append([]string{"MGET"}, read...)...)
+					} else {
+						batch = append(batch, "get "+strings.Join(read, " ")+"\r\n"...)
+					}
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					go nc.Write(batch)
+					for n, read := range wants {
+						if err := readReads(proto, br, read, value); err != nil {
+							errs <- fmt.Errorf("client %d, request %d (%d keys): %w", i, n, len(read), err)
+							return
+						}
+					}
+				}()
+			}
+			done := make(chan struct{})
+			go func() {
+				wg.Wait()
+				close(done)
+			}()
+			select {
+			case <-done:
+			case <-time.After(60 * time.Second):
+				for _, nc := range conns {
+					nc.Close()
+				}
+				<-done
+				t.Fatal("the clients' replies did not all come within 60s: the proxy is stuck")
+			}
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// readReads reads the reply to an MGET (or memcached get) of keys, each holding value(key) but
+// "small" ("s") and "missing" (no value), and checks it.
+func readReads(proto Protocol, br *bufio.Reader, keys []string, value func(string) string) error {
+	line := func() (string, error) {
+		l, err := br.ReadString('\n')
+		return strings.TrimSuffix(l, "\r\n"), err
+	}
+	expect := func(want string) error {
+		got, err := line()
+		if err != nil || got != want {
+			return fmt.Errorf("line %.60q (%v), want %q", got, err, want)
+		}
+		return nil
+	}
+	if proto == Redis {
+		if err := expect(fmt.Sprintf("*%d", len(keys))); err != nil {
+			return err
+		}
+	}
+	for _, k := range keys {
+		want := ""
+		switch k {
+		case "missing":
+			if proto == Redis {
+				if err := expect("$-1"); err != nil {
+					return err
+				}
+			}
+			continue
+		case "small":
+			want = "s"
+		default:
+			want = value(k)
+		}
+		header := fmt.Sprintf("$%d", len(want))
+		if proto == Memcached {
+			header = fmt.Sprintf("VALUE %s 0 %d", k, len(want))
+		}
+		if err := expect(header); err != nil {
+			return err
+		}
+		data := make([]byte, len(want)+2)
+		if _, err := io.ReadFull(br, data); err != nil {
+			return err
+		}
+		if string(data[:len(want)]) != want {
+			return fmt.Errorf("value of %s is not its own", k)
+		}
+	}
+	if proto == Memcached {
+		return expect("END")
+	}
+	return nil
+}
+
+// FuzzBufferedResponseLen checks, against the ordinary memcached response reader, the scan that
+// tells a split retrieval's part whole in a link's read buffer (read whole) from one to
+// stream: for every response the reader reads, a length it finds is the whole response's, and
+// no proper prefix passes for a whole one.
+func FuzzBufferedResponseLen(f *testing.F) {
+	for _, seed := range []string{"VALUE a 0 1\r\nx\r\nVALUE b 5 3 9\r\nxyz\r\nEND\r\n", "END\r\n",
+		"VALUE a 0 2\r\nx\r\nEND\r\n", "SERVER_ERROR out of memory\r\n", "VALUE a 0 1\r\nx\r\nEN"} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, input []byte) {
+		n := bufferedResponseLen(input)
+		want, ok := wholeReplyLen(Memcached, getExpect, input)
+		if !ok {
+			return
+		}
+		if n != 0 && n != want {
+			t.Fatalf("%q: found a whole response of %d bytes, the reader read %d", input, n, want)
+		}
+		for k := range want {
+			if m := bufferedResponseLen(input[:k]); m != 0 {
+				t.Fatalf("%q: its first %d bytes pass for a whole response of %d", input, k, m)
+			}
+		}
+	})
+}
+
+func TestBufferedResponseLen(t *testing.T) {
+	tests := []struct {
+		input string
+		want  int
+	}{
+		{"VALUE a 0 1\r\nx\r\nEND\r\nVALUE", 21},
+		{"VALUE a 0 1\r\nx\r\n", 0},
+		{"VALUE a 0 70000\r\n" + strings.Repeat("v", 100), 0},
+		{"END\r\n", 5},
+		{"SERVER_ERROR out of memory\r\n", 28},
+		{"VALUE a 0 x\r\n", 0},
+		{"VALUE a 0 1\r\nxy\r\nEND\r\n", 0},
+		{"VALUE a 0 2\r\nxy\n\nEND\r\n", 0},
+	}
+	for _, tc := range tests {
+		if got := bufferedResponseLen([]byte(tc.input)); got != tc.want {
+			t.Errorf("bufferedResponseLen(%.40q) = %d, want %d", tc.input, got, tc.want)
+		}
+	}
+}
