@@ -188,40 +188,5 @@ func FuzzBufferedResponseLen(f *testing.F) {
 		"VALUE a 0 2\r\nx\r\nEND\r\n", "SERVER_ERROR out of memory\r\n", "VALUE a 0 1\r\nx\r\nEN"} {
 		f.Add([]byte(seed))
 	}
-	f.Fuzz(func(t *testing.T, input []byte) {
-		n := bufferedResponseLen(input)
-		want, ok := wholeReplyLen(Memcached, getExpect, input)
-		if !ok {
-			return
-		}
-		if n != 0 && n != want {
-			t.Fatalf("%q: found a whole response of %d bytes, the reader read %d", input, n, want)
-		}
-		for k := range want {
-			if m := bufferedResponseLen(input[:k]); m != 0 {
-				t.Fatalf("%q: its first %d bytes pass for a whole response of %d", input, k, m)
-			}
-		}
-	})
-}
-
-func TestBufferedResponseLen(t *testing.T) {
-	tests := []struct {
-		input string
-		want  int
-	}{
-		{"VALUE a 0 1\r\nx\r\nEND\r\nVALUE", 21},
-		{"VALUE a 0 1\r\nx\r\n", 0},
-		{"VALUE a 0 70000\r\n" + strings.Repeat("v", 100), 0},
-		{"END\r\n", 5},
-		{"SERVER_ERROR out of memory\r\n", 28},
-		{"VALUE a 0 x\r\n", 0},
-		{"VALUE a 0 1\r\nxy\r\nEND\r\n", 0},
-		{"VALUE a 0 2\r\nxy\n\nEND\r\n", 0},
-	}
-	for _, tc := range tests {
-		if got := bufferedResponseLen([]byte(tc.input)); got != tc.want {
-			t.Errorf("bufferedResponseLen(%.40q) = %d, want %d", tc.input, got, tc.want)
-		}
-	}
+	f.Fuzz(func(t *testing.T, input []byte) { checkBufferedScan(t, Memcached, bufferedResponseLen, input) })
 }

@@ -148,42 +148,57 @@ func FuzzBufferedReplyLen(f *testing.F) {
 		"|1\r\n+a\r\n+b\r\n$3\r\nabc\r\n", "*2\r\n$3\r\nab", "*-1\r\n", "~2\r\n#t\r\n(12\r\n", "*1\r\n$4\r\nab\r\n\r\n"} {
 		f.Add([]byte(seed))
 	}
-	f.Fuzz(func(t *testing.T, input []byte) {
-		n := bufferedReplyLen(input)
-		want, ok := wholeReplyLen(Redis, getExpect, input)
-		if !ok {
-			return
-		}
-		if n != 0 && n != want {
-			t.Fatalf("%q: found a whole reply of %d bytes, the reader read %d", input, n, want)
-		}
-		for k := range want {
-			if m := bufferedReplyLen(input[:k]); m != 0 {
-				t.Fatalf("%q: its first %d bytes pass for a whole reply of %d", input, k, m)
-			}
-		}
-	})
+	f.Fuzz(func(t *testing.T, input []byte) { checkBufferedScan(t, Redis, bufferedReplyLen, input) })
 }
 
+// checkBufferedScan fails the test unless, when the ordinary reader reads a reply (a get's
+// response for memcached) from input, scan finds none or one of the same length, and finds
+// none in any proper prefix of it.
+func checkBufferedScan(t *testing.T, proto Protocol, scan func([]byte) int, input []byte) {
+	t.Helper()
+	want, ok := wholeReplyLen(proto, getExpect, input)
+	if !ok {
+		return
+	}
+	if n := scan(input); n != 0 && n != want {
+		t.Fatalf("%q: found a whole reply of %d bytes, the reader read %d", input, n, want)
+	}
+	for k := range want {
+		if m := scan(input[:k]); m != 0 {
+			t.Fatalf("%q: its first %d bytes pass for a whole reply of %d", input, k, m)
+		}
+	}
+}
+
+// TestBufferedReplyLen covers the scans that tell a reply whole in a link's read buffer.
 func TestBufferedReplyLen(t *testing.T) {
 	tests := []struct {
+		scan  func([]byte) int
 		input string
 		want  int
 	}{
-		{"*2\r\n$1\r\na\r\n:5\r\n+next", 15},
-		{"*2\r\n$1\r\na\r\n", 0},
-		{"$3\r\nabc\r\n", 9},
-		{"$3\r\nab", 0},
-		{"*1\r\n$70000\r\n" + strings.Repeat("v", 100), 0},
-		{"%1\r\n+k\r\n_\r\n", 11},
-		{"*-1\r\n", 5},
-		{"*1\r\n?x\r\n", 0},
-		{"*9999999999\r\n", 0},
-		{strings.Repeat("*1\r\n", maxStreamDepth+1) + ":1\r\n", 0},
+		{bufferedReplyLen, "*2\r\n$1\r\na\r\n:5\r\n+next", 15},
+		{bufferedReplyLen, "*2\r\n$1\r\na\r\n", 0},
+		{bufferedReplyLen, "$3\r\nabc\r\n", 9},
+		{bufferedReplyLen, "$3\r\nab", 0},
+		{bufferedReplyLen, "*1\r\n$70000\r\n" + strings.Repeat("v", 100), 0},
+		{bufferedReplyLen, "%1\r\n+k\r\n_\r\n", 11},
+		{bufferedReplyLen, "*-1\r\n", 5},
+		{bufferedReplyLen, "*1\r\n?x\r\n", 0},
+		{bufferedReplyLen, "*9999999999\r\n", 0},
+		{bufferedReplyLen, strings.Repeat("*1\r\n", maxStreamDepth+1) + ":1\r\n", 0},
+		{bufferedResponseLen, "VALUE a 0 1\r\nx\r\nEND\r\nVALUE", 21},
+		{bufferedResponseLen, "VALUE a 0 1\r\nx\r\n", 0},
+		{bufferedResponseLen, "VALUE a 0 70000\r\n" + strings.Repeat("v", 100), 0},
+		{bufferedResponseLen, "END\r\n", 5},
+		{bufferedResponseLen, "SERVER_ERROR out of memory\r\n", 28},
+		{bufferedResponseLen, "VALUE a 0 x\r\n", 0},
+		{bufferedResponseLen, "VALUE a 0 1\r\nxy\r\nEND\r\n", 0},
+		{bufferedResponseLen, "VALUE a 0 2\r\nxy\n\nEND\r\n", 0},
 	}
 	for _, tc := range tests {
-		if got := bufferedReplyLen([]byte(tc.input)); got != tc.want {
-			t.Errorf("bufferedReplyLen(%.40q) = %d, want %d", tc.input, got, tc.want)
+		if got := tc.scan([]byte(tc.input)); got != tc.want {
+			t.Errorf("%.40q: length %d, want %d", tc.input, got, tc.want)
 		}
 	}
 }
