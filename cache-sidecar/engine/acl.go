@@ -73,10 +73,15 @@ func redisLinkACL(passwordHash string) string {
 }
 
 // restrictRedisLink gives the running engine serving socket today's RedisLinkUser rule (ACL
-// SETUSER, after WriteRedisACL gave its directory a password): an engine an older sidecar
-// started, without the link user or with an older rule, is restricted without a relaunch.
+// SETUSER; WriteRedisACL first gives its directory a password if it has none): an engine an
+// older sidecar started, without the link user or with an older rule, is restricted without a
+// relaunch.
 func restrictRedisLink(c redisClient, socket string) error {
-	password, err := WriteRedisACL(filepath.Dir(socket))
+	dir := filepath.Dir(socket)
+	password, err := readLinkPassword(dir)
+	if err == nil && password == "" {
+		password, err = WriteRedisACL(dir)
+	}
 	if err != nil {
 		return err
 	}

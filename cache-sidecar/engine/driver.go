@@ -67,6 +67,13 @@ type Stats struct {
 	Misses    int64
 }
 
+// restricter is a driver whose engines restrict the proxy's links (redis' link user): an
+// engine an older sidecar started, and this one adopts, may predate the restriction.
+type restricter interface {
+	// restrict applies the restriction to a running engine.
+	restrict(ctx context.Context, socket string) error
+}
+
 // saver is a driver whose engine can save its data to partitionPaths.saved as it stops and
 // loads it at its next start.
 type saver interface {

@@ -274,6 +274,9 @@ func (m *Manager) adoptEngine(ctx context.Context, drv driver, paths partitionPa
 			if err == nil {
 				err = drv.configure(opCtx, paths.socket)
 			}
+			if r, ok := drv.(restricter); ok && err == nil {
+				err = r.restrict(opCtx, paths.socket)
+			}
 			cancel()
 			proc := adopt(pid, matches, m.cfg.PollInterval, m.ctx.Done())
 			if err == nil {

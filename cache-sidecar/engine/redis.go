@@ -91,24 +91,31 @@ func (redisDriver) ping(ctx context.Context, socket string) error {
 	return nil
 }
 
-// configure restricts the link user to today's rule (restrictRedisLink: an adopted engine may
-// predate it) and turns on active defragmentation, which returns memory fragmented by
-// evictions to the allocator over time. Builds without redis' bundled jemalloc (Debian's, for
-// one) refuse the latter with an error reply; that is expected and ignored.
+// configure turns on active defragmentation, which returns memory fragmented by evictions to
+// the allocator over time. Builds without redis' bundled jemalloc (Debian's, for one) refuse
+// it with an error reply; that is expected and ignored.
 func (redisDriver) configure(ctx context.Context, socket string) error {
 	c, err := dialRedis(ctx, socket)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	if err := restrictRedisLink(c, socket); err != nil {
-		return err
-	}
 	var reply *redisError
 	if err := c.doOK("CONFIG", "SET", "activedefrag", "yes"); err != nil && !errors.As(err, &reply) {
 		return err
 	}
 	return nil
+}
+
+// restrict gives an adopted engine today's link user (restrictRedisLink); one this driver
+// starts loads it from its ACL file.
+func (redisDriver) restrict(ctx context.Context, socket string) error {
+	c, err := dialRedis(ctx, socket)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return restrictRedisLink(c, socket)
 }
 
 func (redisDriver) liveSpec(ctx context.Context, socket string) (PartitionSpec, error) {
