@@ -33,11 +33,13 @@ const (
 
 // redisLinkCommands are the commands RedisLinkUser may run: every command the proxy forwards
 // (routed, split or sent to any or all engines; a container's forwarded subcommands only) and
-// those its links send themselves (HELLO, and MULTI/EXEC/DISCARD around a transaction).
+// those its links send themselves (HELLO, and MULTI/EXEC/DISCARD around a transaction), but
+// INFO: the proxy filters its reply for the tenant and sends it as the engine's default user,
+// so that a script's redis.call('INFO') gets NOPERM instead of the engine's unfiltered INFO.
 func redisLinkCommands() []string {
 	cmds := []string{"hello", "multi", "exec", "discard"}
 	forwarded := func(s *resp.CommandSpec) bool {
-		return s.Handling != protocol.HandleRefuse && s.Handling != protocol.HandleProxy
+		return s.Handling != protocol.HandleRefuse && s.Handling != protocol.HandleProxy && s.Name != "info"
 	}
 	for _, s := range resp.Commands() {
 		switch {
@@ -56,13 +58,36 @@ func redisLinkCommands() []string {
 	return cmds
 }
 
-// redisLinkACL is RedisLinkUser's ACL rule for a password's SHA-256.
-func redisLinkACL(passwordHash string) string {
-	rule := []string{"user", RedisLinkUser, "on", "#" + passwordHash, "~*", "resetchannels", "-@all"}
+// redisLinkRule is RedisLinkUser's ACL rule for a password's SHA-256, as ACL SETUSER takes it.
+func redisLinkRule(passwordHash string) []string {
+	rule := []string{"on", "#" + passwordHash, "~*", "resetchannels", "-@all"}
 	for _, c := range redisLinkCommands() {
 		rule = append(rule, "+"+c)
 	}
-	return strings.Join(rule, " ")
+	return rule
+}
+
+// redisLinkACL is RedisLinkUser's line of the ACL file for a password's SHA-256.
+func redisLinkACL(passwordHash string) string {
+	return "user " + RedisLinkUser + " " + strings.Join(redisLinkRule(passwordHash), " ")
+}
+
+// restrictRedisLink gives the running engine serving socket today's RedisLinkUser rule (ACL
+// SETUSER; WriteRedisACL first gives its directory a password if it has none): an engine an
+// older sidecar started, without the link user or with an older rule, is restricted without a
+// relaunch.
+func restrictRedisLink(c redisClient, socket string) error {
+	dir := filepath.Dir(socket)
+	password, err := readLinkPassword(dir)
+	if err == nil && password == "" {
+		password, err = WriteRedisACL(dir)
+	}
+	if err != nil {
+		return err
+	}
+	hash := sha256.Sum256([]byte(password))
+	args := append([]string{"ACL", "SETUSER", RedisLinkUser, "reset"}, redisLinkRule(hex.EncodeToString(hash[:]))...)
+	return c.doOK(args...)
 }
 
 // WriteRedisACL gives a redis engine's directory a RedisLinkUser password (0600) and the ACL

@@ -46,16 +46,98 @@ func TestRedisLinkUser(t *testing.T) {
 	if err := link.doOK("SET", "k", "v"); err != nil {
 		t.Fatal(err)
 	}
-	for _, args := range [][]string{{"CONFIG", "SET", "maxmemory", "1"}, {"FLUSHALL"}, {"SELECT", "1"}, {"MIGRATE", "127.0.0.1", "1", "k", "0", "1000"}, {"SHUTDOWN"}} {
+	checkLinkUserRefused(t, link)
+	mustReconcile(t, m, PartitionSpec{Tenant: spec.Tenant, MemoryBytes: 32 * mib, EvictionPolicy: LFU})
+	if got := mustStatus(t, m, spec.Tenant).Applied; got.MemoryBytes != 32*mib || got.EvictionPolicy != LFU {
+		t.Fatalf("the manager's CONFIG SET: applied %+v", got)
+	}
+}
+
+// checkLinkUserRefused fails the test unless link, logged in as RedisLinkUser, is refused the
+// engine's administration and INFO (which the proxy runs as the default user and filters).
+func checkLinkUserRefused(t *testing.T, link redisClient) {
+	t.Helper()
+	for _, args := range [][]string{{"CONFIG", "SET", "maxmemory", "1"}, {"FLUSHALL"}, {"SELECT", "1"}, {"MIGRATE", "127.0.0.1", "1", "k", "0", "1000"}, {"SHUTDOWN"}, {"INFO"}, {"INFO", "server"}} {
 		_, err := link.do(args...)
 		var reply *redisError
 		if !errors.As(err, &reply) || !strings.Contains(err.Error(), "NOPERM") {
 			t.Errorf("link user %v: %v, want NOPERM", args, err)
 		}
 	}
-	mustReconcile(t, m, PartitionSpec{Tenant: spec.Tenant, MemoryBytes: 32 * mib, EvictionPolicy: LFU})
-	if got := mustStatus(t, m, spec.Tenant).Applied; got.MemoryBytes != 32*mib || got.EvictionPolicy != LFU {
-		t.Fatalf("the manager's CONFIG SET: applied %+v", got)
+}
+
+// TestAdoptedRedisGetsTheLinkUser adopts a running redis as an older sidecar left it: without
+// the link user (an engine from before it existed) or with an older rule that let it run INFO
+// and FLUSHALL. The new manager restricts it without a relaunch: the engine keeps its pid and
+// data, its directory gets a password, the link user logs in with it and is refused what
+// today's rule refuses, while the manager's default user still runs everything.
+func TestAdoptedRedisGetsTheLinkUser(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		older func(t *testing.T, admin redisClient, dir string)
+	}{
+		{"no link user", func(t *testing.T, admin redisClient, dir string) {
+			if _, err := admin.do("ACL", "DELUSER", RedisLinkUser); err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range []string{linkPasswordFile, RedisACLFile} {
+				if err := os.Remove(filepath.Join(dir, f)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}},
+		{"an older rule", func(t *testing.T, admin redisClient, dir string) {
+			if err := admin.doOK("ACL", "SETUSER", RedisLinkUser, "+info", "+flushall"); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig(t, Redis)
+			first, err := NewManager(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { killEngines(t, cfg.Root) })
+			spec := PartitionSpec{Tenant: "t/old", MemoryBytes: 16 * mib, EvictionPolicy: LRU}
+			mustReconcile(t, first, spec)
+			sock := mustSocket(t, first, spec.Tenant)
+			pid := mustStatus(t, first, spec.Tenant).PID
+			first.Close()
+			admin, err := dialRedis(context.Background(), sock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer admin.Close()
+			if err := admin.doOK("SET", "kept", "v"); err != nil {
+				t.Fatal(err)
+			}
+			tc.older(t, admin, filepath.Dir(sock))
+
+			second := startManager(t, cfg)
+			if st := mustStatus(t, second, spec.Tenant); st.State != Running || st.PID != pid {
+				t.Fatalf("adopted: %+v, want the running engine (pid %d)", st, pid)
+			}
+			password, err := RedisLinkPassword(sock)
+			if err != nil || password == "" {
+				t.Fatalf("link password after adoption: %q, %v", password, err)
+			}
+			link, err := dialRedis(context.Background(), sock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer link.Close()
+			if err := link.doOK("AUTH", RedisLinkUser, password); err != nil {
+				t.Fatal(err)
+			}
+			if v, err := link.do("GET", "kept"); err != nil || v.str != "v" {
+				t.Fatalf("link user GET kept: %s, %v", v.describe(), err)
+			}
+			checkLinkUserRefused(t, link)
+			if _, err := admin.info("server"); err != nil {
+				t.Fatalf("the default user's INFO: %v", err)
+			}
+		})
 	}
 }
 

@@ -28,7 +28,8 @@ type driver interface {
 	args(spec PartitionSpec, paths partitionPaths) []string
 	// ping succeeds once the engine answers on its socket.
 	ping(ctx context.Context, socket string) error
-	// configure applies settings that are not command-line arguments, after ping succeeded.
+	// configure applies settings that are not command-line arguments, after ping succeeded
+	// and to an adopted engine, which an older sidecar may have started without them.
 	configure(ctx context.Context, socket string) error
 	// liveSpec reads the memory limit and eviction policy the engine runs with.
 	liveSpec(ctx context.Context, socket string) (PartitionSpec, error)
@@ -64,6 +65,13 @@ type Stats struct {
 	Evictions int64
 	Hits      int64
 	Misses    int64
+}
+
+// restricter is a driver whose engines restrict the proxy's links (redis' link user): an
+// engine an older sidecar started, and this one adopts, may predate the restriction.
+type restricter interface {
+	// restrict applies the restriction to a running engine.
+	restrict(ctx context.Context, socket string) error
 }
 
 // saver is a driver whose engine's data can be saved into its partition directory as it

@@ -271,6 +271,12 @@ func (m *Manager) adoptEngine(ctx context.Context, drv driver, paths partitionPa
 		if matches() {
 			opCtx, cancel := context.WithTimeout(ctx, m.cfg.OpTimeout)
 			live, err := drv.liveSpec(opCtx, paths.socket)
+			if err == nil {
+				err = drv.configure(opCtx, paths.socket)
+			}
+			if r, ok := drv.(restricter); ok && err == nil {
+				err = r.restrict(opCtx, paths.socket)
+			}
 			cancel()
 			proc := adopt(pid, matches, m.cfg.PollInterval, m.ctx.Done())
 			if err == nil {

@@ -110,6 +110,17 @@ func (redisDriver) configure(ctx context.Context, socket string) error {
 	return nil
 }
 
+// restrict gives an adopted engine today's link user (restrictRedisLink); one this driver
+// starts loads it from its ACL file.
+func (redisDriver) restrict(ctx context.Context, socket string) error {
+	c, err := dialRedis(ctx, socket)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return restrictRedisLink(c, socket)
+}
+
 func (redisDriver) liveSpec(ctx context.Context, socket string) (PartitionSpec, error) {
 	c, err := dialRedis(ctx, socket)
 	if err != nil {

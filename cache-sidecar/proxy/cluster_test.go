@@ -21,10 +21,16 @@ type cluster struct {
 
 func startCluster(t *testing.T, protocol Protocol, weightA, weightB float64) *cluster {
 	t.Helper()
+	return startClusterWith(t, Options{Protocol: protocol}, weightA, weightB)
+}
+
+// startClusterWith is startCluster with both nodes' options.
+func startClusterWith(t *testing.T, opts Options, weightA, weightB float64) *cluster {
+	t.Helper()
 	c := &cluster{acct: newAccount(t, "team-a/cache")}
-	c.engineA, c.engB = startEngine(t, protocol), startEngine(t, protocol)
-	c.a = startNode(t, "node-a", Options{Protocol: protocol})
-	c.b = startNode(t, "node-b", Options{Protocol: protocol})
+	c.engineA, c.engB = startEngine(t, opts.Protocol), startEngine(t, opts.Protocol)
+	c.a = startNode(t, "node-a", opts)
+	c.b = startNode(t, "node-b", opts)
 	c.setWeights(t, weightA, weightB)
 	return c
 }

@@ -105,7 +105,7 @@ func redisRow(s *resp.CommandSpec) commandRow {
 	case s.Name == "unwatch":
 		row.handling, row.note = "own link", "on the WATCH's link; answered by the sidecar without one"
 	case s.Name == "info":
-		row.note = infoNote() + "; not inside a transaction"
+		row.note = infoNote() + "; not inside a transaction; sent as the engine's default user, so scripts, which run as the link user, may not call it"
 	case strings.HasPrefix(s.Name, "eval"):
 		row.note = "declared keys (numkeys > 0) on one node; refused on an engine shared by tenants"
 	case s.Handling == protocol.HandleRoute && (s.Keys.Last != s.Keys.First || s.Keys.NumKeysAt > 0):

@@ -167,7 +167,8 @@ type Options struct {
 	// from engines or peers, not yet taken by the client): while a connection holds this much,
 	// its requests are read no further and the links serving it read no further replies for it
 	// (default 4 MiB). A reply that is not streamed (see the package documentation) is read
-	// whole, so a connection holds at most this plus its largest such reply.
+	// whole: it is under 64 KiB or whole in a link's 16 KiB read buffer. So a connection holds
+	// at most this plus the replies being read, 64 KiB each at most.
 	MaxConnectionReplyBytes int64
 	// MaxReplyBytesInFlight bounds the reply bytes the proxy holds for all its connections: over
 	// it, links read no further replies for connections that hold some already (default 64

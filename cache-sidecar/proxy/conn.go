@@ -134,6 +134,9 @@ type partReply struct {
 	failure error
 	// values locate a memcached retrieval's VALUE blocks in raw, in order.
 	values []partValue
+	// stream is the part's reply the writer copies from its link as it merges the parts
+	// (copySplit), instead of raw.
+	stream *replyStream
 }
 
 // partValue is one VALUE block of a memcached retrieval: its key's hash, its bytes in raw, and
@@ -235,6 +238,19 @@ func (p *pending) release() {
 	p.parts = p.parts[:0]
 	p.entry, p.c, p.failure, p.stream = entry{}, nil, nil, nil
 	pendingPool.Put(p)
+}
+
+// streamed reports whether a complete p has a reply (or a part's) to copy from its link.
+func (p *pending) streamed() bool {
+	if p.stream != nil {
+		return true
+	}
+	for i := range p.parts {
+		if p.parts[i].stream != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // fail records that a reply of p (part, for a split request) will not come.
@@ -548,6 +564,30 @@ func (c *conn) localLink() (*link, error) {
 	return l, nil
 }
 
+// privilegedLocalLink returns the link to the tenant's engine on this node that runs as the
+// engine's default user (see linkKey.privileged): the link user's own links when the engine
+// has no link user.
+func (c *conn) privilegedLocalLink() (*link, error) {
+	key, err := c.localLinkKey()
+	if err != nil {
+		return nil, err
+	}
+	if key.enginePassword == "" {
+		return c.localLink()
+	}
+	key.enginePassword, key.privileged = "", true
+	return c.p.sharedLink(key, c.p.nodeID(), 0, nil)
+}
+
+// relink returns the link to send on in place of l, which stopped taking requests: one of the
+// same kind to the same node.
+func (c *conn) relink(l *link, rt *routes, node int) (*link, error) {
+	if l.key.privileged {
+		return c.privilegedLocalLink()
+	}
+	return c.backend(rt, node)
+}
+
 // forward queues a request for a node (the local partition on a peer connection) and sends
 // it. A request for the local partition first waits for the tenant's tokens. It returns the
 // error to answer instead, if any. size is what the request counts for.
@@ -562,6 +602,11 @@ func (c *conn) forwardSkipping(rt *routes, node int, raw []byte, size int, e ent
 	if err != nil {
 		return err
 	}
+	return c.forwardOn(l, rt, node, raw, size, e, skips)
+}
+
+// forwardOn is forwardSkipping on l, a link to node.
+func (c *conn) forwardOn(l *link, rt *routes, node int, raw []byte, size int, e entry, skips int) error {
 	if l.local {
 		if err := c.admitLocal(size); err != nil {
 			return err
@@ -595,7 +640,7 @@ func (c *conn) send(l *link, rt *routes, node int, raw []byte, size int, w waite
 	// A pinned link's requests (WATCH, a blocking pop, what follows them) mean something on
 	// that link only: they fail with it.
 	if errors.Is(err, errLinkClosed) && !l.pinned {
-		if l, err = c.backend(rt, node); err == nil {
+		if l, err = c.relink(l, rt, node); err == nil {
 			err = l.send(raw, w, skips, alone)
 		}
 	}
@@ -636,9 +681,35 @@ func (c *conn) sendSplit(rt *routes, nodes []int, raws [][]byte, s *split, start
 		p.parts[i].local = l.local
 	}
 	c.push(p)
-	expect := memcache.Expect{Command: s.cmd}
+	waiters := make([]waiter, len(links))
+	for i := range waiters {
+		waiters[i] = waiter{p: p, part: i, expect: memcache.Expect{Command: s.cmd}}
+	}
+	err := sendParts(links, raws, waiters)
+	if errors.Is(err, errLinkClosed) {
+		// A link stopped taking requests meanwhile: once more, with fresh links.
+		for i := range links {
+			if links[i], err = c.relink(links[i], rt, nodes[i]); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			err = sendParts(links, raws, waiters)
+		}
+	}
+	if err != nil {
+		for i := range links {
+			p.fail(i, err)
+		}
+		c.wakeWriter()
+		return nil
+	}
 	for i, l := range links {
-		c.send(l, rt, nodes[i], raws[i], len(raws[i]), waiter{p: p, part: i, expect: expect}, 0)
+		if l.local {
+			c.tenant.stats.bytesIn.Add(uint64(len(raws[i])))
+		} else {
+			l.forwarded.Add(1)
+		}
 	}
 	return nil
 }
@@ -688,7 +759,7 @@ func (c *conn) writeReady(blocking bool) writeStop {
 		p := c.queue.front()
 		ready := p.remaining.Load() == 0
 		switch {
-		case !blocking && ready && (p.close || p.stream != nil):
+		case !blocking && ready && (p.close || p.streamed()):
 			c.mu.Unlock()
 			return writerNeeded
 		case !ready && (!blocking || !c.clientGone):
@@ -739,6 +810,8 @@ func (c *conn) finish(p *pending) {
 	switch {
 	case p.stream != nil:
 		c.copyStream(p.stream)
+	case p.streamed():
+		c.copySplit(p)
 	case c.clientGone:
 	case p.kind == entryLocal:
 		c.write(p.reply)

@@ -49,20 +49,22 @@
 // reply due from a link, which could be the waiting one.
 //
 // Large replies are streamed: a reply holding a value over 64 KiB (a redis bulk string, a
-// memcached VALUE block), a redis collection of at least 1024 elements (LRANGE, HGETALL...
-// of a large collection), and every reply to a multi-key read sent whole to one node (MGET,
+// memcached VALUE or meta VA block), a redis collection not whole in the link's 16 KiB read
+// buffer (LRANGE, HGETALL... of a large collection, or of a few large elements), and every
+// reply to a multi-key read sent whole to one node (MGET,
 // memcached get/gets/gat/gats of several keys), is not read by the link: its reader hands it
 // to the connection's writer, which, once the replies before it are out, copies it from the
 // link to the client 64 KiB at a time, and the link reads its next reply once the copy is
 // done (a client gone meanwhile gets no more of it, but it is read to its end). So such a
 // reply costs one 64 KiB chunk whatever its size: one GET of a 64 MiB value, MGET or "get
-// big big ..." of 64 values of 1 MB, LRANGE of 1024 values of 64 KB grew the heap by at most
-// 0.6 MiB (TestLargeReplyIsStreamed;
+// big big ..." of 64 values of 1 MB, LRANGE of 1024 values of 64 KB or of 4 values of 16 MiB,
+// mg of a 64 MiB value grew the heap by at most 0.6 MiB (TestLargeReplyIsStreamed;
 // 160-222 MiB when replies were read whole), and clients that never read hold one chunk per
-// connection (TestClientsThatNeverReadStayBounded). Other replies are read whole, so a
-// connection holds at most its bound plus one such reply: smaller collections of large
-// elements, meta mg, and the parts of a multi-key read split across nodes, whose merge holds
-// them, still cost their whole size. Once read, no reader, link or pipeline slot
+// connection (TestClientsThatNeverReadStayBounded). The parts of a multi-key read split across
+// nodes are streamed too, and merged value by value in key order (splitstream.go; 64 values
+// of 1 MB over two nodes grew the heap by 1.2 MiB, TestSplitReadsAreStreamed). Other replies
+// are read whole: they are under 64 KiB or within the link's read buffer, so a connection
+// holds at most its bound plus the replies being read. Once read, no reader, link or pipeline slot
 // keeps a large reply: a link about to wait drops its reader's grown buffers, so the heap
 // returns to its earlier size.
 // A link holds at most 1 MiB of requests not yet written; senders wait beyond that. Malformed

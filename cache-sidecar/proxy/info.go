@@ -77,13 +77,10 @@ func filterInfo(text []byte) []byte {
 // engine sent.
 func (h *redisHandler) deliverInfo(p *pending) {
 	c := h.c
-	v, err := resp.DecodeValue(p.reply)
-	switch {
-	case err == nil && v.IsError():
-		c.write(p.reply)
-		return
-	case err != nil || (v.Type != resp.TypeBulkString && v.Type != resp.TypeVerbatim) || v.Null:
-		c.write(resp.AppendError(nil, "ERR cacheqos: unexpected INFO reply from the engine"))
+	v, ok := h.decodeReply(p, "INFO", func(v resp.Value) bool {
+		return (v.Type == resp.TypeBulkString || v.Type == resp.TypeVerbatim) && !v.Null
+	})
+	if !ok {
 		return
 	}
 	text := filterInfo(v.Str)

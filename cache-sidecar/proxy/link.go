@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -11,6 +12,7 @@ import (
 	"io"
 	"net"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -41,9 +43,13 @@ type linkKey struct {
 	address string // engine socket path, or peer "host:port"
 	// enginePassword logs a link to a local redis engine in as engine.RedisLinkUser.
 	enginePassword string
-	tenant         string // links carry one tenant's requests (a peer link's handshake names it)
-	peer           bool
-	proto          resp.Proto // the RESP version the link speaks (0 for memcached)
+	// privileged: a link to a local engine that stays its default user, for the commands
+	// engine.RedisLinkUser may not run and the proxy runs on the tenant's behalf (INFO, whose
+	// reply it filters); no client request is sent unchecked on it.
+	privileged bool
+	tenant     string // links carry one tenant's requests (a peer link's handshake names it)
+	peer       bool
+	proto      resp.Proto // the RESP version the link speaks (0 for memcached)
 }
 
 // waiter is one reply a link owes: the request it answers and, for a split request, which
@@ -78,6 +84,7 @@ var errLinkClosed = errors.New("link closed")
 // in the same order, hands each to its waiter and, once no more replies are buffered, has the
 // client connections it completed write them out.
 type link struct {
+	id    uint64 // orders the locking of several links (sendParts)
 	p     *Proxy
 	key   linkKey
 	node  string
@@ -114,6 +121,7 @@ type link struct {
 
 func newLink(p *Proxy, key linkKey, node string, nc net.Conn, br *bufio.Reader) *link {
 	l := &link{
+		id:    linkIDs.Add(1),
 		p:     p,
 		key:   key,
 		node:  node,
@@ -191,6 +199,51 @@ func (l *link) send(raw []byte, w waiter, skips int, alone bool) error {
 		l.writeOut(false)
 	}
 	return nil
+}
+
+// linkIDs numbers links.
+var linkIDs atomic.Uint64
+
+// sendParts queues the parts of a split request on their links (one each) in one step,
+// holding every link's lock, so that all links order them the same way against every other
+// request (see splitstream.go). It fails with errLinkClosed, queuing nothing, when a link
+// takes no more requests. Unlike send it does not wait for room in a full backlog, and leaves
+// the writing to the links' writers.
+func sendParts(links []*link, raws [][]byte, waiters []waiter) error {
+	order := slices.Clone(links)
+	slices.SortFunc(order, func(a, b *link) int { return cmp.Compare(a.id, b.id) })
+	order = slices.Compact(order)
+	for _, l := range order {
+		l.mu.Lock()
+	}
+	var err error
+	for _, l := range order {
+		if l.state != linkOpen {
+			err = errLinkClosed
+		}
+	}
+	var wake []*link
+	for i, l := range links {
+		if err != nil {
+			break
+		}
+		if l.due.len() == 0 {
+			l.setReadDeadline(time.Now().Add(l.p.opts.BackendTimeout))
+		}
+		l.out = append(l.out, raws[i]...)
+		l.due.push(waiters[i])
+		if !l.writing {
+			l.writing = true
+			wake = append(wake, l)
+		}
+	}
+	for _, l := range order {
+		l.mu.Unlock()
+	}
+	for _, l := range wake {
+		kick(l.wake)
+	}
+	return err
 }
 
 // setReadDeadline sets the reader's deadline; l.mu is held.
@@ -285,7 +338,7 @@ func (l *link) readLoop() {
 		switch {
 		case w.skip:
 			err = l.skipReply(w)
-		case l.streams(w):
+		case w.p.kind == entrySplit && l.streamsPart(w), w.p.kind != entrySplit && l.streams(w):
 			// The writer answered the request, or the link reads its reply away: either way
 			// the failure is the link's only.
 			if err = l.stream(w); err != nil {

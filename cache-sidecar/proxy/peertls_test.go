@@ -3,7 +3,6 @@ package proxy
 import (
 	"bufio"
 	"crypto/tls"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cacheqos/cacheqos/internal/pki"
+	"github.com/cacheqos/cacheqos/internal/pki/pkitest"
 )
 
 const testPeerIdentity = "cacheqos://team-a/cluster"
@@ -20,50 +20,21 @@ type peerFiles struct {
 	dir string
 }
 
-// write replaces the files the way a volume update does: each file is a new inode.
-func (f peerFiles) write(t *testing.T, cert, key, bundle []byte) {
-	t.Helper()
-	for name, data := range map[string][]byte{"tls.crt": cert, "tls.key": key, "ca.crt": bundle} {
-		tmp := filepath.Join(f.dir, "."+name)
-		if err := os.WriteFile(tmp, data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(tmp, filepath.Join(f.dir, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 // issuePeer writes a peer certificate of identity from a into a new directory and returns
 // the files and the loaded pki.Peer that verifies against testPeerIdentity.
 func issuePeer(t *testing.T, a *pki.Authority, identity string) (peerFiles, *pki.Peer) {
 	t.Helper()
 	f := peerFiles{dir: t.TempDir()}
-	f.reissue(t, a, identity)
-	p, err := pki.NewPeer(filepath.Join(f.dir, "tls.crt"), filepath.Join(f.dir, "tls.key"), filepath.Join(f.dir, "ca.crt"), testPeerIdentity, func(err error) { t.Error(err) })
+	pkitest.WritePeerFiles(t, f.dir, a, identity, a.Bundle())
+	p, err := pki.NewPeer(filepath.Join(f.dir, pkitest.CertFile), filepath.Join(f.dir, pkitest.KeyFile), filepath.Join(f.dir, pkitest.CAFile),
+		testPeerIdentity, func(err error) { t.Error(err) })
 	if err != nil {
 		t.Fatal(err)
 	}
 	return f, p
 }
 
-func (f peerFiles) reissue(t *testing.T, a *pki.Authority, identity string) {
-	t.Helper()
-	cert, key, err := a.IssuePeer(identity, time.Now(), pki.DefaultPolicy)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.write(t, cert, key, a.Bundle())
-}
-
-func newCA(t *testing.T) *pki.Authority {
-	t.Helper()
-	a := pki.NewAuthority("team-a/cluster")
-	if _, err := a.Rotate(time.Now(), pki.DefaultPolicy); err != nil {
-		t.Fatal(err)
-	}
-	return a
-}
+func newCA(t *testing.T) *pki.Authority { return pkitest.Authority(t, "team-a/cluster") }
 
 // peerPair is a node that forwards a tenant's every key (no partition of it) and the node
 // holding its partition.
@@ -157,15 +128,7 @@ func TestPeerTLSRefusals(t *testing.T) {
 	_, backTLS := issuePeer(t, ca, testPeerIdentity)
 	pp := startPeerPair(t, Options{}, Options{PeerTLS: backTLS})
 	certificate := func(a *pki.Authority, identity string) []tls.Certificate {
-		cert, key, err := a.IssuePeer(identity, time.Now(), pki.DefaultPolicy)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pair, err := tls.X509KeyPair(cert, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return []tls.Certificate{pair}
+		return []tls.Certificate{pkitest.PeerCertificate(t, a, identity)}
 	}
 	for _, tc := range []struct {
 		name     string
@@ -248,18 +211,11 @@ func TestPeerCertificateRotation(t *testing.T) {
 	open := peerLink()
 
 	// A CA rotation as the operator does it: the new CA joins the bundle, then signs.
-	next := pki.NewAuthority("team-a/cluster")
-	if _, err := next.Rotate(time.Now(), pki.DefaultPolicy); err != nil {
-		t.Fatal(err)
-	}
+	next := newCA(t)
 	bundle := append(ca.Bundle(), next.Bundle()...)
 	for step, a := range []*pki.Authority{ca, next} {
 		for _, f := range []peerFiles{frontFiles, backFiles} {
-			cert, key, err := a.IssuePeer(testPeerIdentity, time.Now(), pki.DefaultPolicy)
-			if err != nil {
-				t.Fatal(err)
-			}
-			f.write(t, cert, key, bundle)
+			pkitest.WritePeerFiles(t, f.dir, a, testPeerIdentity, bundle)
 		}
 		if got := client.do("SET", "k", "rotated"); got != "+OK\r\n" {
 			t.Fatalf("step %d: SET on the open link: %q", step, got)

@@ -565,11 +565,30 @@ func (h *redisHandler) forwardAny(spec *resp.CommandSpec, cmd *resp.Command, sta
 		h.failed(errNoRoute, start)
 		return
 	}
-	e := entry{kind: entryForward, start: start}
 	if spec == specInfo {
-		e.kind = entryInfo
+		h.info(rt, cmd, start)
+		return
 	}
-	if err := c.forward(rt, rt.any, cmd.Raw(), len(cmd.Raw()), e); err != nil {
+	if err := c.forward(rt, rt.any, cmd.Raw(), len(cmd.Raw()), entry{kind: entryForward, start: start}); err != nil {
+		h.failed(err, start)
+	}
+}
+
+// info sends INFO to one engine of the tenant, on a privileged link when the engine is this
+// node's: the link user may not run INFO, so that a script cannot read it unfiltered.
+func (h *redisHandler) info(rt *routes, cmd *resp.Command, start int64) {
+	c := h.c
+	var l *link
+	var err error
+	if c.peer || rt.nodes[rt.any].local {
+		l, err = c.privilegedLocalLink()
+	} else {
+		l, err = c.backend(rt, rt.any)
+	}
+	if err == nil {
+		err = c.forwardOn(l, rt, rt.any, cmd.Raw(), len(cmd.Raw()), entry{kind: entryInfo, start: start}, 0)
+	}
+	if err != nil {
 		h.failed(err, start)
 	}
 }
@@ -803,16 +822,27 @@ func isEmptyAggregate(raw []byte) bool {
 	return (t == resp.TypeArray || t == resp.TypeSet || t == resp.TypeMap) && bytes.HasPrefix(raw[1:], []byte("0\r\n"))
 }
 
-// deliverScan rewrites an engine's SCAN cursor into the tenant-wide cursor.
-func (h *redisHandler) deliverScan(p *pending) {
-	c := h.c
+// decodeReply decodes the reply to p, which the proxy rewrites (what names the command): it
+// reports false once it has answered the client itself, passing on an error reply as it is
+// and answering an error for a reply that is not what want accepts.
+func (h *redisHandler) decodeReply(p *pending, what string, want func(resp.Value) bool) (resp.Value, bool) {
 	v, err := resp.DecodeValue(p.reply)
 	switch {
 	case err == nil && v.IsError():
-		c.write(p.reply)
-		return
-	case err != nil || v.Type != resp.TypeArray || len(v.Elems) != 2:
-		c.write(resp.AppendError(nil, "ERR cacheqos: unexpected SCAN reply from the engine"))
+		h.c.write(p.reply)
+		return v, false
+	case err != nil || !want(v):
+		h.c.write(resp.AppendError(nil, "ERR cacheqos: unexpected "+what+" reply from the engine"))
+		return v, false
+	}
+	return v, true
+}
+
+// deliverScan rewrites an engine's SCAN cursor into the tenant-wide cursor.
+func (h *redisHandler) deliverScan(p *pending) {
+	c := h.c
+	v, ok := h.decodeReply(p, "SCAN", func(v resp.Value) bool { return v.Type == resp.TypeArray && len(v.Elems) == 2 })
+	if !ok {
 		return
 	}
 	engineCursor, ok := protocol.ParseUint(v.Elems[0].Str)

@@ -105,7 +105,7 @@ func TestScriptsStayInTheirTenant(t *testing.T) {
 	}{
 		{"The user executing the script can't run this command", []string{"'MIGRATE', '127.0.0.1', '1', 'mine', '0', '1000'",
 			"'FLUSHALL'", "'FLUSHDB'", "'SELECT', '1'", "'SWAPDB', '0', '1'", "'MOVE', 'mine', '1'", "'KEYS', '*'",
-			"'OBJECT', 'FREQ', 'mine'", "'PUBLISH', 'c', 'm'"}},
+			"'OBJECT', 'FREQ', 'mine'", "'PUBLISH', 'c', 'm'", "'INFO'", "'INFO', 'server'"}},
 		// Redis refuses these from every script, before its ACL.
 		{"This Redis command is not allowed from script", []string{"'CONFIG', 'SET', 'maxmemory', '1'", "'SHUTDOWN'",
 			"'DEBUG', 'SLEEP', '0'", "'ACL', 'WHOAMI'", "'CLIENT', 'LIST'", "'SCRIPT', 'FLUSH'", "'MONITOR'", "'SAVE'"}},
@@ -118,6 +118,14 @@ func TestScriptsStayInTheirTenant(t *testing.T) {
 	}
 	if got := ca.do("EVAL", "return redis.call('GET', KEYS[1])", "1", "mine"); got != "$3\r\na's\r\n" {
 		t.Fatalf("script calling GET: %q", got)
+	}
+	// The tenant's own INFO still works, filtered: the proxy sends it as the engine's default
+	// user, on a link of its own.
+	for _, args := range [][]string{{"INFO"}, {"INFO", "server"}} {
+		info := ca.do(args...)
+		if !strings.Contains(info, "redis_version:") || strings.Contains(info, "executable:") || strings.Contains(info, "process_id:") {
+			t.Errorf("tenant's %v on a restricted engine: %q, want the filtered INFO", args, info)
+		}
 	}
 	if got := cb.do("GET", "secret"); got != "$3\r\nb's\r\n" {
 		t.Fatalf("tenant b's key after tenant a's scripts: %q", got)

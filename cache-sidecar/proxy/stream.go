@@ -12,30 +12,30 @@ import (
 
 	"github.com/cacheqos/cacheqos/internal/keyhash"
 	"github.com/cacheqos/cacheqos/internal/protocol"
+	"github.com/cacheqos/cacheqos/internal/protocol/memcache"
 	"github.com/cacheqos/cacheqos/internal/protocol/resp"
 )
 
 // A reply holding a value larger than streamChunk (a redis bulk string, a memcached VALUE
-// block), a redis collection of at least streamMinElements elements (LRANGE, HGETALL,
-// SMEMBERS... of a large collection), and every reply to a multi-key read sent whole to one
-// node (MGET, memcached get of several keys), is streamed: the link's reader hands it, unread, to its connection's writer,
-// which copies it from the link's buffered reader to the client streamChunk bytes at a time,
-// in the connection's reply order, and the link reads its next reply once the copy is done.
-// So the proxy holds one chunk of such a reply, whatever its size.
+// block or meta VA block), a redis collection not already whole in the link's read buffer
+// (LRANGE, HGETALL, SMEMBERS... of a large collection, or of a few large elements), and every
+// reply to a multi-key read sent whole to one node (MGET, memcached get of several keys), is
+// streamed: the link's reader hands it, unread, to its connection's writer, which copies it
+// from the link's buffered reader to the client streamChunk bytes at a time, in the
+// connection's reply order, and the link reads its next reply once the copy is done. So the
+// proxy holds one chunk of such a reply, whatever its size; a reply read whole is under
+// streamChunk, or within the link's read buffer.
 const (
 	streamChunk = 64 << 10
 	// maxStreamLine bounds a header line of a streamed reply: a memcached VALUE line with a
 	// 250-byte key, a RESP length.
 	maxStreamLine = 1024
-	// maxStreamDepth bounds the nesting of a streamed RESP reply.
-	maxStreamDepth = 32
+	// maxStreamDepth bounds the nesting of a streamed RESP reply: the ordinary reply reader's
+	// bound, so that streaming refuses no reply it would take.
+	maxStreamDepth = resp.DefaultReplyMaxDepth
 	// maxStreamBlock is the largest value a streamed reply may hold (redis' and memcached's
 	// largest: 512 MiB and 1 GiB).
 	maxStreamBlock = 1 << 30
-	// streamMinElements is the size of the smallest redis collection reply streamed: replies
-	// of fewer elements (redis-benchmark's LRANGE_100 to _600 among them) are read whole, as
-	// small replies are cheaper handed over whole.
-	streamMinElements = 1024
 )
 
 // A stream's hand-over: the link offers it, then either the writer takes it, or the link,
@@ -85,19 +85,123 @@ func (l *link) streams(w waiter) bool {
 			if p.access == accessReadMulti {
 				return first[0] == byte(resp.TypeArray)
 			}
-			line := peekLine(l.br)
-			if len(line) < 2 {
-				return false
-			}
-			n, ok := protocol.ParseInt(line[1:])
-			return ok && n >= streamMinElements
+			// Small collections (redis-benchmark's LRANGE_100 to _600 among them) are
+			// cheaper handed over whole, and one whole in the buffer costs no more memory.
+			return !replyBuffered(l.br)
 		}
 		return false
 	}
-	if first[0] != 'V' || !w.expect.Command.IsRetrieval() || w.expect.Sentinel {
+	switch {
+	case first[0] != 'V':
+		return false
+	case w.expect.Command == memcache.CmdMetaGet:
+		return metaValueSize(peekLine(l.br)) >= streamChunk
+	case !w.expect.Command.IsRetrieval() || w.expect.Sentinel:
 		return false
 	}
 	return p.access == accessReadMulti || valueLineSize(peekLine(l.br)) >= streamChunk
+}
+
+// replyBuffered reports whether the link's read buffer holds the whole of the next RESP reply.
+func replyBuffered(br *bufio.Reader) bool {
+	b, _ := br.Peek(br.Buffered())
+	return bufferedReplyLen(b) > 0
+}
+
+// bufferedReplyLen is the length of the RESP reply at the start of b, or 0 when b holds only
+// part of it or its framing is not one the stream copies (the copy then reports it).
+func bufferedReplyLen(b []byte) int {
+	pos := 0
+	var f respFrame
+	for f.start(); !f.done(); {
+		eol := bytes.IndexByte(b[pos:min(len(b), pos+maxStreamLine)], '\n')
+		if eol < 2 || b[pos+eol-1] != '\r' {
+			return 0
+		}
+		h, err := f.header(b[pos : pos+eol-1])
+		pos += eol + 1
+		switch {
+		case err != nil:
+			return 0
+		case h.blob >= 0:
+			end := int64(pos) + h.blob
+			if end+2 > int64(len(b)) || b[end] != '\r' || b[end+1] != '\n' {
+				return 0
+			}
+			pos = int(end) + 2
+		}
+	}
+	return pos
+}
+
+// respFrame follows the nesting of one RESP reply, header line by header line, for the code
+// that copies or measures it without decoding it.
+type respFrame struct {
+	stack   [maxStreamDepth]int
+	pending []int // per level, the values still due
+}
+
+// respHeader is what a header line tells of the value it starts.
+type respHeader struct {
+	depth int   // the value's nesting level: 0 for the reply itself
+	blob  int64 // the bytes that follow a bulk, verbatim string or blob error (and a CRLF); else -1
+	null  bool  // a null: RESP3's, or RESP2's null bulk string (not the null array)
+	count int64 // the elements of an array, set, map or push; else -1
+}
+
+func (f *respFrame) start()     { f.pending = append(f.stack[:0], 1) }
+func (f *respFrame) done() bool { return len(f.pending) == 0 }
+
+// header takes the next header line, without its CRLF (at least its type byte).
+func (f *respFrame) header(line []byte) (respHeader, error) {
+	depth := len(f.pending) - 1
+	f.pending[depth]--
+	h := respHeader{depth: depth, blob: -1, count: -1}
+	t, body := resp.Type(line[0]), line[1:]
+	switch t {
+	case resp.TypeBulkString, resp.TypeVerbatim, resp.TypeBlobError:
+		n, ok := protocol.ParseInt(body)
+		if ok && n == -1 && t == resp.TypeBulkString {
+			h.null = true
+			break
+		}
+		if !ok || n < 0 || n > maxStreamBlock {
+			return h, fmt.Errorf("invalid %s length in the reply", t)
+		}
+		h.blob = n
+	case resp.TypeNull:
+		h.null = true
+	case resp.TypeArray, resp.TypeSet, resp.TypeMap, resp.TypePush, resp.TypeAttribute:
+		n, ok := protocol.ParseInt(body)
+		if ok && n == -1 && t == resp.TypeArray {
+			break
+		}
+		if !ok || n < 0 || n > maxStreamBlock {
+			return h, fmt.Errorf("invalid %s length in the reply", t)
+		}
+		if t != resp.TypeAttribute {
+			h.count = n
+		}
+		if t == resp.TypeMap || t == resp.TypeAttribute {
+			n *= 2
+		}
+		if t == resp.TypeAttribute {
+			f.pending[depth]++ // the annotated value follows
+		}
+		if n > 0 {
+			if len(f.pending) == maxStreamDepth {
+				return h, fmt.Errorf("reply nested deeper than %d levels", maxStreamDepth)
+			}
+			f.pending = append(f.pending, int(n))
+		}
+	case resp.TypeSimpleString, resp.TypeError, resp.TypeInteger, resp.TypeBigNumber, resp.TypeDouble, resp.TypeBoolean:
+	default:
+		return h, fmt.Errorf("unknown reply type %q", line[0])
+	}
+	for len(f.pending) > 0 && f.pending[len(f.pending)-1] == 0 {
+		f.pending = f.pending[:len(f.pending)-1]
+	}
+	return h, nil
 }
 
 // valueLineSize is the data size a memcached "VALUE <key> <flags> <bytes> [<cas>]" line
@@ -111,10 +215,24 @@ func valueLineSize(line []byte) int64 {
 		}
 		rest = rest[i+1:]
 	}
-	if i := bytes.IndexByte(rest, ' '); i >= 0 {
-		rest = rest[:i]
+	return sizeField(rest)
+}
+
+// metaValueSize is the data size a memcached meta "VA <bytes> <flags>*" line announces, or -1.
+func metaValueSize(line []byte) int64 {
+	rest, ok := bytes.CutPrefix(line, []byte("VA "))
+	if !ok {
+		return -1
 	}
-	n, ok := protocol.ParseInt(rest)
+	return sizeField(rest)
+}
+
+// sizeField is the number up to the first space of fields, or -1.
+func sizeField(fields []byte) int64 {
+	if i := bytes.IndexByte(fields, ' '); i >= 0 {
+		fields = fields[:i]
+	}
+	n, ok := protocol.ParseInt(fields)
 	if !ok {
 		return -1
 	}
@@ -144,10 +262,15 @@ func peekLine(br *bufio.Reader) []byte {
 func (l *link) stream(w waiter) error {
 	p, c := w.p, w.p.c
 	s := &replyStream{l: l, e: p.entry, done: make(chan error, 1)}
+	s.e.expect = w.expect
 	if p.abandoned() {
 		return s.copyTo(nil)
 	}
-	p.stream = s
+	if p.kind == entrySplit {
+		p.parts[w.part].stream = s
+	} else {
+		p.stream = s
+	}
 	p.remaining.Add(-1)
 	l.touch(c)
 	l.wakeTouched()
@@ -187,7 +310,10 @@ type streamCopy struct {
 	s   *replyStream
 	br  *bufio.Reader
 	dst *conn // nil: the reply is read away
-	buf []byte
+	// merging: the copy is one part of a split read the writer merges (copySplit): chunks go
+	// to dst's reply buffer, between the other parts' values, instead of straight to the client.
+	merging bool
+	buf     []byte
 	// total is the reply's bytes; values what it told of the keys read (local partition
 	// only), in order.
 	total  int64
@@ -234,71 +360,49 @@ func (sc *streamCopy) copyRESP() error {
 	if sc.s.e.access == accessReadMulti {
 		valueDepth = 1
 	}
-	var stack [maxStreamDepth]int
-	pending := append(stack[:0], 1)
-	for len(pending) > 0 {
-		depth := len(pending) - 1
-		pending[depth]--
-		line, err := sc.line()
-		if err != nil {
+	var f respFrame
+	for f.start(); !f.done(); {
+		if err := sc.copyHeader(&f, valueDepth); err != nil {
 			return err
-		}
-		t, body := resp.Type(line[0]), line[1:]
-		switch t {
-		case resp.TypeBulkString, resp.TypeVerbatim, resp.TypeBlobError:
-			n, ok := protocol.ParseInt(body)
-			if ok && n == -1 && t == resp.TypeBulkString {
-				sc.value(depth == valueDepth, streamedValue{})
-				break
-			}
-			if !ok || n < 0 || n > maxStreamBlock {
-				return fmt.Errorf("invalid %s length in the reply", t)
-			}
-			if err := sc.block(n); err != nil {
-				return err
-			}
-			sc.value(depth == valueDepth, streamedValue{len: n, hit: true})
-		case resp.TypeNull:
-			sc.value(depth == valueDepth, streamedValue{})
-		case resp.TypeArray, resp.TypeSet, resp.TypeMap, resp.TypePush, resp.TypeAttribute:
-			n, ok := protocol.ParseInt(body)
-			if ok && n == -1 && t == resp.TypeArray {
-				break
-			}
-			if !ok || n < 0 || n > maxStreamBlock {
-				return fmt.Errorf("invalid %s length in the reply", t)
-			}
-			if t != resp.TypeAttribute {
-				// A collection read as one key's value: a hit when not empty, its size the
-				// whole reply's (as payloadLen counts a collection read whole).
-				sc.value(depth == valueDepth, streamedValue{len: wholeReply, hit: n > 0})
-			}
-			if t == resp.TypeMap || t == resp.TypeAttribute {
-				n *= 2
-			}
-			if t == resp.TypeAttribute {
-				pending[depth]++ // the annotated value follows
-			}
-			if n > 0 {
-				if len(pending) == maxStreamDepth {
-					return fmt.Errorf("reply nested deeper than %d levels", maxStreamDepth)
-				}
-				pending = append(pending, int(n))
-			}
-		case resp.TypeSimpleString, resp.TypeError, resp.TypeInteger, resp.TypeBigNumber, resp.TypeDouble, resp.TypeBoolean:
-		default:
-			return fmt.Errorf("unknown reply type %q", line[0])
-		}
-		for len(pending) > 0 && pending[len(pending)-1] == 0 {
-			pending = pending[:len(pending)-1]
 		}
 	}
 	return nil
 }
 
+// copyHeader copies the reply's next header line, and the value that follows when it is a
+// bulk, verbatim string or blob error, recording the values at valueDepth.
+func (sc *streamCopy) copyHeader(f *respFrame, valueDepth int) error {
+	line, err := sc.line()
+	if err != nil {
+		return err
+	}
+	h, err := f.header(line)
+	if err != nil {
+		return err
+	}
+	counted := h.depth == valueDepth
+	switch {
+	case h.blob >= 0:
+		if err := sc.block(h.blob); err != nil {
+			return err
+		}
+		sc.value(counted, streamedValue{len: h.blob, hit: true})
+	case h.null:
+		sc.value(counted, streamedValue{})
+	case h.count >= 0:
+		// A collection read as one key's value: a hit when not empty, its size the whole
+		// reply's (as payloadLen counts a collection read whole).
+		sc.value(counted, streamedValue{len: wholeReply, hit: h.count > 0})
+	}
+	return nil
+}
+
 // copyMemcache copies one retrieval response: VALUE blocks until END (or an error line, with
-// which memcached ends a retrieval it cannot finish).
+// which memcached ends a retrieval it cannot finish), or a meta get's VA block.
 func (sc *streamCopy) copyMemcache() error {
+	if sc.s.e.expect.Command == memcache.CmdMetaGet {
+		return sc.copyMetaValue()
+	}
 	for {
 		line, err := sc.line()
 		if err != nil {
@@ -322,6 +426,36 @@ func (sc *streamCopy) copyMemcache() error {
 			return err
 		}
 	}
+}
+
+// copyMetaValue copies a meta get's "VA <bytes> <flags>*" block, and reads away the "MN" after
+// it when the proxy sent a no-op after a quiet request.
+func (sc *streamCopy) copyMetaValue() error {
+	line, err := sc.line()
+	if err != nil {
+		return err
+	}
+	n := metaValueSize(line)
+	if n < 0 || n > maxStreamBlock {
+		return fmt.Errorf("bad response from engine: expected VA <bytes>, got %q", line)
+	}
+	e := &sc.s.e
+	sc.value(true, streamedValue{keyHash: e.keyHash, keyLen: int(e.keyLen), len: n, hit: true})
+	if err := sc.block(n); err != nil {
+		return err
+	}
+	if !e.expect.Sentinel {
+		return nil
+	}
+	if line, err = sc.line(); err != nil {
+		return err
+	}
+	if string(line) != "MN" {
+		return fmt.Errorf("bad response from engine: expected MN after a quiet meta get, got %q", line)
+	}
+	// The no-op was the proxy's, not the client's: its MN is not passed on.
+	sc.buf = sc.buf[:len(sc.buf)-len("MN\r\n")]
+	return nil
 }
 
 // value notes a value the reply holds, when it is one of the read's keys and the local
@@ -394,7 +528,18 @@ func (sc *streamCopy) flush() {
 	}
 	sc.total += int64(n)
 	sc.pace(n)
-	if c := sc.dst; c != nil {
+	c := sc.dst
+	if c != nil && sc.merging {
+		// Small values gather in the reply buffer with the merge's other values; a chunk that
+		// would grow it goes out on its own, after what the buffer holds.
+		if len(c.out)+n <= streamChunk {
+			c.write(sc.buf)
+			sc.buf = sc.buf[:0]
+			return
+		}
+		c.flushClient()
+	}
+	if c != nil {
 		c.addReplyBytes(int64(n))
 		c.refreshWriteDeadline()
 		_, err := c.nc.Write(sc.buf)

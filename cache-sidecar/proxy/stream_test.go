@@ -13,14 +13,14 @@ import (
 )
 
 // streamOnce copies one reply from input as a link streaming it would (to no client), and
-// returns the bytes it consumed or its error.
-func streamOnce(proto Protocol, input []byte) (int64, error) {
+// returns the bytes it consumed or its error; expect is a memcached request's.
+func streamOnce(proto Protocol, expect memcache.Expect, input []byte) (int64, error) {
 	br := bufio.NewReaderSize(bytes.NewReader(input), ioBufferSize)
 	l := &link{p: &Proxy{}, br: br}
 	if proto == Redis {
 		l.replies = resp.NewReplyReader(br, resp.ReplyLimits{})
 	}
-	s := &replyStream{l: l}
+	s := &replyStream{l: l, e: entry{expect: expect}}
 	sc := &streamCopy{s: s, br: br, buf: make([]byte, 0, streamChunk+maxStreamLine)}
 	var err error
 	if proto == Redis {
@@ -32,15 +32,18 @@ func streamOnce(proto Protocol, input []byte) (int64, error) {
 	return sc.total, err
 }
 
+// getExpect is a memcached get's.
+var getExpect = memcache.Expect{Command: memcache.CmdGet}
+
 // wholeReplyLen is how many bytes the proxy's ordinary reader takes for the first reply of
-// input (a get's response for memcached), or false when it finds none.
-func wholeReplyLen(proto Protocol, input []byte) (int, bool) {
+// input (for memcached, a response to a request expecting expect), or false when it finds none.
+func wholeReplyLen(proto Protocol, expect memcache.Expect, input []byte) (int, bool) {
 	br := bufio.NewReader(bytes.NewReader(input))
 	if proto == Redis {
 		r, err := resp.NewReplyReader(br, resp.ReplyLimits{}).ReadReply()
 		return len(r.Raw()), err == nil
 	}
-	r, err := memcache.NewResponseReader(br, memcache.ResponseLimits{}).ReadResponse(memcache.Expect{Command: memcache.CmdGet})
+	r, err := memcache.NewResponseReader(br, memcache.ResponseLimits{}).ReadResponse(expect)
 	if err != nil || r.IsError() {
 		return 0, false
 	}
@@ -74,15 +77,22 @@ func FuzzStreamedReplyFraming(f *testing.F) {
 		if redis {
 			proto = Redis
 		}
-		copied, err := streamOnce(proto, input)
-		want, ok := wholeReplyLen(proto, input)
-		if !ok {
-			return
-		}
-		if err != nil || copied != int64(want) {
-			t.Fatalf("%s reply %q: streamed %d bytes (%v), the whole reply is %d", proto, input, copied, err, want)
-		}
+		checkStreamedCopy(t, proto, getExpect, input)
 	})
+}
+
+// checkStreamedCopy fails the test unless the stream copies exactly the reply the ordinary
+// reader reads from input, when it reads one.
+func checkStreamedCopy(t *testing.T, proto Protocol, expect memcache.Expect, input []byte) {
+	t.Helper()
+	copied, err := streamOnce(proto, expect, input)
+	want, ok := wholeReplyLen(proto, expect, input)
+	if !ok {
+		return
+	}
+	if err != nil || copied != int64(want) {
+		t.Fatalf("%s reply %q (%+v): streamed %d bytes (%v), the whole reply is %d", proto, input, expect, copied, err, want)
+	}
 }
 
 // TestStreamedReplyFramingErrors: framing the stream cannot follow fails the copy (the link
@@ -105,7 +115,7 @@ func TestStreamedReplyFramingErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(string(tc.proto)+" "+tc.want, func(t *testing.T) {
-			_, err := streamOnce(tc.proto, []byte(tc.input))
+			_, err := streamOnce(tc.proto, getExpect, []byte(tc.input))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("%q: error %v, want %q", tc.input, err, tc.want)
 			}
@@ -113,22 +123,110 @@ func TestStreamedReplyFramingErrors(t *testing.T) {
 	}
 }
 
+// FuzzStreamedMetaGetFraming checks the streamed copy of a meta get's VA block (and the MN
+// after a quiet one) against the ordinary response reader, as FuzzStreamedReplyFraming does
+// for other replies: every VA response it reads, the stream copies exactly.
+func FuzzStreamedMetaGetFraming(f *testing.F) {
+	for _, seed := range []string{"VA 2 t1\r\nab\r\n", "VA 0\r\n\r\n", "VA 3 f5 c9\r\nxyz\r\nMN\r\n", "VA 2\r\nabc\r\n", "EN\r\n"} {
+		f.Add(strings.HasSuffix(seed, "MN\r\n"), []byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, quiet bool, input []byte) {
+		if metaValueSize(peekLine(bufio.NewReader(bytes.NewReader(input)))) < 0 {
+			return // not a VA block: never streamed
+		}
+		checkStreamedCopy(t, Memcached, memcache.Expect{Command: memcache.CmdMetaGet, Sentinel: quiet}, input)
+	})
+}
+
+// FuzzBufferedReplyLen checks, against the ordinary reply reader, the scan that tells whether
+// a collection reply is whole in a link's read buffer (read whole) or not (streamed): for every
+// reply the reader reads, a length it finds is the whole reply's, and no proper prefix passes
+// for a whole one. (It follows framing only: what it finds whole and the reader refuses for
+// its content fails the link either way.)
+func FuzzBufferedReplyLen(f *testing.F) {
+	for _, seed := range []string{"*3\r\n$1\r\na\r\n$-1\r\n_\r\n", "%1\r\n+k\r\n*2\r\n:1\r\n,1.5\r\n",
+		"|1\r\n+a\r\n+b\r\n$3\r\nabc\r\n", "*2\r\n$3\r\nab", "*-1\r\n", "~2\r\n#t\r\n(12\r\n", "*1\r\n$4\r\nab\r\n\r\n"} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, input []byte) { checkBufferedScan(t, Redis, bufferedReplyLen, input) })
+}
+
+// checkBufferedScan fails the test unless, when the ordinary reader reads a reply (a get's
+// response for memcached) from input, scan finds none or one of the same length, and finds
+// none in any proper prefix of it.
+func checkBufferedScan(t *testing.T, proto Protocol, scan func([]byte) int, input []byte) {
+	t.Helper()
+	want, ok := wholeReplyLen(proto, getExpect, input)
+	if !ok {
+		return
+	}
+	if n := scan(input); n != 0 && n != want {
+		t.Fatalf("%q: found a whole reply of %d bytes, the reader read %d", input, n, want)
+	}
+	for k := range want {
+		if m := scan(input[:k]); m != 0 {
+			t.Fatalf("%q: its first %d bytes pass for a whole reply of %d", input, k, m)
+		}
+	}
+}
+
+// TestBufferedReplyLen covers the scans that tell a reply whole in a link's read buffer.
+func TestBufferedReplyLen(t *testing.T) {
+	tests := []struct {
+		scan  func([]byte) int
+		input string
+		want  int
+	}{
+		{bufferedReplyLen, "*2\r\n$1\r\na\r\n:5\r\n+next", 15},
+		{bufferedReplyLen, "*2\r\n$1\r\na\r\n", 0},
+		{bufferedReplyLen, "$3\r\nabc\r\n", 9},
+		{bufferedReplyLen, "$3\r\nab", 0},
+		{bufferedReplyLen, "*1\r\n$70000\r\n" + strings.Repeat("v", 100), 0},
+		{bufferedReplyLen, "%1\r\n+k\r\n_\r\n", 11},
+		{bufferedReplyLen, "*-1\r\n", 5},
+		{bufferedReplyLen, "*1\r\n?x\r\n", 0},
+		{bufferedReplyLen, "*9999999999\r\n", 0},
+		{bufferedReplyLen, strings.Repeat("*1\r\n", maxStreamDepth+1) + ":1\r\n", 0},
+		{bufferedResponseLen, "VALUE a 0 1\r\nx\r\nEND\r\nVALUE", 21},
+		{bufferedResponseLen, "VALUE a 0 1\r\nx\r\n", 0},
+		{bufferedResponseLen, "VALUE a 0 70000\r\n" + strings.Repeat("v", 100), 0},
+		{bufferedResponseLen, "END\r\n", 5},
+		{bufferedResponseLen, "SERVER_ERROR out of memory\r\n", 28},
+		{bufferedResponseLen, "VALUE a 0 x\r\n", 0},
+		{bufferedResponseLen, "VALUE a 0 1\r\nxy\r\nEND\r\n", 0},
+		{bufferedResponseLen, "VALUE a 0 2\r\nxy\n\nEND\r\n", 0},
+	}
+	for _, tc := range tests {
+		if got := tc.scan([]byte(tc.input)); got != tc.want {
+			t.Errorf("%.40q: length %d, want %d", tc.input, got, tc.want)
+		}
+	}
+}
+
+// TestValueLineSize covers the value sizes memcached's VALUE and meta VA lines announce.
 func TestValueLineSize(t *testing.T) {
 	tests := []struct {
 		line string
+		size func([]byte) int64
 		want int64
 	}{
-		{"VALUE k 0 70000", 70000},
-		{"VALUE k 5 12 99", 12},
-		{"VALUE k 0", -1},
-		{"VALUE k 0 x", -1},
-		{"VALUE k", -1},
-		{"END", -1},
-		{"", -1},
+		{"VALUE k 0 70000", valueLineSize, 70000},
+		{"VALUE k 5 12 99", valueLineSize, 12},
+		{"VALUE k 0", valueLineSize, -1},
+		{"VALUE k 0 x", valueLineSize, -1},
+		{"VALUE k", valueLineSize, -1},
+		{"END", valueLineSize, -1},
+		{"", valueLineSize, -1},
+		{"VA 70000", metaValueSize, 70000},
+		{"VA 12 f5 t-1", metaValueSize, 12},
+		{"VA", metaValueSize, -1},
+		{"VA x f1", metaValueSize, -1},
+		{"VALUE k 0 12", metaValueSize, -1},
+		{"HD", metaValueSize, -1},
 	}
 	for _, tc := range tests {
-		if got := valueLineSize([]byte(tc.line)); got != tc.want {
-			t.Errorf("valueLineSize(%q) = %d, want %d", tc.line, got, tc.want)
+		if got := tc.size([]byte(tc.line)); got != tc.want {
+			t.Errorf("%q: size %d, want %d", tc.line, got, tc.want)
 		}
 	}
 }

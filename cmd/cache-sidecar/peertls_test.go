@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cacheqos/cacheqos/internal/pki"
+	"github.com/cacheqos/cacheqos/internal/pki/pkitest"
 )
 
 // TestPeerTLSFlags: a sidecar started with the --peer-tls flags takes TLS on its peer port and
@@ -17,32 +17,10 @@ import (
 func TestPeerTLSFlags(t *testing.T) {
 	const identity = "cacheqos://team-a/local"
 	dir := t.TempDir()
-	ca, other := pki.NewAuthority("local"), pki.NewAuthority("other")
-	for _, a := range []*pki.Authority{ca, other} {
-		if _, err := a.Rotate(time.Now(), pki.DefaultPolicy); err != nil {
-			t.Fatal(err)
-		}
-	}
-	certificate := func(a *pki.Authority) tls.Certificate {
-		cert, key, err := a.IssuePeer(identity, time.Now(), pki.DefaultPolicy)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pair, err := tls.X509KeyPair(cert, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return pair
-	}
-	cert, key, err := ca.IssuePeer(identity, time.Now(), pki.DefaultPolicy)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, filepath.Join(dir, "tls.crt"), string(cert))
-	writeFile(t, filepath.Join(dir, "tls.key"), string(key))
-	writeFile(t, filepath.Join(dir, "ca.crt"), string(ca.Bundle()))
-	withPeerTLS := startSidecar(t, "redis", false, "--peer-tls-cert-file", filepath.Join(dir, "tls.crt"),
-		"--peer-tls-key-file", filepath.Join(dir, "tls.key"), "--peer-tls-ca-file", filepath.Join(dir, "ca.crt"), "--peer-tls-identity", identity)
+	ca, other := pkitest.Authority(t, "local"), pkitest.Authority(t, "other")
+	pkitest.WritePeerFiles(t, dir, ca, identity, ca.Bundle())
+	withPeerTLS := startSidecar(t, "redis", false, "--peer-tls-cert-file", filepath.Join(dir, pkitest.CertFile),
+		"--peer-tls-key-file", filepath.Join(dir, pkitest.KeyFile), "--peer-tls-ca-file", filepath.Join(dir, pkitest.CAFile), "--peer-tls-identity", identity)
 	without := startSidecar(t, "redis", false)
 
 	// askTLS sends the TLS request to a sidecar's peer port and returns its answer and the
@@ -73,8 +51,8 @@ func TestPeerTLSFlags(t *testing.T) {
 		cert     tls.Certificate
 		accepted bool
 	}{
-		{"certificate of the identity from the CA", certificate(ca), true},
-		{"certificate from another CA", certificate(other), false},
+		{"certificate of the identity from the CA", pkitest.PeerCertificate(t, ca, identity), true},
+		{"certificate from another CA", pkitest.PeerCertificate(t, other, identity), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			line, nc, _ := askTLS(withPeerTLS)

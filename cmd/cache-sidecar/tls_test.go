@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/cacheqos/cacheqos/internal/pki"
+	"github.com/cacheqos/cacheqos/internal/pki/pkitest"
 	"github.com/cacheqos/cacheqos/internal/protocol/enginetest"
 )
 
@@ -53,11 +54,8 @@ func startSidecar(t *testing.T, engineName string, withTLS bool, extraArgs ...st
 	if err := os.Chmod(root, 0o755); err != nil { // memcached runs as nobody when the test runs as root
 		t.Fatal(err)
 	}
-	s := &tlsSidecar{tenant: "team-a/orders", authority: pki.NewAuthority("test"),
-		caFile: filepath.Join(dir, "ca.crt"), certFile: filepath.Join(dir, "tls.crt"), keyFile: filepath.Join(dir, "tls.key")}
-	if _, err := s.authority.Rotate(time.Now(), pki.DefaultPolicy); err != nil {
-		t.Fatal(err)
-	}
+	s := &tlsSidecar{tenant: "team-a/orders", authority: pkitest.Authority(t, "test"),
+		caFile: filepath.Join(dir, pkitest.CAFile), certFile: filepath.Join(dir, pkitest.CertFile), keyFile: filepath.Join(dir, pkitest.KeyFile)}
 	writeFile(t, s.caFile, string(s.authority.Bundle()))
 	s.rotate(t)
 	s.password = writeStandaloneFiles(t, dir, engineName, s.tenant)
@@ -98,15 +96,8 @@ func (s *tlsSidecar) rotate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []struct {
-		path string
-		data []byte
-	}{{s.keyFile, keyPEM}, {s.certFile, certPEM}} {
-		writeFile(t, f.path+".new", string(f.data))
-		if err := os.Rename(f.path+".new", f.path); err != nil {
-			t.Fatal(err)
-		}
-	}
+	pkitest.ReplaceFile(t, s.keyFile, keyPEM)
+	pkitest.ReplaceFile(t, s.certFile, certPEM)
 }
 
 func (s *tlsSidecar) clientConfig(t *testing.T) *tls.Config {
@@ -178,10 +169,7 @@ print(r.get("py-key").decode())
 		t.Logf("redis-cli without --tls: %s", strings.TrimSpace(out))
 	}
 	other := filepath.Join(t.TempDir(), "other.crt")
-	otherCA := pki.NewAuthority("other")
-	if _, err := otherCA.Rotate(time.Now(), pki.DefaultPolicy); err != nil {
-		t.Fatal(err)
-	}
+	otherCA := pkitest.Authority(t, "other")
 	writeFile(t, other, string(otherCA.Bundle()))
 	if out := cli(true, "--tls", "--cacert", other, "GET", "cli-key"); !strings.Contains(out, "certificate verify failed") {
 		t.Fatalf("redis-cli trusting another CA: %q", out)
