@@ -57,8 +57,10 @@ const opsPerCore = 50000
 // minCPU is the smallest CPU request of a sidecar.
 var minCPU = resource.MustParse("100m")
 
-// images resolves the cluster's images against the operator's defaults; an empty default
-// engine image is the sidecar image, which carries both engines.
+// images resolves the cluster's images against the operator's defaults. An empty default
+// engine image, or one that is the operator's default sidecar image, is the sidecar image in
+// force (which carries both engines): a cluster that sets only its sidecar image runs its
+// engines from that image too, not from the operator's sidecar image with its own copied in.
 func (r *Reconciler) images(c *v1.CacheCluster) (sidecar, engine string) {
 	sidecar, engine = c.Spec.Images.Sidecar, c.Spec.Images.Engine
 	if sidecar == "" {
@@ -68,6 +70,9 @@ func (r *Reconciler) images(c *v1.CacheCluster) (sidecar, engine string) {
 		engine = r.Images.Redis
 		if c.Spec.Engine == v1.EngineMemcached {
 			engine = r.Images.Memcached
+		}
+		if engine == r.Images.Sidecar {
+			engine = ""
 		}
 	}
 	if engine == "" {

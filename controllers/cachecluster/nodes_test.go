@@ -124,20 +124,23 @@ func TestDaemonSetImages(t *testing.T) {
 	c := &v1.CacheCluster{Spec: v1.CacheClusterSpec{Engine: v1.EngineMemcached}}
 	c.Name = "shared"
 	tests := []struct {
-		name       string
-		defaults   Images
-		engine     string
-		wantImage  string
-		wantCopied bool
+		name            string
+		defaults        Images
+		sidecar, engine string
+		wantImage       string
+		wantCopied      bool
 	}{
-		{"the sidecar image carries the engines", Images{Sidecar: "s:1"}, "", "s:1", false},
-		{"an operator default engine image", Images{Sidecar: "s:1", Redis: "r:1", Memcached: "m:1"}, "", "m:1", true},
-		{"the cluster's engine image", Images{Sidecar: "s:1"}, "e:2", "e:2", true},
-		{"the cluster's engine image is the sidecar's", Images{Sidecar: "s:1", Memcached: "m:1"}, "s:1", "s:1", false},
+		{"the sidecar image carries the engines", Images{Sidecar: "s:1"}, "", "", "s:1", false},
+		{"an operator default engine image", Images{Sidecar: "s:1", Redis: "r:1", Memcached: "m:1"}, "", "", "m:1", true},
+		{"the cluster's engine image", Images{Sidecar: "s:1"}, "", "e:2", "e:2", true},
+		{"the cluster's engine image is the sidecar's", Images{Sidecar: "s:1", Memcached: "m:1"}, "", "s:1", "s:1", false},
+		// The chart's defaults: the engine images are the sidecar image. An upgrade that sets
+		// only the cluster's sidecar image runs the engines from it, with nothing to copy.
+		{"the cluster's sidecar image over the chart's defaults", Images{Sidecar: "s:1", Redis: "s:1", Memcached: "s:1"}, "s:2", "", "s:2", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c.Spec.Images.Engine = tt.engine
+			c.Spec.Images.Sidecar, c.Spec.Images.Engine = tt.sidecar, tt.engine
 			ds, _ := (&Reconciler{Images: tt.defaults}).desiredDaemonSet(c)
 			pod := ds.Spec.Template.Spec
 			sc := pod.Containers[0]
