@@ -181,7 +181,9 @@ func TestMemcachedRestartableCacheCannotResize(t *testing.T) {
 // TestSnapshotLoadOutlastsStartTimeout restores a partition whose snapshot takes longer to load
 // than StartTimeout: redis answers LOADING meanwhile, and the start waits for it.
 func TestSnapshotLoadOutlastsStartTimeout(t *testing.T) {
-	const keys, valueSize = 48 * 1024, 4096 // 192 MiB of random values, which do not compress
+	// 384 MiB of random values, which do not compress: about 1 s of loading on a quiet machine,
+	// well past a start timeout long enough for a loaded machine to start redis at all.
+	const keys, valueSize = 96 * 1024, 4096
 	cfg := testConfig(t, Redis)
 	spec := PartitionSpec{Tenant: "t/large", MemoryBytes: 512 * mib, EvictionPolicy: LRU}
 	first := startManager(t, cfg)
@@ -196,7 +198,7 @@ func TestSnapshotLoadOutlastsStartTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cfg.StartTimeout = 100 * time.Millisecond
+	cfg.StartTimeout = 250 * time.Millisecond
 	second := startManager(t, cfg)
 	began := time.Now()
 	mustReconcile(t, second, spec)
