@@ -49,8 +49,8 @@ func TestObservedMetKeepsThePlanInForce(t *testing.T) {
 	snap := snapshot(strict, other)
 	in := Input{Snapshot: snap, Current: currentOf(snap), Measured: map[string]Measurement{"ns/strict": {Met: true, Reads: 10000}, "ns/other": {Reads: 10000}}}
 	for _, tc := range []struct {
-		name   string
-		met    bool
+		name string
+		met  bool
 		// the strict tenant's memory after the decision, in MiB
 		least, most float64
 	}{
