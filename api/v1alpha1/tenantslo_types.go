@@ -360,12 +360,13 @@ type TenantAllocation struct {
 
 	// decision says why the tenant's memory is what the last allocation made it: Placed (it
 	// had none), Kept (unchanged), Protected (it met its objective and keeps at least the
-	// memory that met it), RaisedForTarget (more memory to reach its target), Raised (spare
+	// memory that met it), Learning (a strict tenant whose miss-ratio curve is not learned yet
+	// holds a fair share), RaisedForTarget (more memory to reach its target), Raised (spare
 	// memory), LoweredForPriority (a higher-priority objective needed its memory), Lowered
 	// (the memory meets another objective or earns more hits elsewhere). The Allocated
 	// condition's message gives the numbers.
 	// +optional
-	// +kubebuilder:validation:Enum=Placed;Kept;Protected;RaisedForTarget;Raised;LoweredForPriority;Lowered
+	// +kubebuilder:validation:Enum=Placed;Kept;Protected;Learning;RaisedForTarget;Raised;LoweredForPriority;Lowered
 	Decision string `json:"decision,omitempty"`
 
 	// isolated: under policy lacs the tenant is an elephant (its traffic exceeds a 1/K share

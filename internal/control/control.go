@@ -27,6 +27,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/cacheqos/cacheqos/internal/allocator"
@@ -245,21 +246,26 @@ func (l *Loop) plan(ctx context.Context, sh shaped) (*candidate, error) {
 				}
 				return
 			}
-			c := &candidate{snap: snap, plan: p, fallback: fallback, protected: protected, dropped: dropped, score: l.score(snap, p), uncapped: uncapped}
+			c := &candidate{snap: snap, plan: p, fallback: fallback, protected: protected, dropped: withUnfit(dropped, sh.unfit), score: l.score(snap, p), uncapped: uncapped}
 			if best == nil || c.score > best.score {
 				best = c
 			}
 		}
 	}
 	try(withProtections(sh.raised, sh.protections), sh.protections, nil)
-	if len(sh.protections) == 0 && !sh.anyRaised {
-		return best, bestErr(best, firstErr)
+	// Learning tenants keep their fair share in every layer: their curves cannot yet say
+	// what dropping it would cost, so a plan without it would only look better.
+	learners := map[string]protection{}
+	for id, p := range sh.protections {
+		if p.learning {
+			learners[id] = p
+		}
 	}
 	if best != nil && best.score < full {
 		if unmet, prio := l.highestUnmet(best.snap, best.plan); unmet != "" {
 			kept, dropped := map[string]protection{}, map[string]string{}
 			for id, p := range sh.protections {
-				if p.priority <= prio {
+				if p.priority <= prio && !p.learning {
 					dropped[id] = unmet
 				} else {
 					kept[id] = p
@@ -271,16 +277,36 @@ func (l *Loop) plan(ctx context.Context, sh shaped) (*candidate, error) {
 		}
 	}
 	dropped := map[string]string{}
-	for id := range sh.protections {
-		dropped[id] = ""
+	for id, p := range sh.protections {
+		if !p.learning {
+			dropped[id] = ""
+		}
 	}
-	if len(sh.protections) > 0 {
-		try(sh.raised, nil, dropped)
+	if len(dropped) > 0 {
+		try(withProtections(sh.raised, learners), learners, dropped)
 	}
 	if sh.anyRaised {
+		try(withProtections(sh.damped, learners), learners, dropped)
+	}
+	if best == nil && len(learners) > 0 {
+		// Fair shares that cannot be packed next to the tenants' own minimums are dropped
+		// last: a plan without them beats no plan.
+		for id := range learners {
+			dropped[id] = ""
+		}
 		try(sh.damped, nil, dropped)
 	}
 	return best, bestErr(best, firstErr)
+}
+
+// withUnfit adds to the protections a layer dropped those that did not fit at all.
+func withUnfit(dropped, unfit map[string]string) map[string]string {
+	if len(unfit) == 0 {
+		return dropped
+	}
+	out := maps.Clone(unfit)
+	maps.Copy(out, dropped)
+	return out
 }
 
 // bestErr is the error plan returns: the first solve's error when no candidate was planned.
@@ -317,10 +343,20 @@ func maxScore(s *planning.Snapshot) int64 {
 // score sums 1+priority over the strict tenants the plan is predicted to satisfy, judged
 // against their own targets, not the raised ones.
 func (l *Loop) score(s *planning.Snapshot, p *planning.Plan) int64 {
+	return l.scoreWith(s, p, false)
+}
+
+// observedScore is score for the plan in force, where a strict tenant that met its objective
+// under it in the interval measured counts as met whatever its curve predicts.
+func (l *Loop) observedScore(s *planning.Snapshot, inForce *planning.Plan) int64 {
+	return l.scoreWith(s, inForce, true)
+}
+
+func (l *Loop) scoreWith(s *planning.Snapshot, p *planning.Plan, observed bool) int64 {
 	var total int64
 	for i := range s.Tenants {
 		t := &s.Tenants[i]
-		if t.Class == planning.ClassStrict && t.Objective != nil && l.meetsOwnTarget(t, p) {
+		if t.Class == planning.ClassStrict && t.Objective != nil && (observed && l.tenants[t.ID].met || l.meetsOwnTarget(t, p)) {
 			total += 1 + int64(t.Priority)
 		}
 	}

@@ -384,3 +384,52 @@ func TestBudgetYieldsToAStrictObjective(t *testing.T) {
 		}
 	}
 }
+
+// A strict tenant whose curve is not learned yet holds a fair share of the cluster, and says
+// so, until it has learnSamples settled observations, or up to maxLearnSamples while its
+// curve shows no reuse at all (a loop slower than an interval); after that its curve decides.
+func TestLearningTenantHoldsAFairShare(t *testing.T) {
+	needSolver(t)
+	flat := [][2]float64{{10, 0}, {100, 0}}
+	reuse := [][2]float64{{10, 0.5}, {20, 0.95}, {100, 0.96}}
+	cases := []struct {
+		name     string
+		samples  int
+		curve    [][2]float64
+		learning bool
+	}{
+		{"new", 0, flat, true},
+		{"settled once", 1, reuse, true},
+		{"settled, no reuse seen yet", learnSamples, flat, true},
+		{"settled, reuse seen", learnSamples, reuse, false},
+		{"no reuse for too long", maxLearnSamples, flat, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			strict := tenant("ns/strict", 100, 0.9, tc.curve, 1*mib, 0)
+			// The other tenant earns more hits from every byte than the strict one's curve
+			// promises: without the fair share, the allocator gives it nearly everything.
+			other := tenant("ns/other", 100, 0, [][2]float64{{25, 0.5}, {50, 0.8}, {100, 0.99}}, 99*mib, 0.99)
+			other.Class, other.Objective = planning.ClassBestEffort, nil
+			other.Rates[0].RequestsPerSecond = 5000
+			snap := snapshot(strict, other)
+			l := New()
+			l.tenants["ns/strict"] = &tenantState{samples: tc.samples}
+			in := Input{Snapshot: snap, Current: currentOf(snap), Measured: map[string]Measurement{"ns/strict": {Reads: 10000}, "ns/other": {Reads: 10000}}}
+			d, err := l.Decide(context.Background(), config(Mechanisms{Protect: true}), in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, td := allocated(d.Desired["ns/strict"]), d.Tenants["ns/strict"]
+			if tc.learning {
+				if got < 49*mib || td.Reason != ReasonLearning {
+					t.Errorf("strict has %d MiB (%s: %s), want a fair share of at least 49 MiB, Learning", got/mib, td.Reason, td.Message)
+				}
+				return
+			}
+			if got >= 49*mib || td.Reason == ReasonLearning {
+				t.Errorf("strict has %d MiB (%s: %s), want its curve to decide (less than a fair share)", got/mib, td.Reason, td.Message)
+			}
+		})
+	}
+}

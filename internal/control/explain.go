@@ -18,6 +18,8 @@ const (
 	ReasonKept Reason = "Kept"
 	// ReasonProtected: the tenant met its objective and keeps at least the memory that met it.
 	ReasonProtected Reason = "Protected"
+	// ReasonLearning: a strict tenant whose curve is not learned yet holds a fair share.
+	ReasonLearning Reason = "Learning"
 	// ReasonRaisedForTarget: a strict tenant's memory grows to reach its target.
 	ReasonRaisedForTarget Reason = "RaisedForTarget"
 	// ReasonRaised: the tenant gets spare memory where it earns the most hits.
@@ -56,6 +58,9 @@ func (l *Loop) explain(in Input, c *candidate, d *Decision) map[string]TenantDec
 		case from == 0 && to > 0:
 			td.Reason = ReasonPlaced
 			td.Message = fmt.Sprintf("placed with %s", planning.FormatBytes(to))
+		case protected && c.protected[t.ID].learning && to >= c.protected[t.ID].bytes-l.cfg.MinChangeBytes:
+			td.Reason = ReasonLearning
+			td.Message = fmt.Sprintf("holds at least a fair share, %s, until its curve has %d settled observations (%d so far)", planning.FormatBytes(c.protected[t.ID].bytes), learnSamples, st.samples)
 		case protected && to >= from-l.cfg.MinChangeBytes:
 			td.Reason = ReasonProtected
 			td.Message = fmt.Sprintf("met its objective%s with %s: keeps at least %s", observedText(st), planning.FormatBytes(from), planning.FormatBytes(c.protected[t.ID].bytes))

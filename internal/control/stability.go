@@ -30,10 +30,16 @@ const (
 // under the same fed snapshot (nil under policies other than optimal).
 func (l *Loop) keepCurrent(in Input, c *candidate) (current *planning.Plan, reason string) {
 	proposed := c.plan
+	if l.shortOfLearning(in, c) {
+		return nil, ""
+	}
 	current = l.evaluateCurrent(c.snap)
 	if current != nil {
 		cs, ps := current.Summary, proposed.Summary
-		if l.score(c.snap, proposed) > l.score(c.snap, current) || ps.StrictMet > cs.StrictMet || ps.ObjectivesMet > cs.ObjectivesMet ||
+		// A strict tenant that met its objective under the plan in force counts as met by
+		// it, whatever its curve predicts: a new plan is taken for an objective only when
+		// that objective is really missed, not when a curve's error says it would be.
+		if l.score(c.snap, proposed) > l.observedScore(c.snap, current) || ps.ObjectivesMet-ps.StrictMet > cs.ObjectivesMet-cs.StrictMet ||
 			ps.SaturatedNodes < cs.SaturatedNodes {
 			return nil, ""
 		}
@@ -54,6 +60,18 @@ func (l *Loop) keepCurrent(in Input, c *candidate) (current *planning.Plan, reas
 		return nil, ""
 	}
 	return nil, fmt.Sprintf("kept the plan in force: the new plan changed no partition by more than %.0f%%", changeThreshold*100)
+}
+
+// shortOfLearning reports that the plan in force leaves a tenant whose curve is being learned
+// short of the fair share the new plan holds for it: no expected gain can say what that
+// costs, since its curve does not know yet.
+func (l *Loop) shortOfLearning(in Input, c *candidate) bool {
+	for id, p := range c.protected {
+		if p.learning && allocated(in.Current[id]) < p.bytes-l.cfg.MinChangeBytes {
+			return true
+		}
+	}
+	return false
 }
 
 // evaluateCurrent is the plan in force as the optimal policy assesses it under snap, or nil

@@ -28,6 +28,14 @@ const (
 	// maxTighten.
 	tightenStep = 0.03
 	maxTighten  = 0.05
+	// learnSamples is how many settled observations a strict tenant's curve needs before
+	// the allocator may give it less than a fair share; a curve that still shows no reuse
+	// at all (a loop slower than an interval looks like all misses until its first pass
+	// ends) gets up to maxLearnSamples.
+	learnSamples    = 2
+	maxLearnSamples = 6
+	// noReuse is the hit ratio under which a curve has seen no reuse yet.
+	noReuse = 0.05
 )
 
 // tenantState is what the loop remembers about a tenant between intervals.
@@ -69,6 +77,10 @@ type tenantState struct {
 type protection struct {
 	bytes    int64
 	priority int32
+	// learning: the tenant's curve is not learned yet; it is held at a fair share, pinned
+	// to the nodes it holds only once it holds that much (before, it has few warm keys to
+	// keep and may need other nodes to get its share).
+	learning bool
 }
 
 // shaped is the snapshot as the mechanisms feed it to the allocator, in layers the planner
@@ -78,6 +90,9 @@ type shaped struct {
 	damped, raised *planning.Snapshot
 	anyRaised      bool
 	protections    map[string]protection
+	// unfit holds the strict tenants whose protection did not fit next to those of higher
+	// priority, with the highest-priority tenant protected.
+	unfit map[string]string
 }
 
 // observe updates every tenant's state from the interval just measured and forgets tenants
@@ -249,7 +264,7 @@ func (l *Loop) shape(in Input) shaped {
 		}
 	}
 	if mech.Protect {
-		sh.protections = l.protections(damped, curves)
+		sh.protections, sh.unfit = l.protections(damped, curves)
 	}
 	return sh
 }
@@ -338,22 +353,35 @@ func (l *Loop) damp(t *planning.Tenant, c *curve.Curve) *curve.Curve {
 // where they are: the memory in force, or for a tenant well above its hit-ratio target the
 // memory its curve needs for the target plus a cushion. When the minimums together exceed the
 // cluster's memory, the lowest priorities lose their protection first.
-func (l *Loop) protections(s *planning.Snapshot, curves []*curve.Curve) map[string]protection {
-	out := map[string]protection{}
+func (l *Loop) protections(s *planning.Snapshot, curves []*curve.Curve) (map[string]protection, map[string]string) {
+	out, unfit := map[string]protection{}, map[string]string{}
 	var capacity, mins int64
 	for _, n := range s.Nodes {
 		capacity += n.MemoryBytes
 	}
 	type cand struct {
-		id    string
-		extra int64
-		prio  int32
+		id       string
+		extra    int64
+		prio     int32
+		learning bool
 	}
 	var cands []cand
+	fair := capacity / int64(max(1, len(s.Tenants)))
 	for i := range s.Tenants {
 		t := &s.Tenants[i]
 		st := l.tenants[t.ID]
 		total := totalOf(t.Current.Partitions)
+		if t.Class == planning.ClassStrict && t.Objective != nil && !st.met && learning(st, curves[i]) {
+			amount := fair
+			if t.Memory.MaxBytes > 0 {
+				amount = min(amount, t.Memory.MaxBytes)
+			}
+			mins += t.Memory.MinBytes
+			if amount > t.Memory.MinBytes {
+				cands = append(cands, cand{t.ID, amount - t.Memory.MinBytes, t.Priority, true})
+			}
+			continue
+		}
 		// Changes under MinChangeBytes are noise: leaving them to the allocator keeps a
 		// fully allocated cluster plannable (its sizes are discrete; minimums at exactly
 		// what every tenant holds may not pack).
@@ -371,19 +399,52 @@ func (l *Loop) protections(s *planning.Snapshot, curves []*curve.Curve) map[stri
 			continue
 		}
 		mins += t.Memory.MinBytes
-		cands = append(cands, cand{t.ID, amount - t.Memory.MinBytes, t.Priority})
+		cands = append(cands, cand{t.ID, amount - t.Memory.MinBytes, t.Priority, false})
 	}
-	// Highest priority first; the ones that do not fit lose their protection.
-	slices.SortStableFunc(cands, func(a, b cand) int { return int(b.prio) - int(a.prio) })
+	// Highest priority first, among equals a proven need before a fair share held while
+	// learning; the ones that do not fit lose their protection.
+	slices.SortStableFunc(cands, func(a, b cand) int {
+		if a.prio != b.prio {
+			return int(b.prio) - int(a.prio)
+		}
+		return boolOrder(a.learning, b.learning)
+	})
 	for _, c := range cands {
 		if mins+c.extra > capacity {
+			if len(cands) > 0 && !c.learning {
+				unfit[c.id] = cands[0].id
+			}
 			continue
 		}
 		mins += c.extra
 		i := slices.IndexFunc(s.Tenants, func(t planning.Tenant) bool { return t.ID == c.id })
-		out[c.id] = protection{bytes: s.Tenants[i].Memory.MinBytes + c.extra, priority: c.prio}
+		out[c.id] = protection{bytes: s.Tenants[i].Memory.MinBytes + c.extra, priority: c.prio, learning: c.learning}
 	}
-	return out
+	return out, unfit
+}
+
+// learning reports whether a strict tenant's curve is still being learned: fewer than
+// learnSamples settled observations, or fewer than maxLearnSamples while it shows no reuse.
+func learning(st *tenantState, c *curve.Curve) bool {
+	if st.samples < learnSamples {
+		return true
+	}
+	top := 0.0
+	if c != nil {
+		top, _ = c.Max()
+	}
+	return top < noReuse && st.samples < maxLearnSamples
+}
+
+// boolOrder orders false before true.
+func boolOrder(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
 }
 
 // withProtections is s with the protections as memory minimums.
@@ -396,7 +457,9 @@ func withProtections(s *planning.Snapshot, prot map[string]protection) *planning
 		t := &out.Tenants[i]
 		if p, ok := prot[t.ID]; ok {
 			t.Memory.MinBytes = max(t.Memory.MinBytes, p.bytes)
-			t.AllowedNodes = keptNodes(t)
+			if !p.learning || totalOf(t.Current.Partitions) >= p.bytes {
+				t.AllowedNodes = keptNodes(t)
+			}
 		}
 	}
 	return out
