@@ -530,10 +530,7 @@ const planSwitchWindow = 2 * time.Second
 // are served without failures from then on. The node is started again at the end.
 func testNodeDrainAndLoss(t *testing.T) {
 	localClusterOnly(t)
-	ns := newNamespace(t, "nodes")
-	c := testCluster(ns, "nodes", nil)
-	readyCluster(t, c)
-	tns := tenantNamespace(t, "nodes-tenant")
+	c, tns := readyClusterForTenants(t, "nodes", "nodes")
 	s := tenant(tns, "web", c, "0.5", "16Mi", "32Mi")
 	s.Spec.Placement = v1.Placement{MinNodes: 2}
 	admittedTenant(t, s)

@@ -34,10 +34,7 @@ const upgradeMarkers = 300
 // stay within upgradeFailureBound; the TenantSLO ends Ready. The table has a row per second.
 func testUpgradeUnderLoad(t *testing.T) {
 	localClusterOnly(t)
-	ns := newNamespace(t, "upgrade")
-	c := testCluster(ns, "upgrade", nil)
-	readyCluster(t, c)
-	tns := tenantNamespace(t, "upgrade-tenant")
+	c, tns := readyClusterForTenants(t, "upgrade", "upgrade")
 	s := tenant(tns, "web", c, "0.5", "16Mi", "32Mi")
 	s.Spec.Placement = v1.Placement{MinNodes: 3}
 	admittedTenant(t, s)
