@@ -91,6 +91,20 @@ func sidecarPod(t *testing.T, ns, cluster, node, ip string) {
 // sharedCluster is the CacheCluster "shared" in ns on the nodes labelled pool, planned by
 // policy every 5 s from the Prometheus at promURL; each node gives caching 1Gi, 100M bytes/s
 // and opsPerSecond.
+// strictTenant is a strict TenantSLO of the CacheCluster "shared" in cacheNS with a
+// hit-ratio objective of 0.8, a memory minimum and a placement.
+func strictTenant(teamNS, name, cacheNS, minMemory string, placement v1.Placement) *v1.TenantSLO {
+	return &v1.TenantSLO{
+		ObjectMeta: metav1.ObjectMeta{Namespace: teamNS, Name: name},
+		Spec: v1.TenantSLOSpec{
+			ClusterRef: v1.ClusterReference{Namespace: cacheNS, Name: "shared"},
+			Objective:  v1.Objective{HitRatio: &v1.HitRatioObjective{Ratio: "0.8"}},
+			Memory:     v1.MemoryRange{Min: ptr.To(resource.MustParse(minMemory))},
+			Placement:  placement,
+		},
+	}
+}
+
 func sharedCluster(ns, pool, promURL string, opsPerSecond int64, policy v1.AllocationPolicy) *v1.CacheCluster {
 	return &v1.CacheCluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shared"},

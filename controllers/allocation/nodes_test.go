@@ -7,9 +7,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
@@ -67,15 +65,7 @@ func TestNodesOutOfService(t *testing.T) {
 	}
 	create(t, sharedCluster(cacheNS, "oos", "", 100000, v1.PolicyOptimal))
 	const tenant = "oos-team/web"
-	create(t, &v1.TenantSLO{
-		ObjectMeta: metav1.ObjectMeta{Namespace: teamNS, Name: "web"},
-		Spec: v1.TenantSLOSpec{
-			ClusterRef: v1.ClusterReference{Namespace: cacheNS, Name: "shared"},
-			Objective:  v1.Objective{HitRatio: &v1.HitRatioObjective{Ratio: "0.8"}},
-			Memory:     v1.MemoryRange{Min: ptr.To(resource.MustParse("96Mi"))},
-			Placement:  v1.Placement{MinNodes: 2},
-		},
-	})
+	create(t, strictTenant(teamNS, "web", cacheNS, "96Mi", v1.Placement{MinNodes: 2}))
 	// settled waits until the tenant's partitions sit on exactly want, nothing routes to
 	// away, and away's plan (when given) lists the tenant as remote.
 	settled := func(want []string, away string) {
@@ -185,15 +175,7 @@ func TestRemoteTenantWithoutAddress(t *testing.T) {
 	// No sidecar has an address yet (its pod is not created): the case under test.
 	create(t, sharedCluster(cacheNS, "noaddr", "", 100000, v1.PolicyOptimal))
 	const tenant = "noaddr-team/web"
-	create(t, &v1.TenantSLO{
-		ObjectMeta: metav1.ObjectMeta{Namespace: teamNS, Name: "web"},
-		Spec: v1.TenantSLOSpec{
-			ClusterRef: v1.ClusterReference{Namespace: cacheNS, Name: "shared"},
-			Objective:  v1.Objective{HitRatio: &v1.HitRatioObjective{Ratio: "0.8"}},
-			Memory:     v1.MemoryRange{Min: ptr.To(resource.MustParse("64Mi"))},
-			Placement:  v1.Placement{MaxNodes: 1},
-		},
-	})
+	create(t, strictTenant(teamNS, "web", cacheNS, "64Mi", v1.Placement{MaxNodes: 1}))
 	var holder, other string
 	testenv.Eventually(t, timeout, func() error {
 		plans, err := plansOf(cacheNS, nodes...)
