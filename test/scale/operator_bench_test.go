@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/metrics"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -121,7 +122,7 @@ func runFleet(b *testing.B, f fleet) {
 	b.Logf("fleet: %d TenantSLOs in %d namespaces, %d nodes, Prometheus scraping %d exporters every %v; before the operator started, the test process (exporters, envtest client) used %.2f cores and %d MiB RSS",
 		f.tenants, f.namespaces, f.nodes, f.nodes, scrapeInterval, idleCPU, idleRSS>>20)
 
-	cold := measurePhase(b, "cold start: admission, credentials, first plans", api, queries, c, func() {
+	cold := measurePhase(b, fmt.Sprintf("%d-cold", f.tenants), "cold start: admission, credentials, first plans", api, queries, c, func() {
 		stop = startOperator(b, cfg, api, queries)
 	}, func() error {
 		return everyTenantPlaced(ctx, c, f, nil)
@@ -132,7 +133,7 @@ func runFleet(b *testing.B, f fleet) {
 	for i := 0; i < f.tenants; i += 10 {
 		changed = append(changed, types.NamespacedName{Namespace: namespaceName(f, i), Name: tenantName(i)})
 	}
-	change := measurePhase(b, fmt.Sprintf("%d TenantSLOs (10%%) raise their memory minimum at once", len(changed)), api, queries, c, func() {
+	change := measurePhase(b, fmt.Sprintf("%d-change", f.tenants), fmt.Sprintf("%d TenantSLOs (10%%) raise their memory minimum at once", len(changed)), api, queries, c, func() {
 		changeTenants(b, c, changed)
 	}, func() error {
 		return everyTenantPlaced(ctx, c, f, changed)
@@ -140,7 +141,7 @@ func runFleet(b *testing.B, f fleet) {
 	report(b, change)
 
 	steadyStart := time.Now()
-	steady := measurePhase(b, fmt.Sprintf("steady state: %v (two allocation intervals) with nothing changed", steadyWindow), api, queries, c, func() {}, func() error {
+	steady := measurePhase(b, fmt.Sprintf("%d-steady", f.tenants), fmt.Sprintf("steady state: %v (two allocation intervals) with nothing changed", steadyWindow), api, queries, c, func() {}, func() error {
 		if time.Since(steadyStart) < steadyWindow {
 			return errors.New("the steady window is not over")
 		}
@@ -390,23 +391,29 @@ type phaseResult struct {
 	wall              time.Duration
 	requests, queries []Request
 	peakRSS, peakHeap uint64
-	cpu               time.Duration
-	peakQueue         map[string]float64
-	plansChanged      int
-	generationBumps   int
-	plansBefore       int
-	cluster           v1.CacheClusterStatus
+	// peakNative is the peak resident memory outside Go's mappings.
+	peakNative      uint64
+	cpu             time.Duration
+	peakQueue       map[string]float64
+	plansChanged    int
+	generationBumps int
+	plansBefore     int
+	cluster         v1.CacheClusterStatus
 }
 
 // measurePhase runs act, then waits until done holds and the operator has made no write for
 // quiet, sampling memory and queue depths meanwhile.
-func measurePhase(b *testing.B, name string, api, queries *Recorder, c client.Client, act func(), done func() error) phaseResult {
+func measurePhase(b *testing.B, key, name string, api, queries *Recorder, c client.Client, act func(), done func() error) phaseResult {
 	ctx := context.Background()
 	before := planGenerations(b, c)
 	runtime.GC()
 	resetPeakRSS(b)
 	r := phaseResult{name: name, peakQueue: map[string]float64{}, plansBefore: len(before)}
-	sampler := newSampler()
+	profile := ""
+	if dir := os.Getenv("BENCH_PROFILE_DIR"); dir != "" {
+		profile = filepath.Join(dir, key+"-heap.pb.gz")
+	}
+	sampler := newSampler(b, profile)
 	start, cpuStart := time.Now(), cpuTime()
 	act()
 	deadline := start.Add(phaseTimeout)
@@ -425,7 +432,8 @@ func measurePhase(b *testing.B, name string, api, queries *Recorder, c client.Cl
 		}
 	}
 	r.cpu = cpuTime() - cpuStart
-	r.peakHeap, r.peakQueue = sampler.stop()
+	sampler.stop()
+	r.peakHeap, r.peakNative, r.peakQueue = sampler.heap, sampler.native, sampler.queue
 	r.peakRSS = peakRSS(b)
 	r.wall = api.LastWrite().Sub(start)
 	// Cut short, or no write at all in the phase (a steady state): the phase's own length.
@@ -460,24 +468,43 @@ func planGenerations(b *testing.B, c client.Client) map[string]int64 {
 	return out
 }
 
-// sampler records the peak Go heap and the peak depth of every workqueue every 500ms.
+// sampler records, every 500ms, the peak Go heap, the peak of the resident memory outside
+// Go's own mappings (OR-Tools' C++ heap, and any other native allocation) and the peak depth
+// of every workqueue. With BENCH_PROFILE_DIR set, it writes the heap profile each time the
+// heap grows 10% past the last one written, so the file left is the profile at the peak.
 type sampler struct {
-	stopc chan struct{}
-	done  chan struct{}
-	heap  uint64
-	queue map[string]float64
+	stopc   chan struct{}
+	done    chan struct{}
+	profile string
+	heap    uint64
+	native  uint64
+	queue   map[string]float64
 }
 
-func newSampler() *sampler {
-	s := &sampler{stopc: make(chan struct{}), done: make(chan struct{}), queue: map[string]float64{}}
+func newSampler(b *testing.B, profile string) *sampler {
+	s := &sampler{stopc: make(chan struct{}), done: make(chan struct{}), queue: map[string]float64{}, profile: profile}
 	go func() {
 		defer close(s.done)
-		heap := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+		mem := []metrics.Sample{
+			{Name: "/memory/classes/heap/objects:bytes"},
+			{Name: "/memory/classes/total:bytes"},
+			{Name: "/memory/classes/heap/released:bytes"},
+		}
+		var profiled uint64
 		tick := time.NewTicker(500 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			metrics.Read(heap)
-			s.heap = max(s.heap, heap[0].Value.Uint64())
+			metrics.Read(mem)
+			heap := mem[0].Value.Uint64()
+			s.heap = max(s.heap, heap)
+			// Go's mapped memory not yet returned to the kernel bounds its resident share.
+			if goMapped, rss := mem[1].Value.Uint64()-mem[2].Value.Uint64(), currentRSS(b); rss > goMapped {
+				s.native = max(s.native, rss-goMapped)
+			}
+			if s.profile != "" && heap > profiled+profiled/10 {
+				profiled = heap
+				writeHeapProfile(b, s.profile)
+			}
 			families, _ := crmetrics.Registry.Gather()
 			for _, fam := range families {
 				if fam.GetName() != "workqueue_depth" {
@@ -501,10 +528,22 @@ func newSampler() *sampler {
 	return s
 }
 
-func (s *sampler) stop() (uint64, map[string]float64) {
+func (s *sampler) stop() {
 	close(s.stopc)
 	<-s.done
-	return s.heap, s.queue
+}
+
+// writeHeapProfile writes the heap profile (live objects as of the last GC) to path.
+func writeHeapProfile(b *testing.B, path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		b.Log("heap profile:", err)
+		return
+	}
+	defer f.Close()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		b.Log("heap profile:", err)
+	}
 }
 
 // resetPeakRSS resets the kernel's peak resident set size of this process (VmHWM).
@@ -604,8 +643,8 @@ func report(b *testing.B, r phaseResult) {
 	if r.unfinished != "" {
 		fmt.Fprintf(&out, "%s\n", r.unfinished)
 	}
-	fmt.Fprintf(&out, "wall time to the operator's last write: %.1fs; process CPU %.1fs (%.2f cores); peak RSS %d MiB (goal < 512), peak Go heap objects %d MiB\n",
-		r.wall.Seconds(), r.cpu.Seconds(), r.cpu.Seconds()/r.wall.Seconds(), r.peakRSS>>20, r.peakHeap>>20)
+	fmt.Fprintf(&out, "wall time to the operator's last write: %.1fs; process CPU %.1fs (%.2f cores); peak RSS %d MiB (goal < 512), peak Go heap objects %d MiB, peak resident memory outside Go's mappings %d MiB\n",
+		r.wall.Seconds(), r.cpu.Seconds(), r.cpu.Seconds()/r.wall.Seconds(), r.peakRSS>>20, r.peakHeap>>20, r.peakNative>>20)
 	queues := make([]string, 0, len(r.peakQueue))
 	for name, depth := range r.peakQueue {
 		queues = append(queues, fmt.Sprintf("%s %.0f", name, depth))
@@ -613,6 +652,7 @@ func report(b *testing.B, r phaseResult) {
 	slices.Sort(queues)
 	fmt.Fprintf(&out, "peak workqueue depth (sampled every 500ms): %s\n", strings.Join(queues, ", "))
 	counts, planWrites := map[string]int{}, 0
+	var planBytes, largestPlanWrite int64
 	perObject := map[string]int{}
 	for _, q := range r.requests {
 		key := q.Verb + " " + q.Resource
@@ -622,6 +662,8 @@ func report(b *testing.B, r phaseResult) {
 		counts[key]++
 		if q.Write() && q.Resource == "cachenodeplans" {
 			planWrites++
+			planBytes += q.Bytes
+			largestPlanWrite = max(largestPlanWrite, q.Bytes)
 		}
 		if q.Write() && q.Object != "" {
 			perObject[q.Resource+" "+q.Object]++
@@ -648,8 +690,8 @@ func report(b *testing.B, r phaseResult) {
 	for _, res := range slices.Sorted(maps.Keys(maxByResource)) {
 		fmt.Fprintf(&out, "  %-40s %6d  %5d (%s)\n", res, objectsByResource[res], maxByResource[res], mostWritten[res])
 	}
-	fmt.Fprintf(&out, "plans whose planGeneration changed: %d of %d, by %d generations in all; CacheNodePlan writes %d (goal: at most one per changed plan)\n",
-		r.plansChanged, r.plansBefore, r.generationBumps, planWrites)
+	fmt.Fprintf(&out, "plans whose planGeneration changed: %d of %d, by %d generations in all; CacheNodePlan writes %d (goal: at most one per changed plan), sending %.1f MiB of request bodies (largest %d bytes)\n",
+		r.plansChanged, r.plansBefore, r.generationBumps, planWrites, float64(planBytes)/(1<<20), largestPlanWrite)
 	for i, run := range allocations(r) {
 		if len(r.requests) == 0 {
 			break
