@@ -107,7 +107,7 @@ func runFleet(b *testing.B, f fleet) {
 	prom.WaitFor(b, `count_over_time(`+promquery.MetricRequests+`[30s]) >= 3`, f.tenants, 3*time.Minute)
 
 	env, cfg, c := startControlPlane(b)
-	createFleet(b, c, f, prom.URL)
+	createFleet(b, c, f)
 
 	runtime.GC()
 	idleCPU, idleRSS := cpuRate(5*time.Second), currentRSS(b)
@@ -123,7 +123,7 @@ func runFleet(b *testing.B, f fleet) {
 		f.tenants, f.namespaces, f.nodes, f.nodes, scrapeInterval, idleCPU, idleRSS>>20)
 
 	cold := measurePhase(b, fmt.Sprintf("%d-cold", f.tenants), "cold start: admission, credentials, first plans", api, queries, c, func() {
-		stop = startOperator(b, cfg, api, queries)
+		stop = startOperator(b, cfg, prom.URL, api, queries)
 	}, func() error {
 		return everyTenantPlaced(ctx, c, f, nil)
 	})
@@ -192,8 +192,10 @@ func startControlPlane(b *testing.B) (*envtest.Environment, *rest.Config, client
 }
 
 // startOperator runs the operator as cmd/operator builds it, its API requests going through
-// api and its Prometheus queries through queries; the returned func stops it.
-func startOperator(b *testing.B, cfg *rest.Config, api, queries *Recorder) func() {
+// api and its Prometheus queries through queries; the returned func stops it. Prometheus is
+// the operator's --prometheus-url (the cluster names none): the client carrying the recorder
+// is used for that URL only.
+func startOperator(b *testing.B, cfg *rest.Config, promURL string, api, queries *Recorder) func() {
 	ctrl.SetLogger(logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
 	opCfg := rest.CopyConfig(cfg)
 	opCfg.QPS, opCfg.Burst = operatorQPS, operatorBurst
@@ -214,7 +216,7 @@ func startOperator(b *testing.B, cfg *rest.Config, api, queries *Recorder) func(
 	ctx, cancel := context.WithCancel(context.Background())
 	opts := controllers.Options{
 		Images:     cachecluster.Images{Sidecar: "bench/cache-sidecar:v1", Redis: "bench/redis:v1", Memcached: "bench/memcached:v1"},
-		Allocation: allocation.Options{HTTPClient: &http.Client{Timeout: 30 * time.Second, Transport: queries.Wrap(http.DefaultTransport)}},
+		Allocation: allocation.Options{DefaultPrometheusURL: promURL, HTTPClient: &http.Client{Timeout: 30 * time.Second, Transport: queries.Wrap(http.DefaultTransport)}},
 	}
 	if _, err := controllers.Setup(ctx, mgr, opts); err != nil {
 		cancel()
@@ -232,7 +234,7 @@ func startOperator(b *testing.B, cfg *rest.Config, api, queries *Recorder) func(
 
 // createFleet creates the nodes, their sidecar pods (envtest runs no DaemonSet controller),
 // the CacheCluster and the TenantSLOs, in parallel.
-func createFleet(b *testing.B, c client.Client, f fleet, promURL string) {
+func createFleet(b *testing.B, c client.Client, f fleet) {
 	ctx := context.Background()
 	var objs []client.Object
 	objs = append(objs, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: cacheNS}})
@@ -249,7 +251,7 @@ func createFleet(b *testing.B, c client.Client, f fleet, promURL string) {
 			NodeSelector: map[string]v1.LabelValue{"pool": "fleet"},
 			Capacity:     v1.NodeCapacity{Memory: resource.MustParse("4Gi"), Bandwidth: resource.MustParse("1G"), OpsPerSecond: 200000},
 			Allocation:   v1.AllocationSettings{Interval: &metav1.Duration{Duration: allocationInterval}},
-			Monitoring:   v1.MonitoringSettings{PrometheusURL: promURL, ServiceMonitor: v1.ServiceMonitorSettings{Interval: &metav1.Duration{Duration: scrapeInterval}}},
+			Monitoring:   v1.MonitoringSettings{ServiceMonitor: v1.ServiceMonitorSettings{Interval: &metav1.Duration{Duration: scrapeInterval}}},
 		},
 	})
 	create(b, c, objs...)
@@ -391,14 +393,15 @@ type phaseResult struct {
 	wall              time.Duration
 	requests, queries []Request
 	peakRSS, peakHeap uint64
-	// peakNative is the peak resident memory outside Go's mappings.
-	peakNative      uint64
-	cpu             time.Duration
-	peakQueue       map[string]float64
-	plansChanged    int
-	generationBumps int
-	plansBefore     int
-	cluster         v1.CacheClusterStatus
+	// peakNative is the peak anonymous resident memory outside Go's mappings, peakFiles the
+	// peak of resident file pages.
+	peakNative, peakFiles uint64
+	cpu                   time.Duration
+	peakQueue             map[string]float64
+	plansChanged          int
+	generationBumps       int
+	plansBefore           int
+	cluster               v1.CacheClusterStatus
 }
 
 // measurePhase runs act, then waits until done holds and the operator has made no write for
@@ -433,7 +436,7 @@ func measurePhase(b *testing.B, key, name string, api, queries *Recorder, c clie
 	}
 	r.cpu = cpuTime() - cpuStart
 	sampler.stop()
-	r.peakHeap, r.peakNative, r.peakQueue = sampler.heap, sampler.native, sampler.queue
+	r.peakHeap, r.peakNative, r.peakFiles, r.peakQueue = sampler.heap, sampler.native, sampler.files, sampler.queue
 	r.peakRSS = peakRSS(b)
 	r.wall = api.LastWrite().Sub(start)
 	// Cut short, or no write at all in the phase (a steady state): the phase's own length.
@@ -468,9 +471,9 @@ func planGenerations(b *testing.B, c client.Client) map[string]int64 {
 	return out
 }
 
-// sampler records, every 500ms, the peak Go heap, the peak of the resident memory outside
-// Go's own mappings (OR-Tools' C++ heap, and any other native allocation) and the peak depth
-// of every workqueue. With BENCH_PROFILE_DIR set, it writes the heap profile each time the
+// sampler records, every 500ms, the peak Go heap, the peak of the anonymous resident memory
+// outside Go's own mappings (OR-Tools' C++ heap, and any other native allocation), the peak
+// of the resident file pages (code) and the peak depth of every workqueue. With BENCH_PROFILE_DIR set, it writes the heap profile each time the
 // heap grows 10% past the last one written, so the file left is the profile at the peak.
 type sampler struct {
 	stopc   chan struct{}
@@ -478,6 +481,7 @@ type sampler struct {
 	profile string
 	heap    uint64
 	native  uint64
+	files   uint64
 	queue   map[string]float64
 }
 
@@ -497,10 +501,13 @@ func newSampler(b *testing.B, profile string) *sampler {
 			metrics.Read(mem)
 			heap := mem[0].Value.Uint64()
 			s.heap = max(s.heap, heap)
-			// Go's mapped memory not yet returned to the kernel bounds its resident share.
-			if goMapped, rss := mem[1].Value.Uint64()-mem[2].Value.Uint64(), currentRSS(b); rss > goMapped {
-				s.native = max(s.native, rss-goMapped)
+			// Go's mapped memory not yet returned to the kernel bounds its resident share; the
+			// rest of the anonymous memory is C and C++ allocations. File pages (the code of
+			// this binary and of OR-Tools) are counted apart.
+			if goMapped, anon := mem[1].Value.Uint64()-mem[2].Value.Uint64(), procStatus(b, "RssAnon:"); anon > goMapped {
+				s.native = max(s.native, anon-goMapped)
 			}
+			s.files = max(s.files, procStatus(b, "RssFile:"))
 			if s.profile != "" && heap > profiled+profiled/10 {
 				profiled = heap
 				writeHeapProfile(b, s.profile)
@@ -643,8 +650,8 @@ func report(b *testing.B, r phaseResult) {
 	if r.unfinished != "" {
 		fmt.Fprintf(&out, "%s\n", r.unfinished)
 	}
-	fmt.Fprintf(&out, "wall time to the operator's last write: %.1fs; process CPU %.1fs (%.2f cores); peak RSS %d MiB (goal < 512), peak Go heap objects %d MiB, peak resident memory outside Go's mappings %d MiB\n",
-		r.wall.Seconds(), r.cpu.Seconds(), r.cpu.Seconds()/r.wall.Seconds(), r.peakRSS>>20, r.peakHeap>>20, r.peakNative>>20)
+	fmt.Fprintf(&out, "wall time to the operator's last write: %.1fs; process CPU %.1fs (%.2f cores); peak RSS %d MiB (goal < 512), peak Go heap objects %d MiB, peak anonymous memory outside Go's mappings (C/C++) %d MiB, peak resident file pages (code) %d MiB\n",
+		r.wall.Seconds(), r.cpu.Seconds(), r.cpu.Seconds()/r.wall.Seconds(), r.peakRSS>>20, r.peakHeap>>20, r.peakNative>>20, r.peakFiles>>20)
 	queues := make([]string, 0, len(r.peakQueue))
 	for name, depth := range r.peakQueue {
 		queues = append(queues, fmt.Sprintf("%s %.0f", name, depth))
