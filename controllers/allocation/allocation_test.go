@@ -106,6 +106,20 @@ func sharedCluster(ns, pool, promURL string, opsPerSecond int64, policy v1.Alloc
 	}
 }
 
+// sharedTenant is a strict tenant of the cluster "shared" in cacheNS: hit ratio 0.8, a 64Mi
+// minimum, on at most maxNodes nodes (0: no bound).
+func sharedTenant(cacheNS, teamNS, name string, maxNodes int32) *v1.TenantSLO {
+	return &v1.TenantSLO{
+		ObjectMeta: metav1.ObjectMeta{Namespace: teamNS, Name: name},
+		Spec: v1.TenantSLOSpec{
+			ClusterRef: v1.ClusterReference{Namespace: cacheNS, Name: "shared"},
+			Objective:  v1.Objective{HitRatio: &v1.HitRatioObjective{Ratio: "0.8"}},
+			Memory:     v1.MemoryRange{Min: ptr.To(resource.MustParse("64Mi"))},
+			Placement:  v1.Placement{MaxNodes: maxNodes},
+		},
+	}
+}
+
 type plansSnapshot map[string]v1.CacheNodePlanSpec
 
 func plansOf(ns string, nodes ...string) (plansSnapshot, error) {

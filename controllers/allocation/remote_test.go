@@ -8,9 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
 	"github.com/cacheqos/cacheqos/controllers/allocation"
@@ -67,15 +65,7 @@ func TestTooManyRemoteTenantsIsReported(t *testing.T) {
 	create(t, sharedCluster(cacheNS, "remote", "", 100000, v1.PolicyEqual))
 	tenants := []string{"t1", "t2", "t3", "t4"}
 	for _, name := range tenants {
-		create(t, &v1.TenantSLO{
-			ObjectMeta: metav1.ObjectMeta{Namespace: teamNS, Name: name},
-			Spec: v1.TenantSLOSpec{
-				ClusterRef: v1.ClusterReference{Namespace: cacheNS, Name: "shared"},
-				Objective:  v1.Objective{HitRatio: &v1.HitRatioObjective{Ratio: "0.8"}},
-				Memory:     v1.MemoryRange{Min: ptr.To(resource.MustParse("64Mi"))},
-				Placement:  v1.Placement{MaxNodes: 1},
-			},
-		})
+		create(t, sharedTenant(cacheNS, teamNS, name, 1))
 	}
 	// unlisted returns the tenants some written plan lists neither as a partition nor as a
 	// remote tenant, after checking every plan is written, within bound and places everyone.
