@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -64,6 +65,9 @@ func NewScheme() (*runtime.Scheme, error) {
 // CacheOptions restricts the manager's informers to the objects the operator manages, so it
 // neither holds every Secret and Pod of the cluster in memory nor needs to, and to namespaces
 // when some are given (Nodes and CRDs, cluster-scoped, are always watched cluster-wide).
+// Cached objects are kept without their managedFields (nothing reads them, and they were
+// the larger half of a plan's or a tenant's bytes), CacheNodePlans without their
+// remoteTenants (objects.CompactPlan) and Nodes without their list of images.
 func CacheOptions(namespaces ...string) cache.Options {
 	managed := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{objects.LabelManagedBy: objects.ManagedBy})}
 	var defaults map[string]cache.Config
@@ -73,7 +77,8 @@ func CacheOptions(namespaces ...string) cache.Options {
 		}
 		defaults[ns] = cache.Config{}
 	}
-	return cache.Options{DefaultNamespaces: defaults, ByObject: map[client.Object]cache.ByObject{
+	stripManagedFields := cache.TransformStripManagedFields()
+	return cache.Options{DefaultNamespaces: defaults, DefaultTransform: stripManagedFields, ByObject: map[client.Object]cache.ByObject{
 		&corev1.Secret{}:         managed,
 		&corev1.Pod{}:            {Label: labels.SelectorFromSet(labels.Set{objects.LabelName: objects.SidecarName, objects.LabelManagedBy: objects.ManagedBy})},
 		&corev1.Service{}:        managed,
@@ -83,7 +88,30 @@ func CacheOptions(namespaces ...string) cache.Options {
 		&rbacv1.RoleBinding{}:    managed,
 		// The sidecars' metrics auth bindings; the operator has no business with any other.
 		&rbacv1.ClusterRoleBinding{}: managed,
+		// A ByObject transform replaces the default one: each strips managedFields too.
+		&v1.CacheNodePlan{}: {Transform: then(stripManagedFields, objects.CompactPlan)},
+		&corev1.Node{}:      {Transform: then(stripManagedFields, dropNodeImages)},
 	}}
+}
+
+// then runs first, then second on its result.
+func then(first, second toolscache.TransformFunc) toolscache.TransformFunc {
+	return func(obj any) (any, error) {
+		obj, err := first(obj)
+		if err != nil {
+			return nil, err
+		}
+		return second(obj)
+	}
+}
+
+// dropNodeImages drops a Node's status.images (the images its kubelet holds, often tens of
+// KiB per node), which the operator never reads.
+func dropNodeImages(obj any) (any, error) {
+	if n, ok := obj.(*corev1.Node); ok {
+		n.Status.Images = nil
+	}
+	return obj, nil
 }
 
 // Setup adds the operator to mgr (built with NewScheme and CacheOptions) and returns the

@@ -103,6 +103,11 @@ func run() error {
 	}
 	ctrl.SetLogger(logr.FromSlogHandler(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: s.logLevel})))
 	ctrl.Log.Info("starting the cacheqos operator", "version", version)
+	if limit, err := applyMemoryLimit(os.Getenv("GOMEMLIMIT"), cgroupMemoryMax); err != nil {
+		ctrl.Log.Error(err, "no soft memory limit from the container's: the heap may grow to twice its live size")
+	} else if limit > 0 {
+		ctrl.Log.Info("soft memory limit set from the container's", "bytes", limit, "share", goMemoryShare)
+	}
 
 	scheme, err := controllers.NewScheme()
 	if err != nil {

@@ -112,7 +112,8 @@ func (l *Loop) allocate(ctx context.Context, key types.NamespacedName) (time.Dur
 	if out.summary != nil {
 		out.summary.Duration = metav1.Duration{Duration: time.Since(start)}
 	}
-	generations, writeErr := l.writePlans(ctx, in, out.desired, out.specHash)
+	generations, planProblems, writeErr := l.writePlans(ctx, in, out.desired, out.specHash)
+	out.problems = append(out.problems, planProblems...)
 	counts, tenantErr := l.writeTenantStatuses(ctx, in, metrics, out, generations, st)
 	clusterErr := l.writeClusterStatus(ctx, in, metrics, out, generations, counts)
 	l.exportMetrics(in, out, start)
@@ -122,12 +123,12 @@ func (l *Loop) allocate(ctx context.Context, key types.NamespacedName) (time.Dur
 // gather reads the cluster's plans, tenants and sidecar pods.
 func (l *Loop) gather(ctx context.Context, cluster *v1.CacheCluster) (*inputs, error) {
 	in := &inputs{key: client.ObjectKeyFromObject(cluster), cluster: cluster}
-	var plans v1.CacheNodePlanList
-	if err := l.client.List(ctx, &plans, client.InNamespace(cluster.Namespace)); err != nil {
-		return nil, fmt.Errorf("listing CacheNodePlans: %w", err)
+	plans, err := objects.ClusterPlans(ctx, l.client, cluster.Namespace, cluster.Name)
+	if err != nil {
+		return nil, err
 	}
-	for _, p := range plans.Items {
-		if p.Spec.ClusterName == cluster.Name && p.DeletionTimestamp.IsZero() {
+	for _, p := range plans {
+		if p.DeletionTimestamp.IsZero() {
 			in.plans = append(in.plans, p)
 		}
 	}

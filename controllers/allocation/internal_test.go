@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
+	"github.com/cacheqos/cacheqos/controllers/conditions"
 	"github.com/cacheqos/cacheqos/controllers/internal/objects"
 	"github.com/cacheqos/cacheqos/internal/allocator"
 	"github.com/cacheqos/cacheqos/internal/allocator/planning"
@@ -568,6 +569,60 @@ func TestCurveCondition(t *testing.T) {
 			c := curveCondition(tt.tm)
 			if c.Type != v1.ConditionCurveAccurate || c.Status != tt.status || c.Reason != tt.reason || !strings.Contains(c.Message, tt.says) {
 				t.Errorf("%s %s/%s (%s), want %s/%s saying %q", c.Type, c.Status, c.Reason, c.Message, tt.status, tt.reason, tt.says)
+			}
+		})
+	}
+}
+
+func TestCapRemoteTenants(t *testing.T) {
+	remote := func(ids ...string) []v1.RemoteTenant {
+		out := make([]v1.RemoteTenant, len(ids))
+		for i, id := range ids {
+			out[i] = v1.RemoteTenant{Tenant: id}
+		}
+		return out
+	}
+	tenantsOf := func(rs []v1.RemoteTenant) []string {
+		out := make([]string, len(rs))
+		for i, r := range rs {
+			out[i] = r.Tenant
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name    string
+		byNode  map[string][]v1.RemoteTenant
+		limit   int
+		want    map[string][]string
+		message string
+	}{{
+		name:   "every list within the bound",
+		byNode: map[string][]v1.RemoteTenant{"a": remote("ns/y", "ns/x"), "b": nil},
+		limit:  2,
+		want:   map[string][]string{"a": {"ns/y", "ns/x"}, "b": {}},
+	}, {
+		name:    "the first by tenant ID are kept",
+		byNode:  map[string][]v1.RemoteTenant{"a": remote("ns/z", "ns/x", "ns/y"), "b": remote("ns/w", "ns/v"), "c": remote("ns/x")},
+		limit:   1,
+		want:    map[string][]string{"a": {"ns/x"}, "b": {"ns/v"}, "c": {"ns/x"}},
+		message: "the plans of 2 nodes (a, b) can list at most 1 tenants without a partition there (the CacheNodePlan schema's bound) and leave out 3 tenants (ns/w, ns/y, ns/z)",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			byNode := map[string]*nodeTenants{}
+			for node, rs := range tc.byNode {
+				byNode[node] = &nodeTenants{remote: rs}
+			}
+			problems := capRemoteTenants(byNode, tc.limit)
+			for node, want := range tc.want {
+				if got := tenantsOf(byNode[node].remote); !slices.Equal(got, want) {
+					t.Errorf("node %s lists %v, want %v", node, got, want)
+				}
+			}
+			switch {
+			case tc.message == "" && problems != nil:
+				t.Errorf("problems %+v, want none", problems)
+			case tc.message != "" && (len(problems) != 1 || problems[0].reason != conditions.ReasonTooManyRemoteTenants || !strings.HasPrefix(problems[0].message, tc.message)):
+				t.Errorf("problems %+v, want one %s starting %q", problems, conditions.ReasonTooManyRemoteTenants, tc.message)
 			}
 		})
 	}

@@ -37,6 +37,9 @@ const (
 	DefaultDebounce               = 2 * time.Second
 	DefaultApplyDeadlineIntervals = 3
 	DefaultSolverWorkers          = 1
+	// DefaultMaxRemoteTenants is the CacheNodePlan schema's bound on spec.remoteTenants: the
+	// API server refuses a plan that lists more.
+	DefaultMaxRemoteTenants = 4096
 )
 
 // Options tune the loop.
@@ -53,6 +56,10 @@ type Options struct {
 	// SolverWorkers is the number of CP-SAT workers (DefaultSolverWorkers when zero). One
 	// worker makes plans reproducible, so an operator restart does not move memory.
 	SolverWorkers int
+	// MaxRemoteTenants is the most remote tenants a plan lists (DefaultMaxRemoteTenants when
+	// zero, the schema's bound; the envtest suite sets fewer to reach it with a few tenants).
+	// A plan over it lists the first ones by tenant ID, and the cluster is Degraded.
+	MaxRemoteTenants int
 	// HTTPClient queries DefaultPrometheusURL (nil: a client with a 30s timeout). It carries
 	// the operator's credentials, so it is never used for another URL.
 	HTTPClient *http.Client
@@ -67,6 +74,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.SolverWorkers <= 0 {
 		o.SolverWorkers = DefaultSolverWorkers
+	}
+	if o.MaxRemoteTenants <= 0 {
+		o.MaxRemoteTenants = DefaultMaxRemoteTenants
 	}
 	return o
 }

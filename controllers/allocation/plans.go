@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
+	"github.com/cacheqos/cacheqos/controllers/conditions"
 	"github.com/cacheqos/cacheqos/controllers/internal/objects"
 	"github.com/cacheqos/cacheqos/controllers/internal/ssa"
 	"github.com/cacheqos/cacheqos/internal/allocator/planning"
@@ -163,8 +166,9 @@ type planApplySpec struct {
 }
 
 // writePlans writes every node's partitions and remote tenants where they changed, bumping planGeneration, and
-// the spec hash where it changed; it returns each node's plan generation after the writes.
-func (l *Loop) writePlans(ctx context.Context, in *inputs, desired view, hash string) (map[string]int64, error) {
+// the spec hash where it changed; it returns each node's plan generation after the writes,
+// and a problem when some plan lists fewer remote tenants than it should (capRemoteTenants).
+func (l *Loop) writePlans(ctx context.Context, in *inputs, desired view, hash string) (map[string]int64, []problem, error) {
 	tenants := make(map[string]*v1.TenantSLO, len(in.admitted))
 	for _, t := range in.admitted {
 		tenants[t.TenantID()] = t
@@ -174,6 +178,7 @@ func (l *Loop) writePlans(ctx context.Context, in *inputs, desired view, hash st
 		nodes[i] = in.plans[i].Spec.NodeName
 	}
 	byNode := tenantsByNode(desired, tenants, in.sidecarHosts, nodes)
+	problems := capRemoteTenants(byNode, l.opts.MaxRemoteTenants)
 	generations := make(map[string]int64, len(in.plans))
 	now := time.Now().UTC().Format(time.RFC3339)
 	gvk := v1.GroupVersion.WithKind("CacheNodePlan")
@@ -184,8 +189,9 @@ func (l *Loop) writePlans(ctx context.Context, in *inputs, desired view, hash st
 		spec.SetPartitions(byNode[p.Spec.NodeName].partitions)
 		spec.SetRemoteTenants(byNode[p.Spec.NodeName].remote)
 		generations[p.Spec.NodeName] = p.Spec.PlanGeneration
+		// The cache keeps only a digest of a plan's remote tenants (objects.CompactPlan).
 		partitionsChanged := !equality.Semantic.DeepEqual(spec.Partitions, p.Spec.Partitions) ||
-			!equality.Semantic.DeepEqual(spec.RemoteTenants, p.Spec.RemoteTenants)
+			objects.RemoteTenantsDigest(spec.RemoteTenants) != objects.PlanRemoteTenantsDigest(p)
 		if !partitionsChanged && p.Annotations[objects.AnnotationSpecHash] == hash {
 			continue
 		}
@@ -212,7 +218,33 @@ func (l *Loop) writePlans(ctx context.Context, in *inputs, desired view, hash st
 		}
 		generations[p.Spec.NodeName] = next
 	}
-	return generations, errors.Join(errs...)
+	return generations, problems, errors.Join(errs...)
+}
+
+// capRemoteTenants keeps at most limit remote tenants in each node's plan, the first by
+// tenant ID, since the API server refuses a longer list and with it the node's partitions.
+// It returns the problem that says which plans lost which tenants (none when all fit).
+func capRemoteTenants(byNode map[string]*nodeTenants, limit int) []problem {
+	var capped []string
+	left := map[string]bool{}
+	for node, nt := range byNode {
+		if len(nt.remote) <= limit {
+			continue
+		}
+		slices.SortFunc(nt.remote, func(a, b v1.RemoteTenant) int { return cmp.Compare(a.Tenant, b.Tenant) })
+		for _, r := range nt.remote[limit:] {
+			left[r.Tenant] = true
+		}
+		nt.remote = nt.remote[:limit]
+		capped = append(capped, node)
+	}
+	if len(capped) == 0 {
+		return nil
+	}
+	slices.Sort(capped)
+	return []problem{{conditions.ReasonTooManyRemoteTenants, fmt.Sprintf(
+		"the plans of %d nodes (%s) can list at most %d tenants without a partition there (the CacheNodePlan schema's bound) and leave out %d tenants (%s): their clients cannot log in on those nodes; split the tenants over more CacheClusters",
+		len(capped), objects.ListNames(capped), limit, len(left), objects.ListNames(slices.Sorted(maps.Keys(left))))}}
 }
 
 // lateNodes lists the nodes whose sidecar has not applied a plan written more than deadline

@@ -7,9 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
 	"github.com/cacheqos/cacheqos/controllers/internal/objects"
@@ -28,14 +26,7 @@ func TestSteadyAllocationsWriteNoTenantStatus(t *testing.T) {
 	create(t, sharedCluster(cacheNS, "steady", "", 100000, v1.PolicyEqual))
 	names := []string{"one", "two", "three"}
 	for _, name := range names {
-		create(t, &v1.TenantSLO{
-			ObjectMeta: metav1.ObjectMeta{Namespace: teamNS, Name: name},
-			Spec: v1.TenantSLOSpec{
-				ClusterRef: v1.ClusterReference{Namespace: cacheNS, Name: "shared"},
-				Objective:  v1.Objective{HitRatio: &v1.HitRatioObjective{Ratio: "0.8"}},
-				Memory:     v1.MemoryRange{Min: ptr.To(resource.MustParse("64Mi"))},
-			},
-		})
+		create(t, strictTenant(teamNS, name, cacheNS, "64Mi", v1.Placement{}))
 	}
 	versions := func() (map[string]string, error) {
 		out := map[string]string{}

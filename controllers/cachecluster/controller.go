@@ -234,7 +234,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, cluster *v1.CacheClust
 	if err := r.Client.DeleteAllOf(ctx, &appsv1.DaemonSet{}, inNamespace, sidecars); err != nil {
 		return fmt.Errorf("deleting the sidecar DaemonSet: %w", err)
 	}
-	plans, err := r.listPlans(ctx, cluster)
+	plans, err := objects.ClusterPlans(ctx, r.Client, cluster.Namespace, cluster.Name)
 	if err != nil {
 		return err
 	}

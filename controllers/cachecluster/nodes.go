@@ -139,7 +139,7 @@ func (r *Reconciler) reconcileNodePlans(ctx context.Context, s *scope) error {
 		return fmt.Errorf("listing nodes: %w", err)
 	}
 	s.nodes = selectNodes(nodes.Items, v1.LabelStrings(s.cluster.Spec.NodeSelector), r.tolerations(s.cluster), r.podSettings(s.cluster).Affinity)
-	plans, err := r.listPlans(ctx, s.cluster)
+	plans, err := objects.ClusterPlans(ctx, r.Client, s.cluster.Namespace, s.cluster.Name)
 	if err != nil {
 		return err
 	}
@@ -179,21 +179,6 @@ func (r *Reconciler) reconcileNodePlans(ctx context.Context, s *scope) error {
 		s.replan = true
 	}
 	return errors.Join(errs...)
-}
-
-// listPlans returns the cluster's CacheNodePlans.
-func (r *Reconciler) listPlans(ctx context.Context, cluster *v1.CacheCluster) ([]v1.CacheNodePlan, error) {
-	var list v1.CacheNodePlanList
-	if err := r.Client.List(ctx, &list, client.InNamespace(cluster.Namespace)); err != nil {
-		return nil, fmt.Errorf("listing CacheNodePlans: %w", err)
-	}
-	var out []v1.CacheNodePlan
-	for _, p := range list.Items {
-		if p.Spec.ClusterName == cluster.Name {
-			out = append(out, p)
-		}
-	}
-	return out, nil
 }
 
 // createPlan creates node's empty plan, owned by the cluster.

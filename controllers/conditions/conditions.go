@@ -63,6 +63,9 @@ const (
 	// ReasonPlanInfeasible (Degraded=True): the allocator found no plan satisfying the hard
 	// constraints; the plan in force is kept.
 	ReasonPlanInfeasible = "PlanInfeasible"
+	// ReasonTooManyRemoteTenants (Degraded=True): a node's plan cannot list every tenant
+	// without a partition there; the message names the nodes and the tenants left out.
+	ReasonTooManyRemoteTenants = "TooManyRemoteTenants"
 
 	// ReasonPartitionsRunning (TenantSLO Ready=True).
 	ReasonPartitionsRunning = "PartitionsRunning"

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/metrics"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -106,7 +107,7 @@ func runFleet(b *testing.B, f fleet) {
 	prom.WaitFor(b, `count_over_time(`+promquery.MetricRequests+`[30s]) >= 3`, f.tenants, 3*time.Minute)
 
 	env, cfg, c := startControlPlane(b)
-	createFleet(b, c, f, prom.URL)
+	createFleet(b, c, f)
 
 	runtime.GC()
 	idleCPU, idleRSS := cpuRate(5*time.Second), currentRSS(b)
@@ -121,8 +122,8 @@ func runFleet(b *testing.B, f fleet) {
 	b.Logf("fleet: %d TenantSLOs in %d namespaces, %d nodes, Prometheus scraping %d exporters every %v; before the operator started, the test process (exporters, envtest client) used %.2f cores and %d MiB RSS",
 		f.tenants, f.namespaces, f.nodes, f.nodes, scrapeInterval, idleCPU, idleRSS>>20)
 
-	cold := measurePhase(b, "cold start: admission, credentials, first plans", api, queries, c, func() {
-		stop = startOperator(b, cfg, api, queries)
+	cold := measurePhase(b, fmt.Sprintf("%d-cold", f.tenants), "cold start: admission, credentials, first plans", api, queries, c, func() {
+		stop = startOperator(b, cfg, prom.URL, api, queries)
 	}, func() error {
 		return everyTenantPlaced(ctx, c, f, nil)
 	})
@@ -132,7 +133,7 @@ func runFleet(b *testing.B, f fleet) {
 	for i := 0; i < f.tenants; i += 10 {
 		changed = append(changed, types.NamespacedName{Namespace: namespaceName(f, i), Name: tenantName(i)})
 	}
-	change := measurePhase(b, fmt.Sprintf("%d TenantSLOs (10%%) raise their memory minimum at once", len(changed)), api, queries, c, func() {
+	change := measurePhase(b, fmt.Sprintf("%d-change", f.tenants), fmt.Sprintf("%d TenantSLOs (10%%) raise their memory minimum at once", len(changed)), api, queries, c, func() {
 		changeTenants(b, c, changed)
 	}, func() error {
 		return everyTenantPlaced(ctx, c, f, changed)
@@ -140,7 +141,7 @@ func runFleet(b *testing.B, f fleet) {
 	report(b, change)
 
 	steadyStart := time.Now()
-	steady := measurePhase(b, fmt.Sprintf("steady state: %v (two allocation intervals) with nothing changed", steadyWindow), api, queries, c, func() {}, func() error {
+	steady := measurePhase(b, fmt.Sprintf("%d-steady", f.tenants), fmt.Sprintf("steady state: %v (two allocation intervals) with nothing changed", steadyWindow), api, queries, c, func() {}, func() error {
 		if time.Since(steadyStart) < steadyWindow {
 			return errors.New("the steady window is not over")
 		}
@@ -191,8 +192,10 @@ func startControlPlane(b *testing.B) (*envtest.Environment, *rest.Config, client
 }
 
 // startOperator runs the operator as cmd/operator builds it, its API requests going through
-// api and its Prometheus queries through queries; the returned func stops it.
-func startOperator(b *testing.B, cfg *rest.Config, api, queries *Recorder) func() {
+// api and its Prometheus queries through queries; the returned func stops it. Prometheus is
+// the operator's --prometheus-url (the cluster names none): the client carrying the recorder
+// is used for that URL only.
+func startOperator(b *testing.B, cfg *rest.Config, promURL string, api, queries *Recorder) func() {
 	ctrl.SetLogger(logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
 	opCfg := rest.CopyConfig(cfg)
 	opCfg.QPS, opCfg.Burst = operatorQPS, operatorBurst
@@ -213,7 +216,7 @@ func startOperator(b *testing.B, cfg *rest.Config, api, queries *Recorder) func(
 	ctx, cancel := context.WithCancel(context.Background())
 	opts := controllers.Options{
 		Images:     cachecluster.Images{Sidecar: "bench/cache-sidecar:v1", Redis: "bench/redis:v1", Memcached: "bench/memcached:v1"},
-		Allocation: allocation.Options{HTTPClient: &http.Client{Timeout: 30 * time.Second, Transport: queries.Wrap(http.DefaultTransport)}},
+		Allocation: allocation.Options{DefaultPrometheusURL: promURL, HTTPClient: &http.Client{Timeout: 30 * time.Second, Transport: queries.Wrap(http.DefaultTransport)}},
 	}
 	if _, err := controllers.Setup(ctx, mgr, opts); err != nil {
 		cancel()
@@ -231,7 +234,7 @@ func startOperator(b *testing.B, cfg *rest.Config, api, queries *Recorder) func(
 
 // createFleet creates the nodes, their sidecar pods (envtest runs no DaemonSet controller),
 // the CacheCluster and the TenantSLOs, in parallel.
-func createFleet(b *testing.B, c client.Client, f fleet, promURL string) {
+func createFleet(b *testing.B, c client.Client, f fleet) {
 	ctx := context.Background()
 	var objs []client.Object
 	objs = append(objs, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: cacheNS}})
@@ -248,7 +251,7 @@ func createFleet(b *testing.B, c client.Client, f fleet, promURL string) {
 			NodeSelector: map[string]v1.LabelValue{"pool": "fleet"},
 			Capacity:     v1.NodeCapacity{Memory: resource.MustParse("4Gi"), Bandwidth: resource.MustParse("1G"), OpsPerSecond: 200000},
 			Allocation:   v1.AllocationSettings{Interval: &metav1.Duration{Duration: allocationInterval}},
-			Monitoring:   v1.MonitoringSettings{PrometheusURL: promURL, ServiceMonitor: v1.ServiceMonitorSettings{Interval: &metav1.Duration{Duration: scrapeInterval}}},
+			Monitoring:   v1.MonitoringSettings{ServiceMonitor: v1.ServiceMonitorSettings{Interval: &metav1.Duration{Duration: scrapeInterval}}},
 		},
 	})
 	create(b, c, objs...)
@@ -338,47 +341,83 @@ func changeTenants(b *testing.B, c client.Client, tenants []types.NamespacedName
 // from a written plan and, of the changed tenants, the operator saw the change, an allocation
 // saw it too, and each has at least its new minimum.
 func everyTenantPlaced(ctx context.Context, c client.Client, f fleet, changed []types.NamespacedName) error {
-	var plans v1.CacheNodePlanList
-	if err := c.List(ctx, &plans, client.InNamespace(cacheNS)); err != nil {
-		return err
-	}
 	written := 0
-	for _, p := range plans.Items {
+	if err := eachPlan(ctx, c, func(p *v1.CacheNodePlan) {
 		if p.Spec.PlanGeneration >= 1 {
 			written++
 		}
+	}); err != nil {
+		return err
 	}
 	if written < f.nodes {
 		return fmt.Errorf("%d of %d plans written", written, f.nodes)
 	}
-	var tenants v1.TenantSLOList
-	if err := c.List(ctx, &tenants); err != nil {
-		return err
+	pending := map[types.NamespacedName]string{}
+	for _, key := range changed {
+		pending[key] = "it has not been given its new minimum yet"
 	}
-	byKey := map[types.NamespacedName]*v1.TenantSLO{}
+	want := resource.MustParse(changedMemoryMin)
 	placed := 0
-	for i := range tenants.Items {
-		t := &tenants.Items[i]
-		byKey[client.ObjectKeyFromObject(t)] = t
-		if a := t.Status.Allocation; a != nil && a.PlanGeneration >= 1 {
-			placed++
+	err := listPaged(ctx, c, &v1.TenantSLOList{}, func(list *v1.TenantSLOList) {
+		for i := range list.Items {
+			t := &list.Items[i]
+			if a := t.Status.Allocation; a != nil && a.PlanGeneration >= 1 {
+				placed++
+			}
+			key := client.ObjectKeyFromObject(t)
+			if _, ok := pending[key]; !ok {
+				continue
+			}
+			switch cond := meta.FindStatusCondition(t.Status.Conditions, v1.ConditionSLOMet); {
+			case t.Status.ObservedGeneration != t.Generation || t.Status.Allocation == nil || t.Status.Allocation.Memory.Cmp(want) < 0:
+				pending[key] = "it has not been given its new minimum yet"
+			// The allocation loop's own conditions say which generation it allocated.
+			case cond == nil || cond.ObservedGeneration != t.Generation:
+				pending[key] = "no allocation has seen its change yet"
+			default:
+				delete(pending, key)
+			}
 		}
+	})
+	if err != nil {
+		return err
 	}
 	if placed < f.tenants {
 		return fmt.Errorf("%d of %d tenants placed", placed, f.tenants)
 	}
-	want := resource.MustParse(changedMemoryMin)
-	for _, key := range changed {
-		t := byKey[key]
-		if t == nil || t.Status.ObservedGeneration != t.Generation || t.Status.Allocation.Memory.Cmp(want) < 0 {
-			return fmt.Errorf("%v has not been given its new minimum yet", key)
-		}
-		// The allocation loop's own conditions say which generation it allocated.
-		if c := meta.FindStatusCondition(t.Status.Conditions, v1.ConditionSLOMet); c == nil || c.ObservedGeneration != t.Generation {
-			return fmt.Errorf("no allocation has seen the change of %v yet", key)
-		}
+	if len(pending) > 0 {
+		first := slices.MinFunc(slices.Collect(maps.Keys(pending)), func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) })
+		return fmt.Errorf("%d changed tenants not done; %v: %s", len(pending), first, pending[first])
 	}
 	return nil
+}
+
+// listPageSize bounds what the benchmark's own checks hold at once: whole lists of 2,000
+// TenantSLOs and 200 plans were about 200 MiB of this process's heap, counted in the peaks.
+const listPageSize = 100
+
+// listPaged lists list's kind in pages of listPageSize, calling each on every page (list is
+// reused from one page to the next).
+func listPaged[L client.ObjectList](ctx context.Context, c client.Client, list L, each func(L), opts ...client.ListOption) error {
+	cont := ""
+	for {
+		if err := c.List(ctx, list, append(opts, client.Limit(listPageSize), client.Continue(cont))...); err != nil {
+			return err
+		}
+		each(list)
+		if cont = list.GetContinue(); cont == "" {
+			return nil
+		}
+	}
+}
+
+// eachPlan calls each on every CacheNodePlan of the fleet's namespace.
+func eachPlan(ctx context.Context, c client.Client, each func(*v1.CacheNodePlan)) error {
+	return listPaged(ctx, c, &v1.CacheNodePlanList{}, func(list *v1.CacheNodePlanList) {
+		for i := range list.Items {
+			each(&list.Items[i])
+		}
+	}, client.InNamespace(cacheNS))
 }
 
 // phaseResult is what one phase measured.
@@ -390,23 +429,30 @@ type phaseResult struct {
 	wall              time.Duration
 	requests, queries []Request
 	peakRSS, peakHeap uint64
-	cpu               time.Duration
-	peakQueue         map[string]float64
-	plansChanged      int
-	generationBumps   int
-	plansBefore       int
-	cluster           v1.CacheClusterStatus
+	// peakNative is the peak anonymous resident memory outside Go's mappings, peakFiles the
+	// peak of resident file pages.
+	peakNative, peakFiles uint64
+	cpu                   time.Duration
+	peakQueue             map[string]float64
+	plansChanged          int
+	generationBumps       int
+	plansBefore           int
+	cluster               v1.CacheClusterStatus
 }
 
 // measurePhase runs act, then waits until done holds and the operator has made no write for
 // quiet, sampling memory and queue depths meanwhile.
-func measurePhase(b *testing.B, name string, api, queries *Recorder, c client.Client, act func(), done func() error) phaseResult {
+func measurePhase(b *testing.B, key, name string, api, queries *Recorder, c client.Client, act func(), done func() error) phaseResult {
 	ctx := context.Background()
 	before := planGenerations(b, c)
 	runtime.GC()
 	resetPeakRSS(b)
 	r := phaseResult{name: name, peakQueue: map[string]float64{}, plansBefore: len(before)}
-	sampler := newSampler()
+	profile := ""
+	if dir := os.Getenv("BENCH_PROFILE_DIR"); dir != "" {
+		profile = filepath.Join(dir, key+"-heap.pb.gz")
+	}
+	sampler := newSampler(b, profile)
 	start, cpuStart := time.Now(), cpuTime()
 	act()
 	deadline := start.Add(phaseTimeout)
@@ -425,7 +471,8 @@ func measurePhase(b *testing.B, name string, api, queries *Recorder, c client.Cl
 		}
 	}
 	r.cpu = cpuTime() - cpuStart
-	r.peakHeap, r.peakQueue = sampler.stop()
+	sampler.stop()
+	r.peakHeap, r.peakNative, r.peakFiles, r.peakQueue = sampler.heap, sampler.native, sampler.files, sampler.queue
 	r.peakRSS = peakRSS(b)
 	r.wall = api.LastWrite().Sub(start)
 	// Cut short, or no write at all in the phase (a steady state): the phase's own length.
@@ -449,35 +496,54 @@ func measurePhase(b *testing.B, name string, api, queries *Recorder, c client.Cl
 }
 
 func planGenerations(b *testing.B, c client.Client) map[string]int64 {
-	var plans v1.CacheNodePlanList
-	if err := c.List(context.Background(), &plans, client.InNamespace(cacheNS)); err != nil {
-		b.Fatal(err)
-	}
 	out := map[string]int64{}
-	for _, p := range plans.Items {
-		out[p.Spec.NodeName] = p.Spec.PlanGeneration
+	if err := eachPlan(context.Background(), c, func(p *v1.CacheNodePlan) { out[p.Spec.NodeName] = p.Spec.PlanGeneration }); err != nil {
+		b.Fatal(err)
 	}
 	return out
 }
 
-// sampler records the peak Go heap and the peak depth of every workqueue every 500ms.
+// sampler records, every 500ms, the peak Go heap, the peak of the anonymous resident memory
+// outside Go's own mappings (OR-Tools' C++ heap, and any other native allocation), the peak
+// of the resident file pages (code) and the peak depth of every workqueue. With BENCH_PROFILE_DIR set, it writes the heap profile each time the
+// heap grows 10% past the last one written, so the file left is the profile at the peak.
 type sampler struct {
-	stopc chan struct{}
-	done  chan struct{}
-	heap  uint64
-	queue map[string]float64
+	stopc   chan struct{}
+	done    chan struct{}
+	profile string
+	heap    uint64
+	native  uint64
+	files   uint64
+	queue   map[string]float64
 }
 
-func newSampler() *sampler {
-	s := &sampler{stopc: make(chan struct{}), done: make(chan struct{}), queue: map[string]float64{}}
+func newSampler(b *testing.B, profile string) *sampler {
+	s := &sampler{stopc: make(chan struct{}), done: make(chan struct{}), queue: map[string]float64{}, profile: profile}
 	go func() {
 		defer close(s.done)
-		heap := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+		mem := []metrics.Sample{
+			{Name: "/memory/classes/heap/objects:bytes"},
+			{Name: "/memory/classes/total:bytes"},
+			{Name: "/memory/classes/heap/released:bytes"},
+		}
+		var profiled uint64
 		tick := time.NewTicker(500 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			metrics.Read(heap)
-			s.heap = max(s.heap, heap[0].Value.Uint64())
+			metrics.Read(mem)
+			heap := mem[0].Value.Uint64()
+			s.heap = max(s.heap, heap)
+			// Go's mapped memory not yet returned to the kernel bounds its resident share; the
+			// rest of the anonymous memory is C and C++ allocations. File pages (the code of
+			// this binary and of OR-Tools) are counted apart.
+			if goMapped, anon := mem[1].Value.Uint64()-mem[2].Value.Uint64(), procStatus(b, "RssAnon:"); anon > goMapped {
+				s.native = max(s.native, anon-goMapped)
+			}
+			s.files = max(s.files, procStatus(b, "RssFile:"))
+			if s.profile != "" && heap > profiled+profiled/10 {
+				profiled = heap
+				writeHeapProfile(b, s.profile)
+			}
 			families, _ := crmetrics.Registry.Gather()
 			for _, fam := range families {
 				if fam.GetName() != "workqueue_depth" {
@@ -501,10 +567,22 @@ func newSampler() *sampler {
 	return s
 }
 
-func (s *sampler) stop() (uint64, map[string]float64) {
+func (s *sampler) stop() {
 	close(s.stopc)
 	<-s.done
-	return s.heap, s.queue
+}
+
+// writeHeapProfile writes the heap profile (live objects as of the last GC) to path.
+func writeHeapProfile(b *testing.B, path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		b.Log("heap profile:", err)
+		return
+	}
+	defer f.Close()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		b.Log("heap profile:", err)
+	}
 }
 
 // resetPeakRSS resets the kernel's peak resident set size of this process (VmHWM).
@@ -604,8 +682,8 @@ func report(b *testing.B, r phaseResult) {
 	if r.unfinished != "" {
 		fmt.Fprintf(&out, "%s\n", r.unfinished)
 	}
-	fmt.Fprintf(&out, "wall time to the operator's last write: %.1fs; process CPU %.1fs (%.2f cores); peak RSS %d MiB (goal < 512), peak Go heap objects %d MiB\n",
-		r.wall.Seconds(), r.cpu.Seconds(), r.cpu.Seconds()/r.wall.Seconds(), r.peakRSS>>20, r.peakHeap>>20)
+	fmt.Fprintf(&out, "wall time to the operator's last write: %.1fs; process CPU %.1fs (%.2f cores); peak RSS %d MiB (goal < 512), peak Go heap objects %d MiB, peak anonymous memory outside Go's mappings (C/C++) %d MiB, peak resident file pages (code) %d MiB\n",
+		r.wall.Seconds(), r.cpu.Seconds(), r.cpu.Seconds()/r.wall.Seconds(), r.peakRSS>>20, r.peakHeap>>20, r.peakNative>>20, r.peakFiles>>20)
 	queues := make([]string, 0, len(r.peakQueue))
 	for name, depth := range r.peakQueue {
 		queues = append(queues, fmt.Sprintf("%s %.0f", name, depth))
@@ -613,6 +691,7 @@ func report(b *testing.B, r phaseResult) {
 	slices.Sort(queues)
 	fmt.Fprintf(&out, "peak workqueue depth (sampled every 500ms): %s\n", strings.Join(queues, ", "))
 	counts, planWrites := map[string]int{}, 0
+	var planBytes, largestPlanWrite int64
 	perObject := map[string]int{}
 	for _, q := range r.requests {
 		key := q.Verb + " " + q.Resource
@@ -622,6 +701,8 @@ func report(b *testing.B, r phaseResult) {
 		counts[key]++
 		if q.Write() && q.Resource == "cachenodeplans" {
 			planWrites++
+			planBytes += q.Bytes
+			largestPlanWrite = max(largestPlanWrite, q.Bytes)
 		}
 		if q.Write() && q.Object != "" {
 			perObject[q.Resource+" "+q.Object]++
@@ -648,8 +729,8 @@ func report(b *testing.B, r phaseResult) {
 	for _, res := range slices.Sorted(maps.Keys(maxByResource)) {
 		fmt.Fprintf(&out, "  %-40s %6d  %5d (%s)\n", res, objectsByResource[res], maxByResource[res], mostWritten[res])
 	}
-	fmt.Fprintf(&out, "plans whose planGeneration changed: %d of %d, by %d generations in all; CacheNodePlan writes %d (goal: at most one per changed plan)\n",
-		r.plansChanged, r.plansBefore, r.generationBumps, planWrites)
+	fmt.Fprintf(&out, "plans whose planGeneration changed: %d of %d, by %d generations in all; CacheNodePlan writes %d (goal: at most one per changed plan), sending %.1f MiB of request bodies (largest %d bytes)\n",
+		r.plansChanged, r.plansBefore, r.generationBumps, planWrites, float64(planBytes)/(1<<20), largestPlanWrite)
 	for i, run := range allocations(r) {
 		if len(r.requests) == 0 {
 			break
@@ -685,17 +766,15 @@ func reportSizes(b *testing.B, c client.Client) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var plans v1.CacheNodePlanList
-	if err := c.List(ctx, &plans, client.InNamespace(cacheNS)); err != nil {
-		b.Fatal(err)
-	}
 	largest := 0
-	for i := range plans.Items {
-		raw, err := json.Marshal(&plans.Items[i])
+	if err := eachPlan(ctx, c, func(p *v1.CacheNodePlan) {
+		raw, err := json.Marshal(p)
 		if err != nil {
 			b.Fatal(err)
 		}
 		largest = max(largest, len(raw))
+	}); err != nil {
+		b.Fatal(err)
 	}
 	b.Logf("credentials Secret: %d keys, %d bytes of data (%.0f per key), %d bytes as JSON; largest CacheNodePlan %d bytes as JSON",
 		len(secret.Data), data, float64(data)/float64(max(1, len(secret.Data))), len(stored), largest)

@@ -21,6 +21,8 @@ type Request struct {
 	Resource, Object string
 	// Manager is the field manager a server-side apply or patch names.
 	Manager string
+	// Bytes is the length of the request's body (0 without one).
+	Bytes int64
 }
 
 // Write reports whether the request changes state on the API server.
@@ -60,7 +62,7 @@ func (r *Recorder) Wrap(next http.RoundTripper) http.RoundTripper {
 		resource, object := r.resource(req)
 		r.mu.Lock()
 		r.requests = append(r.requests, Request{Start: start, End: time.Now(), Verb: verb, Resource: resource, Object: object,
-			Manager: req.URL.Query().Get("fieldManager")})
+			Manager: req.URL.Query().Get("fieldManager"), Bytes: max(req.ContentLength, 0)})
 		r.mu.Unlock()
 		return resp, err
 	})
