@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"bufio"
 	"context"
 	"crypto/tls"
@@ -346,10 +347,12 @@ func tenantRoutes(ps []v1.CacheNodePlan, tenant string) ([]v1.TenantRoute, map[s
 				continue
 			}
 			memory[p.Spec.NodeName] = part.Memory.Value()
-			if routes != nil && !slices.Equal(routes, part.Routes) {
+			// Each partition lists its own node first: the same routes in another order.
+			byNode := slices.SortedFunc(slices.Values(part.Routes), func(a, b v1.TenantRoute) int { return cmp.Compare(a.NodeName, b.NodeName) })
+			if routes != nil && !slices.Equal(routes, byNode) {
 				return nil, memory
 			}
-			routes = part.Routes
+			routes = byNode
 		}
 	}
 	for _, r := range routes {
