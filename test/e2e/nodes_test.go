@@ -1,8 +1,8 @@
 package e2e
 
 import (
-	"cmp"
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"fmt"
