@@ -26,12 +26,16 @@ package v1alpha1
 //   - resource.Quantity fields are int-or-string in the schema, and CEL prices a rule on one as
 //     if the value were as large as a whole request (maxLength does not bound it). quantity()
 //     rules are therefore fine on single fields but not on list items (see PartitionPlan.Memory).
-//   - Quantity fields of spec carry one shared rule set (QuantityForm, then a floor and a
-//     ceiling, each its own messageExpression naming the field and echoing the value) and no
-//     type pattern, so `10GB` gets a hint rather than the regex. The floor and ceiling rules
+//   - Quantity fields of spec carry one shared rule set (QuantityForm, then whole bytes, a
+//     floor and a ceiling, each its own messageExpression naming the field and echoing the
+//     value) and no type pattern, so `10GB` gets a hint rather than the regex. The later rules
 //     evaluate quantity() only on strings that match QuantityForm: that form always parses,
 //     and it excludes the exponents that cost the API server seconds to parse (1e-10000000).
-//     TestQuantityFieldsShareOneRule holds every quantity field of every CRD to it.
+//     Whole bytes compares the value with the integer its float truncates to, exact up to
+//     2^53, so it is skipped above the ceiling (isInteger() cannot serve: it is false for any
+//     value resource.Quantity holds as a decimal, such as 1.5Gi or 1Pi).
+//     TestQuantityFieldsShareOneRule holds every quantity field of every spec to it; status
+//     quantities are the operator's and carry no rules.
 //   - Optional durations and quantities are pointers and optional sections are structs whose
 //     fields are all omitempty, so an object built in Go and sent with unset fields gets the
 //     schema defaults instead of zero values.
@@ -39,8 +43,9 @@ package v1alpha1
 // Quantity rules shared by every quantity field of a spec.
 const (
 	// QuantityForm is a non-negative decimal with an optional binary or decimal suffix, or an
-	// exponent of at most two digits: no milli, micro or nano (a byte has no fraction), no
-	// sign, and nothing resource.ParseQuantity refuses.
+	// exponent of at most two digits: no milli, micro or nano, no sign, and nothing
+	// resource.ParseQuantity refuses. (Fractions that do not come to whole bytes are refused
+	// by the rule after it.)
 	QuantityForm = `^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$`
 	// MaxBytes and MaxBytesPerSecond are ceilings far below int64 overflow (about 8Ei), so
 	// that sums over 256 nodes and thousands of tenants still fit in an int64.

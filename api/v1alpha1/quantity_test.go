@@ -122,7 +122,7 @@ func schemaAt(t *testing.T, f quantityField) apiextensionsv1.JSONSchemaProps {
 }
 
 // TestQuantityFieldsShareOneRule: every quantity field of every spec is a bounded string
-// under the shared rule set (QuantityForm, floor, ceiling) or, in plan lists, a rule matching
+// under the shared rule set (QuantityForm, whole bytes, floor, ceiling) or, in plan lists, a rule matching
 // PlanQuantityPattern, each message naming the field and echoing the value; none keeps a
 // schema pattern (the generated int-or-string one lets 1e1.5 in, and any prints a regex).
 func TestQuantityFieldsShareOneRule(t *testing.T) {
@@ -151,16 +151,22 @@ func TestQuantityFieldsShareOneRule(t *testing.T) {
 		if f.path[len(f.path)-2] == "[]" {
 			continue
 		}
-		if len(s.XValidations) != 3 {
-			t.Fatalf("%s: %d rules, want form, floor and ceiling", f, len(s.XValidations))
+		if len(s.XValidations) != 4 {
+			t.Fatalf("%s: %d rules, want form, whole bytes, floor and ceiling", f, len(s.XValidations))
 		}
 		if r := s.XValidations[0].Rule; r != form+" && isQuantity(self)" {
 			t.Errorf("%s: form rule %q", f, r)
 		}
-		floor := regexp.MustCompile(`^!` + regexp.QuoteMeta(form) + ` \|\| quantity\(self\)\.compareTo\(quantity\('([^']+)'\)\) >= 0$`).FindStringSubmatch(s.XValidations[1].Rule)
-		ceiling := regexp.MustCompile(`^!` + regexp.QuoteMeta(form) + ` \|\| quantity\(self\)\.compareTo\(quantity\('([^']+)'\)\) <= 0$`).FindStringSubmatch(s.XValidations[2].Rule)
+		floor := regexp.MustCompile(`^!` + regexp.QuoteMeta(form) + ` \|\| quantity\(self\)\.compareTo\(quantity\('([^']+)'\)\) >= 0$`).FindStringSubmatch(s.XValidations[2].Rule)
+		ceiling := regexp.MustCompile(`^!` + regexp.QuoteMeta(form) + ` \|\| quantity\(self\)\.compareTo\(quantity\('([^']+)'\)\) <= 0$`).FindStringSubmatch(s.XValidations[3].Rule)
 		if floor == nil || ceiling == nil {
-			t.Fatalf("%s: floor rule %q, ceiling rule %q", f, s.XValidations[1].Rule, s.XValidations[2].Rule)
+			t.Fatalf("%s: floor rule %q, ceiling rule %q", f, s.XValidations[2].Rule, s.XValidations[3].Rule)
+		}
+		// Whole bytes: the value equals the integer its float truncates to, an exact test up
+		// to 2^53, so it is skipped above the ceiling (which reports those values instead).
+		whole := "!" + form + " || quantity(self).compareTo(quantity('" + ceiling[1] + "')) > 0 || quantity(self).sub(int(quantity(self).asApproximateFloat())).compareTo(quantity('0')) == 0"
+		if r := s.XValidations[1].Rule; r != whole {
+			t.Errorf("%s: whole-bytes rule %q, want %q", f, r, whole)
 		}
 		if ceiling[1] != v1.MaxBytes && ceiling[1] != v1.MaxBytesPerSecond {
 			t.Errorf("%s: ceiling %s, want %s or %s", f, ceiling[1], v1.MaxBytes, v1.MaxBytesPerSecond)
@@ -180,6 +186,9 @@ var refusedQuantities = []struct{ value, why string }{
 	{"1250m", "a fraction of a byte"},
 	{"4u", "a fraction of a byte"},
 	{"1e-10000000", "a fraction of a byte that costs seconds to compare"},
+	{"4194304.5", "a fraction of a byte without a suffix"},
+	{"1.0000001Mi", "a fraction of a byte behind a suffix"},
+	{"4194304.55e1", "a fraction of a byte that the exponent does not make whole"},
 	{"10E", "overflows int64"},
 	{"1e19", "overflows int64"},
 	{"9223372036854775807", "at the int64 limit"},
@@ -207,11 +216,16 @@ func TestQuantityFieldsRefuseBadValues(t *testing.T) {
 	n := 0
 	for _, f := range specQuantityFields(t) {
 		bandwidth := strings.Contains(strings.ToLower(f.path[len(f.path)-1]), "bandwidth") || f.path[1] == "bandwidth"
+		inPlan := f.path[len(f.path)-2] == "[]"
 		accepted := []string{"4Mi", "1Pi", "1536Mi"}
+		if !inPlan {
+			// Fractions and exponents that come to whole bytes.
+			accepted = append(accepted, "1.5Gi", "4.5e6")
+		}
 		if bandwidth {
 			accepted = []string{"1P", "125M"}
-			if f.path[len(f.path)-2] != "[]" {
-				accepted = append(accepted, v1.MinBytesPerSecond)
+			if !inPlan {
+				accepted = append(accepted, v1.MinBytesPerSecond, "12.5M", "1.5e7")
 			}
 		}
 		for _, good := range accepted {
@@ -224,7 +238,7 @@ func TestQuantityFieldsRefuseBadValues(t *testing.T) {
 			}
 		}
 		for _, bad := range refusedQuantities {
-			if bad.value == "2Pi" && f.path[len(f.path)-2] == "[]" {
+			if bad.value == "2Pi" && inPlan {
 				continue
 			}
 			t.Run(f.String()+"="+bad.value, func(t *testing.T) {

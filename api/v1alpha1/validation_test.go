@@ -368,6 +368,12 @@ func TestInvalidObjectsRejected(t *testing.T) {
 			"spec.capacity.bandwidth", "write bytes per second: 12.5M for 100 Mbit/s, not 100Mbps"},
 		{"node bandwidth below 1k", withField(validCluster(), "999", "spec", "capacity", "bandwidth"),
 			"spec.capacity.bandwidth", "capacity.bandwidth 999 is below the minimum 1k"},
+		{"node memory with half a byte", withField(validCluster(), "4194304.5", "spec", "capacity", "memory"),
+			"spec.capacity.memory", "capacity.memory 4194304.5 is not a whole number of bytes: a byte has no fraction"},
+		{"node bandwidth with a fraction of a byte", withField(validCluster(), "1.0000001M", "spec", "capacity", "bandwidth"),
+			"spec.capacity.bandwidth", "capacity.bandwidth 1.0000001M is not a whole number of bytes per second"},
+		{"memory min of a fraction behind an exponent", withField(validTenant(), "4194304.55e1", "spec", "memory", "min"),
+			"spec.memory.min", "memory.min 4194304.55e1 is not a whole number of bytes"},
 		{"node memory as an unquoted number", withField(validCluster(), 1e19, "spec", "capacity", "memory"),
 			"spec.capacity.memory", "must be of type string"},
 
