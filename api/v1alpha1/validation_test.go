@@ -346,6 +346,9 @@ func TestInvalidObjectsRejected(t *testing.T) {
 		{"toleration without a key", cluster(func(c *v1.CacheCluster) {
 			c.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpEqual, Value: "cache"}}
 		}), "spec.tolerations", "a toleration without a key must use operator Exists"},
+		{"toleration seconds without NoExecute", cluster(func(c *v1.CacheCluster) {
+			c.Spec.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule, TolerationSeconds: ptr.To[int64](60)}}
+		}), "spec.tolerations", "tolerationSeconds needs effect NoExecute"},
 		{"sidecar image not a reference", cluster(func(c *v1.CacheCluster) { c.Spec.Images.Sidecar = "not an image ref!!" }),
 			"spec.images.sidecar", "images.sidecar not an image ref!! is not an image reference: write [registry[:port]/]path[:tag][@sha256:digest]"},
 		{"engine image in upper case", cluster(func(c *v1.CacheCluster) { c.Spec.Images.Engine = "Redis:7" }),
