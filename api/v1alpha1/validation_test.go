@@ -493,6 +493,8 @@ func TestInvalidObjectsRejected(t *testing.T) {
 		}), "spec.remoteTenants[0].routes[0].port", "Invalid value: 70000: spec.remoteTenants[0].routes[0].port in body should be less than or equal to 65535"},
 		{"negative bandwidth limit on a node", plan(func(p *v1.CacheNodePlan) { p.Spec.Partitions[0].BandwidthLimit = ptr.To(resource.MustParse("-1M")) }),
 			"spec.partitions[0].bandwidthLimit", "bandwidthLimit -1M is not a plan quantity"},
+		{"zero ops limit on a node", plan(func(p *v1.CacheNodePlan) { p.Spec.Partitions[0].OpsLimit = ptr.To[int64](0) }),
+			"spec.partitions[0].opsLimit", "greater than or equal to 1"},
 		{"partition memory of one byte", plan(func(p *v1.CacheNodePlan) { p.Spec.Partitions[0].Memory = resource.MustParse("1") }),
 			"spec.partitions", "every partition of a redis plan needs at least 4Mi"},
 		{"partition memory one byte under 4Mi", plan(func(p *v1.CacheNodePlan) {
