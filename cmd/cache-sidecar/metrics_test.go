@@ -31,12 +31,7 @@ import (
 // A real Prometheus then scrapes the sidecar as the operator's ServiceMonitor says (https, the
 // CA bundle, the serving name, the scraper's bearer token) and has its metrics.
 func TestSecureMetrics(t *testing.T) {
-	env := &envtest.Environment{}
-	restConfig, err := env.Start()
-	if err != nil {
-		t.Fatalf("starting envtest (KUBEBUILDER_ASSETS): %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	env, restConfig := metricsauth.StartAPIServer(t)
 	// The sidecar's own identity holds only what the operator grants its ServiceAccount for
 	// this: system:auth-delegator (TokenReviews and SubjectAccessReviews).
 	user, err := env.AddUser(envtest.User{Name: "sidecar"}, nil)
@@ -90,18 +85,7 @@ func TestSecureMetrics(t *testing.T) {
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, ServerName: tlsHost, MinVersion: tls.VersionTLS12}}}
 	get := func(url, bearer string) (int, string, error) { return metricsauth.Get(ctx, client, url, bearer) }
 	metricsURL := "https://" + metricsAddr + "/metrics"
-	// RBAC for the new binding settles within a moment.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		code, body, err := get(metricsURL, scraper)
-		if err == nil && code == http.StatusOK && strings.Contains(body, "cacheqos_sidecar_plan_generation") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("scraper: %d %.200s %v", code, body, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	metricsauth.WaitReadable(t, func() (int, string, error) { return get(metricsURL, scraper) }, "cacheqos_sidecar_plan_generation")
 	for _, tc := range []struct {
 		name, url, bearer string
 		want              int

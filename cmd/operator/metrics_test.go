@@ -4,13 +4,11 @@ import (
 	"context"
 	"crypto/tls"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/cacheqos/cacheqos/internal/promquery/promtest"
 	"github.com/cacheqos/cacheqos/test/metricsauth"
@@ -21,12 +19,7 @@ import (
 // request without a token is unauthenticated (401), one of a ServiceAccount without that
 // permission is forbidden (403), and plain HTTP is refused.
 func TestSecureMetrics(t *testing.T) {
-	env := &envtest.Environment{}
-	restConfig, err := env.Start()
-	if err != nil {
-		t.Fatalf("starting envtest (KUBEBUILDER_ASSETS): %v", err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
+	_, restConfig := metricsauth.StartAPIServer(t)
 	kube := kubernetes.NewForConfigOrDie(restConfig)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -52,18 +45,7 @@ func TestSecureMetrics(t *testing.T) {
 	get := func(scheme, bearer string) (int, string, error) {
 		return metricsauth.Get(ctx, client, scheme+"://"+addr+"/metrics", bearer)
 	}
-	// The server starts with the manager; RBAC for the new binding settles within a moment.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		code, body, err := get("https", scraper)
-		if err == nil && code == http.StatusOK && strings.Contains(body, "controller_runtime_") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("scraper: %d %.200s %v", code, body, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	metricsauth.WaitReadable(t, func() (int, string, error) { return get("https", scraper) }, "controller_runtime_")
 	for _, tc := range []struct {
 		name, scheme, bearer string
 		want                 int

@@ -627,3 +627,63 @@ func TestCapRemoteTenants(t *testing.T) {
 		})
 	}
 }
+
+// TestLatencyObjectiveWithoutHits: a tenant with a latency objective whose reads all miss
+// (a loop larger than its partition) cannot split its own latency into hit and miss times. It
+// takes the hit time from the cluster's other tenants and is planned strict for its objective;
+// planned as best effort it would keep the smallest partition and never hit. Alone in the
+// cluster it has no reference and stays best effort.
+func TestLatencyObjectiveWithoutHits(t *testing.T) {
+	// 80% hits at ~0.5 ms, 20% misses at ~3 ms.
+	measured := &promquery.TenantMeasurement{
+		HitsPerSecond: 80, MissesPerSecond: 20, LatencySumPerSecond: 0.1, LatencyCountPerSecond: 100,
+		LatencyBuckets: []promquery.Bucket{{UpperBound: 0.0005}, {UpperBound: 0.001, Count: 80}, {UpperBound: 0.004, Count: 100}, {UpperBound: math.Inf(1), Count: 100}},
+	}
+	// Every read missed, at 4 ms.
+	missing := &promquery.TenantMeasurement{
+		MissesPerSecond: 50, LatencySumPerSecond: 0.2, LatencyCountPerSecond: 50,
+		LatencyBuckets: []promquery.Bucket{{UpperBound: 0.004, Count: 50}, {UpperBound: math.Inf(1), Count: 50}},
+	}
+	slo := func(name string) *v1.TenantSLO {
+		s := &v1.TenantSLO{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}}
+		s.Spec.Class = v1.ClassStrict
+		s.Spec.Objective.Latency = &v1.LatencyObjective{Target: metav1.Duration{Duration: 2 * time.Millisecond}}
+		return s
+	}
+	for _, tt := range []struct {
+		name     string
+		admitted []*v1.TenantSLO
+		measured map[string]*promquery.TenantMeasurement
+		// reference: the loop tenant takes its hit time from the other tenant (false: alone,
+		// it is planned as best effort).
+		reference bool
+	}{
+		{"with a reference", []*v1.TenantSLO{slo("loop"), slo("web")}, map[string]*promquery.TenantMeasurement{"ns/loop": missing, "ns/web": measured}, true},
+		{"alone", []*v1.TenantSLO{slo("loop")}, map[string]*promquery.TenantMeasurement{"ns/loop": missing}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &v1.CacheCluster{}
+			c.Spec.Capacity.Memory, c.Spec.Capacity.Bandwidth, c.Spec.Capacity.OpsPerSecond = resource.MustParse("1Gi"), resource.MustParse("1G"), 100000
+			in := &inputs{cluster: c, nodes: []string{"n1"}, admitted: tt.admitted}
+			st := &clusterState{history: map[string][]planning.HitRatioPoint{}, isolated: map[string]bool{}, demand: map[string][]planning.NodeRate{}}
+			snap := buildSnapshot(in, &promquery.Measurements{Tenants: tt.measured}, st)
+			loop := snap.Tenants[0]
+			if !tt.reference {
+				if loop.Class != planning.ClassBestEffort || loop.Objective != nil {
+					t.Errorf("alone: class %s, objective %+v; want best effort without one", loop.Class, loop.Objective)
+				}
+				return
+			}
+			if loop.Class != planning.ClassStrict || loop.Objective == nil || loop.Objective.LatencySeconds == nil {
+				t.Fatalf("class %s, objective %+v; want strict with its latency objective", loop.Class, loop.Objective)
+			}
+			web := snap.Tenants[1].Observed.HitLatencySeconds
+			if o := loop.Observed; web <= 0 || o.HitLatencySeconds != web || math.Abs(o.MissLatencySeconds-0.004) > 1e-9 {
+				t.Errorf("hit %.6f s, miss %.6f s; want %.6f s (the other tenant's) and 0.004 s (its own mean)", o.HitLatencySeconds, o.MissLatencySeconds, web)
+			}
+			if err := snap.Validate(); err != nil {
+				t.Errorf("the snapshot is not valid: %v", err)
+			}
+		})
+	}
+}

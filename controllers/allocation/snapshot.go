@@ -25,14 +25,34 @@ func buildSnapshot(in *inputs, m *promquery.Measurements, st *clusterState) *pla
 			Load:                    nodeLoad(m, node),
 		})
 	}
-	for _, t := range in.admitted {
-		var tm *promquery.TenantMeasurement
+	measured := make([]*promquery.TenantMeasurement, len(in.admitted))
+	for i, t := range in.admitted {
 		if m != nil {
-			tm = m.Tenants[t.TenantID()]
+			measured[i] = m.Tenants[t.TenantID()]
 		}
-		snap.Tenants = append(snap.Tenants, snapshotTenant(t, tm, in, st))
+		snap.Tenants = append(snap.Tenants, snapshotTenant(t, measured[i], in, st))
+	}
+	refHit, refMiss := planning.ReferenceLatencies(snap.Tenants)
+	for i, t := range in.admitted {
+		setObjective(&snap.Tenants[i], t, measured[i], refHit, refMiss)
 	}
 	return snap
+}
+
+// setObjective translates the tenant's objective. A latency objective whose reads all missed
+// or all hit takes the service time it could not measure from the cluster's other tenants
+// (planning.CompleteLatencies). A tenant whose objective cannot be modelled yet (no latency
+// measured on either side) keeps its guarantees but is planned as best effort this time.
+func setObjective(pt *planning.Tenant, t *v1.TenantSLO, tm *promquery.TenantMeasurement, refHit, refMiss float64) {
+	if t.Spec.Objective.Latency != nil && tm != nil {
+		if mean, ok := tm.MeanLatency(); ok {
+			planning.CompleteLatencies(&pt.Observed, mean, refHit, refMiss)
+		}
+	}
+	pt.Objective = objectiveOf(t, tm, pt.Observed)
+	if pt.Objective == nil {
+		pt.Class = planning.ClassBestEffort
+	}
 }
 
 // nodeLoad sums every tenant's traffic on node, this cluster's or not: the allocator keeps
@@ -99,12 +119,6 @@ func snapshotTenant(t *v1.TenantSLO, tm *promquery.TenantMeasurement, in *inputs
 	if tm != nil {
 		observe(&pt, tm, in.nodes)
 		pt.Rates = st.demandOf(pt.ID, pt.Rates, tm.ThrottledPerSecond >= minThrottledRate)
-	}
-	pt.Objective = objectiveOf(t, tm, pt.Observed)
-	if pt.Objective == nil {
-		// The objective cannot be modelled yet (a latency objective before any latency was
-		// measured): the tenant keeps its guarantees but is planned as best effort this time.
-		pt.Class = planning.ClassBestEffort
 	}
 	return pt
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/cacheqos/cacheqos/internal/allocator"
@@ -115,6 +116,9 @@ func TestProtection(t *testing.T) {
 			}
 			if tc.wantLoAtLeast == 0 && got >= 90*mib {
 				t.Errorf("lo kept %d MiB; hi's objective needed it", got/mib)
+			}
+			if lo.Reason == ReasonLoweredForPriority && !strings.Contains(lo.Message, "ns/hi") {
+				t.Errorf("lo's explanation names no tenant that needed its memory: %s", lo.Message)
 			}
 		})
 	}

@@ -60,7 +60,7 @@ func (l *Loop) explain(in Input, c *candidate, d *Decision) map[string]TenantDec
 			td.Message = fmt.Sprintf("placed with %s", planning.FormatBytes(to))
 		case protected && c.protected[t.ID].learning && to >= c.protected[t.ID].bytes-l.cfg.MinChangeBytes:
 			td.Reason = ReasonLearning
-			td.Message = fmt.Sprintf("holds at least a fair share, %s, until its curve has %d settled observations (%d so far)", planning.FormatBytes(c.protected[t.ID].bytes), learnSamples, st.samples)
+			td.Message = fmt.Sprintf("holds at least a fair share, %s, while its curve is learned: %s", planning.FormatBytes(c.protected[t.ID].bytes), learningText(st))
 		case protected && to >= from-l.cfg.MinChangeBytes:
 			td.Reason = ReasonProtected
 			td.Message = fmt.Sprintf("met its objective%s with %s: keeps at least %s", observedText(st), planning.FormatBytes(from), planning.FormatBytes(c.protected[t.ID].bytes))
@@ -108,4 +108,12 @@ func raisedText(st *tenantState) string {
 		return ""
 	}
 	return fmt.Sprintf("; planned for %.3f (feedback and measurement uncertainty)", st.raisedTo)
+}
+
+// learningText says what a learning tenant's curve still waits for.
+func learningText(st *tenantState) string {
+	if st.samples < learnSamples {
+		return fmt.Sprintf("%d of %d settled observations so far", st.samples, learnSamples)
+	}
+	return fmt.Sprintf("it shows no reuse after %d settled observations; held for up to %d", st.samples, maxLearnSamples)
 }

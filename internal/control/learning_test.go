@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/cacheqos/cacheqos/internal/allocator/planning"
+	"github.com/cacheqos/cacheqos/internal/curve"
 )
 
 // Fair shares held for learning tenants never make a plannable snapshot unplannable: here
@@ -69,5 +70,29 @@ func TestObservedMetKeepsThePlanInForce(t *testing.T) {
 				t.Errorf("strict has %.1f MiB (taken %v, kept %q), want %.0f-%.0f MiB", got, d.Taken, d.Kept, tc.least, tc.most)
 			}
 		})
+	}
+}
+
+// A protection that does not fit next to the others' minimums alone lost it to no one: it
+// names no tenant as the one whose objective needed its memory, least of all itself.
+func TestUnfitProtectionNamesOnlyOthers(t *testing.T) {
+	a := tenant("ns/a", 100, 0.5, [][2]float64{{30, 0.3}, {90, 0.55}}, 90*mib, 0.55)
+	b := tenant("ns/b", 100, 0.5, [][2]float64{{30, 0.3}, {90, 0.55}}, 0, 0)
+	b.Memory.MinBytes = 50 * mib
+	snap := snapshot(a, b)
+	l := New()
+	l.cfg = config(DefaultMechanisms())
+	l.tenants["ns/a"] = &tenantState{met: true, samples: learnSamples, target: 0.5, observed: 0.55}
+	l.tenants["ns/b"] = &tenantState{samples: learnSamples}
+	curves := make([]*curve.Curve, len(snap.Tenants))
+	for i := range snap.Tenants {
+		curves[i] = fitted(&snap.Tenants[i])
+	}
+	protected, unfit := l.protections(snap, curves)
+	if _, ok := protected["ns/a"]; ok {
+		t.Fatalf("ns/a protected at %d MiB next to ns/b's 50 MiB minimum on 100 MiB", protected["ns/a"].bytes/mib)
+	}
+	if blocker, ok := unfit["ns/a"]; ok {
+		t.Errorf("ns/a's protection did not fit and names %q as the tenant that needed it", blocker)
 	}
 }

@@ -409,12 +409,19 @@ func (l *Loop) protections(s *planning.Snapshot, curves []*curve.Curve) (map[str
 		}
 		return boolOrder(a.learning, b.learning)
 	})
+	// first is the highest-priority tenant protected: whoever does not fit after it lost its
+	// protection to it (and to those after it). One that does not fit with no protection
+	// before it lost it to the minimums alone and names nobody.
+	first := ""
 	for _, c := range cands {
 		if mins+c.extra > capacity {
-			if len(cands) > 0 && !c.learning {
-				unfit[c.id] = cands[0].id
+			if first != "" && !c.learning {
+				unfit[c.id] = first
 			}
 			continue
+		}
+		if first == "" {
+			first = c.id
 		}
 		mins += c.extra
 		i := slices.IndexFunc(s.Tenants, func(t planning.Tenant) bool { return t.ID == c.id })

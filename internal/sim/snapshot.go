@@ -56,13 +56,48 @@ func (e *engine) snapshot(next int) *planning.Snapshot {
 			Load: load,
 		})
 	}
+	var active []*tenantState
 	for _, ts := range e.tenants {
 		if !ts.spec.activeAt(next) {
 			continue
 		}
+		active = append(active, ts)
 		snap.Tenants = append(snap.Tenants, e.snapshotTenant(ts, seconds))
 	}
+	refHit, refMiss := planning.ReferenceLatencies(snap.Tenants)
+	for i, ts := range active {
+		e.setObjective(&snap.Tenants[i], ts.spec, refHit, refMiss)
+	}
 	return snap
+}
+
+// setObjective translates the tenant's objective as the operator does: a latency objective
+// whose reads all missed or all hit takes the service time it could not measure from the
+// other tenants (planning.CompleteLatencies); one that cannot be modelled yet is planned as
+// best effort this time.
+func (e *engine) setObjective(pt *planning.Tenant, t *Tenant, refHit, refMiss float64) {
+	o := t.Objective
+	if o.Latency > 0 && pt.Observed.HitRatio != nil {
+		// The side a tenant has is its mean latency; the simulator knows it.
+		mean := e.sc.missLatency()
+		if *pt.Observed.HitRatio >= 1 {
+			mean = e.sc.hitLatency()
+		}
+		planning.CompleteLatencies(&pt.Observed, mean, refHit, refMiss)
+	}
+	switch {
+	case o.HitRatio > 0:
+		pt.Objective = &planning.Objective{HitRatio: &o.HitRatio}
+	case o.MaxDegradation > 0:
+		pt.Objective = &planning.Objective{MaxDegradation: &o.MaxDegradation}
+	case o.Latency > 0 && pt.Observed.HitLatencySeconds > 0:
+		target := o.Latency.Seconds()
+		pt.Objective = &planning.Objective{LatencySeconds: &target}
+	}
+	if pt.Objective == nil && !o.IsZero() {
+		// A latency objective cannot be modelled before latencies are measured.
+		pt.Class = planning.ClassBestEffort
+	}
 }
 
 func (e *engine) snapshotTenant(ts *tenantState, seconds float64) planning.Tenant {
@@ -118,21 +153,6 @@ func (e *engine) snapshotTenant(ts *tenantState, seconds float64) planning.Tenan
 			}
 		}
 		pt.MissRatioCurve = mergeCurves(curves, len(e.sc.Nodes))
-	}
-	o := t.Objective
-	switch {
-	case o.HitRatio > 0:
-		pt.Objective = &planning.Objective{HitRatio: &o.HitRatio}
-	case o.MaxDegradation > 0:
-		pt.Objective = &planning.Objective{MaxDegradation: &o.MaxDegradation}
-	case o.Latency > 0 && pt.Observed.HitLatencySeconds > 0:
-		target := o.Latency.Seconds()
-		pt.Objective = &planning.Objective{LatencySeconds: &target}
-	}
-	if pt.Objective == nil && !o.IsZero() {
-		// As the operator: a latency objective cannot be modelled before latencies are
-		// measured, so the tenant is planned as best effort this time.
-		pt.Class = planning.ClassBestEffort
 	}
 	return pt
 }

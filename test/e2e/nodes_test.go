@@ -533,13 +533,8 @@ const planSwitchWindow = 2 * time.Second
 // are served without failures from then on. The node is started again at the end.
 func testNodeDrainAndLoss(t *testing.T) {
 	localClusterOnly(t)
-	c, tns := readyClusterForTenants(t, "nodes", "nodes")
-	s := tenant(tns, "web", c, "0.5", "16Mi", "32Mi")
-	s.Spec.Placement = v1.Placement{MinNodes: 2}
-	admittedTenant(t, s)
+	c, s, user, password := routableTenant(t, "nodes", 2)
 	id := s.TenantID()
-	waitRoutable(t, c, id)
-	user, password := credentials(t, s)
 	victim := nodeForLoss(t)
 
 	t.Run("drain", func(t *testing.T) {
@@ -716,6 +711,20 @@ func testNodeDrainAndLoss(t *testing.T) {
 
 // waitRoutable waits until every plan of c is applied and the tenant's routes carry sidecar
 // addresses.
+// routableTenant creates a CacheCluster named name and a strict tenant "web" spread over
+// minNodes nodes, waits until every plan routes it, and returns the cluster, the tenant and
+// its credentials.
+func routableTenant(t *testing.T, name string, minNodes int32) (c *v1.CacheCluster, s *v1.TenantSLO, user, password string) {
+	t.Helper()
+	c, tns := readyClusterForTenants(t, name, name)
+	s = tenant(tns, "web", c, "0.5", "16Mi", "32Mi")
+	s.Spec.Placement = v1.Placement{MinNodes: minNodes}
+	admittedTenant(t, s)
+	waitRoutable(t, c, s.TenantID())
+	user, password = credentials(t, s)
+	return c, s, user, password
+}
+
 func waitRoutable(t *testing.T, c *v1.CacheCluster, id string) {
 	t.Helper()
 	waitFor(t, 2*time.Minute, id+"'s routes carry sidecar addresses, plans applied", func() (bool, error) {

@@ -34,13 +34,7 @@ const upgradeMarkers = 300
 // stay within upgradeFailureBound; the TenantSLO ends Ready. The table has a row per second.
 func testUpgradeUnderLoad(t *testing.T) {
 	localClusterOnly(t)
-	c, tns := readyClusterForTenants(t, "upgrade", "upgrade")
-	s := tenant(tns, "web", c, "0.5", "16Mi", "32Mi")
-	s.Spec.Placement = v1.Placement{MinNodes: 3}
-	admittedTenant(t, s)
-	id := s.TenantID()
-	waitRoutable(t, c, id)
-	user, password := credentials(t, s)
+	c, s, user, password := routableTenant(t, "upgrade", 3)
 
 	pods := sidecarPods(t, c)
 	oldImage := sidecarImageOf(pods[0])

@@ -7,14 +7,48 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
+
+// StartAPIServer starts a real API server (envtest, from KUBEBUILDER_ASSETS) that the test
+// stops when it ends.
+func StartAPIServer(t testing.TB) (*envtest.Environment, *rest.Config) {
+	t.Helper()
+	env := &envtest.Environment{}
+	restConfig, err := env.Start()
+	if err != nil {
+		t.Fatalf("starting envtest (KUBEBUILDER_ASSETS): %v", err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	return env, restConfig
+}
+
+// WaitReadable waits up to 30 seconds until get answers 200 with a body containing want: the
+// endpoint starts with its server, and RBAC for a new binding settles within a moment.
+func WaitReadable(t testing.TB, get func() (int, string, error), want string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, body, err := get()
+		if err == nil && code == http.StatusOK && strings.Contains(body, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("scraper: %d %.200s %v", code, body, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
 
 // Tokens creates two ServiceAccounts in the namespace default: scraper, bound to a ClusterRole
 // that may get /metrics (the chart's metrics-reader), and other, with no permission; it
