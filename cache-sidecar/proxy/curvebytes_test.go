@@ -136,9 +136,11 @@ func TestCurveBytesOfIntegersMatchRedisMemory(t *testing.T) {
 // leave are counted as redis holds that value, checked per key against MEMORY USAGE as
 // TestCurveBytesAreRedisBytes does. APPEND that creates its key holds the argument as SET
 // would (an integer for digits); APPEND to an existing value holds a raw string grown with room
-// for twice its length; SETRANGE holds a raw string allocated to its length; INCRBYFLOAT a
-// string (embstr), also when it reads as an integer. A later GET, whose reply cannot tell
-// these apart from a SET's, leaves the size as the write told it.
+// for twice its length; SETRANGE creates a raw string allocated to its length, copies an
+// integer or a one-allocation string it writes within to such a string, keeps a raw string
+// that has room, and grows one it lengthens past its room as APPEND does (SETRANGE of nothing
+// changes nothing); INCRBYFLOAT a string (embstr), also when it reads as an integer. A later
+// GET, whose reply cannot tell these apart from a SET's, leaves the size as the write told it.
 func TestCurveBytesOfRewritesAreRedisBytes(t *testing.T) {
 	proxy, engine, footprint := curveBytesNode(t, 0)
 	for i, tc := range []struct {
@@ -159,6 +161,16 @@ func TestCurveBytesOfRewritesAreRedisBytes(t *testing.T) {
 		{"SETRANGE creating a key of 40 bytes", [][]string{{"SETRANGE", "0", strings.Repeat("s", 40)}}, "raw", strings.Repeat("s", 40)},
 		{"SETRANGE within an integer", [][]string{{"SET", "12345"}, {"SETRANGE", "0", "9"}}, "raw", "92345"},
 		{"SETRANGE within a short string", [][]string{{"SET", "abcdef"}, {"SETRANGE", "2", "XY"}}, "raw", "abXYef"},
+		{"SETRANGE within a 13-byte string", [][]string{{"SET", "abcdefghijklm"}, {"SETRANGE", "0", "x"}}, "raw", "xbcdefghijklm"},
+		{"SETRANGE to the end of a raw string", [][]string{{"SET", strings.Repeat("v", 100)}, {"SETRANGE", "97", "xyz"}}, "raw", strings.Repeat("v", 97) + "xyz"},
+		{"SETRANGE within a string APPEND grew", [][]string{{"SET", "x"}, {"APPEND", strings.Repeat("y", 50)}, {"SETRANGE", "0", "z"}}, "raw", "z" + strings.Repeat("y", 50)},
+		{"SETRANGE of nothing on an integer", [][]string{{"SET", "12345"}, {"SETRANGE", "0", ""}}, "int", "12345"},
+		{"SETRANGE lengthening an integer", [][]string{{"SET", "12345"}, {"SETRANGE", "3", "999"}}, "raw", "123999"},
+		{"SETRANGE lengthening a string it created", [][]string{{"SETRANGE", "0", "abcdefghijklm"}, {"SETRANGE", "13", "x"}}, "raw", "abcdefghijklmx"},
+		{"SETRANGE lengthening within the room it grew", [][]string{{"SETRANGE", "0", "abcdefghijklm"}, {"SETRANGE", "13", "x"}, {"SETRANGE", "14", "yz"}}, "raw", "abcdefghijklmxyz"},
+		{"SETRANGE lengthening within a raw string's allocation", [][]string{{"SET", strings.Repeat("v", 100)}, {"SETRANGE", "100", "z"}}, "raw", strings.Repeat("v", 100) + "z"},
+		{"SETRANGE lengthening a raw string past its allocation", [][]string{{"SET", strings.Repeat("v", 100)}, {"SETRANGE", "100", strings.Repeat("z", 10)}}, "raw", strings.Repeat("v", 100) + strings.Repeat("z", 10)},
+		{"SETRANGE lengthening past 1 MiB", [][]string{{"SET", strings.Repeat("v", 100)}, {"SETRANGE", "100", strings.Repeat("z", 1<<20)}}, "raw", strings.Repeat("v", 100) + strings.Repeat("z", 1<<20)},
 		{"INCRBYFLOAT to an integer's digits", [][]string{{"INCRBYFLOAT", "2.5"}, {"INCRBYFLOAT", "0.5"}}, "embstr", "3"},
 		{"INCRBYFLOAT to a fraction", [][]string{{"INCRBYFLOAT", "1.25"}}, "embstr", "1.25"},
 	} {
