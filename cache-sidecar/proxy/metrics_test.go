@@ -212,6 +212,14 @@ func TestGhostHitsFollowEvictions(t *testing.T) {
 			cmds = append(cmds, []string{"SET", "k" + strconv.Itoa(i), value})
 		}
 		pipeline(c, cmds)
+		expectScrapedEvictions(t, n, acct, func() (evicted string) {
+			for _, line := range strings.Split(direct.do("INFO", "stats"), "\r\n") {
+				if v, ok := strings.CutPrefix(line, "evicted_keys:"); ok {
+					evicted = v
+				}
+			}
+			return evicted
+		})
 		expectGhostHits(t, n, acct, func() {
 			var gets [][]string
 			for i := range 300 {
@@ -244,12 +252,44 @@ func TestGhostHitsFollowEvictions(t *testing.T) {
 		if got := c.line(); got != "MN" {
 			t.Fatalf("after the sets: %q", got)
 		}
+		expectScrapedEvictions(t, n, acct, func() (evicted string) {
+			direct.write("stats\r\n")
+			for line := direct.line(); line != "END"; line = direct.line() {
+				if v, ok := strings.CutPrefix(line, "STAT evictions "); ok {
+					evicted = v
+				}
+			}
+			return evicted
+		})
 		expectGhostHits(t, n, acct, func() {
 			for i := range 30 {
 				c.get("k" + strconv.Itoa(i))
 			}
 		})
 	})
+}
+
+// expectScrapedEvictions checks that a scrape's evictions_total is the count the engine itself
+// gives (engineCount: as its stats print it), once that count holds still (redis goes on
+// evicting in its cron for a while after a burst of writes), and that the engine evicted: the
+// sidecar reads the engine at scrape time rather than a periodically refreshed copy.
+func expectScrapedEvictions(t *testing.T, n *testNode, acct account, engineCount func() string) {
+	t.Helper()
+	last := engineCount()
+	waitFor(t, "the engine's evictions to hold still", func() bool {
+		time.Sleep(200 * time.Millisecond)
+		now := engineCount()
+		still := now == last
+		last = now
+		return still
+	})
+	want, err := strconv.ParseFloat(last, 64)
+	if err != nil || want == 0 {
+		t.Fatalf("the engine reports %q evictions: want a positive count", last)
+	}
+	if got := tenantSeries(scrape(t, n), acct.id)["cacheqos_sidecar_evictions_total{}"]; got != want {
+		t.Errorf("evictions_total %v at scrape time, the engine %v", got, want)
+	}
 }
 
 // expectGhostHits reads evicted keys until the ghost list (fed asynchronously) counts hits.
