@@ -276,3 +276,63 @@ func TestCurveBytesOfAppendsMatchRedisMemory(t *testing.T) {
 		}
 	}
 }
+
+// TestCurveBytesAreMemcachedSlabs stores values of sizes that span memcached's slab classes
+// through the proxy and checks the bytes the partition's curve counts for each against the
+// class the real memcached put the item in, as its `stats slabs` lists it: a page divided by
+// the chunks the page holds.
+func TestCurveBytesAreMemcachedSlabs(t *testing.T) {
+	acct := newAccount(t, "team-a/slabs")
+	sock := startEngine(t, Memcached, "-m", "64")
+	n := startNode(t, "node-a", Options{Protocol: Memcached, MRCSampleRate: 1})
+	n.update(t, Tenant{ID: acct.id, CredentialHash: acct.hash, LocalEngine: sock, Routes: []Route{n.route(1)}})
+	ps := (*n.p.tenants.Load())[acct.id].part.Load()
+	footprint := func() int64 {
+		return int64(ps.curves.Tracker().SnapshotAt([]int64{1 << 30}, nil).FootprintBytes)
+	}
+	proxy, engine := loginMC(t, n, acct), dialMC(t, "unix", sock)
+	// usedChunks is each class's used_chunks, chunkBytes its page share, from `stats slabs`.
+	slabs := func() (usedChunks map[string]int64, chunkBytes map[string]int64) {
+		usedChunks, perPage := map[string]int64{}, map[string]int64{}
+		engine.write("stats slabs\r\n")
+		for line := engine.line(); line != "END"; line = engine.line() {
+			var class, stat string
+			var v int64
+			if _, err := fmt.Sscanf(strings.Replace(line, ":", " ", 1), "STAT %s %s %d", &class, &stat, &v); err != nil {
+				continue
+			}
+			switch stat {
+			case "used_chunks":
+				usedChunks[class] = v
+			case "chunks_per_page":
+				perPage[class] = v
+			}
+		}
+		chunkBytes = map[string]int64{}
+		for class, chunks := range perPage {
+			chunkBytes[class] = (1 << 20) / chunks
+		}
+		return usedChunks, chunkBytes
+	}
+	for i, size := range []int{0, 1, 10, 40, 50, 100, 200, 300, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000, 200000, 400000, 500000} {
+		key := fmt.Sprintf("slab:%03d", i)
+		before, _ := slabs()
+		curveBefore := footprint()
+		proxy.set(key, strings.Repeat("v", size))
+		curve := footprint() - curveBefore
+		after, chunkBytes := slabs()
+		var grown []string
+		for class, used := range after {
+			if used > before[class] {
+				grown = append(grown, class)
+			}
+		}
+		if len(grown) != 1 {
+			t.Errorf("a %d-byte value took chunks of classes %v, want one class", size, grown)
+			continue
+		}
+		if want := chunkBytes[grown[0]]; curve != want {
+			t.Errorf("a %d-byte value: the curve counts %d bytes, memcached's class %s %d", size, curve, grown[0], want)
+		}
+	}
+}
