@@ -269,26 +269,28 @@ func TestGhostHitsFollowEvictions(t *testing.T) {
 	})
 }
 
-// expectScrapedEvictions checks that a scrape's evictions_total is the count the engine itself
-// gives (engineCount: as its stats print it), once that count holds still (redis goes on
-// evicting in its cron for a while after a burst of writes), and that the engine evicted: the
-// sidecar reads the engine at scrape time rather than a periodically refreshed copy.
+// expectScrapedEvictions checks that a scrape's evictions_total lies between the counts the
+// engine itself gives (engineCount: as its stats print it) just before and just after, and
+// that the engine evicted: the sidecar reads the engine at scrape time rather than a
+// periodically refreshed copy. (Redis may evict a few more keys meanwhile: the scrape's own
+// connection to it takes memory.)
 func expectScrapedEvictions(t *testing.T, n *testNode, acct account, engineCount func() string) {
 	t.Helper()
-	last := engineCount()
-	waitFor(t, "the engine's evictions to hold still", func() bool {
-		time.Sleep(200 * time.Millisecond)
-		now := engineCount()
-		still := now == last
-		last = now
-		return still
-	})
-	want, err := strconv.ParseFloat(last, 64)
-	if err != nil || want == 0 {
-		t.Fatalf("the engine reports %q evictions: want a positive count", last)
+	count := func() float64 {
+		v, err := strconv.ParseFloat(engineCount(), 64)
+		if err != nil {
+			t.Fatalf("the engine's eviction count: %v", err)
+		}
+		return v
 	}
-	if got := tenantSeries(scrape(t, n), acct.id)["cacheqos_sidecar_evictions_total{}"]; got != want {
-		t.Errorf("evictions_total %v at scrape time, the engine %v", got, want)
+	before := count()
+	got := tenantSeries(scrape(t, n), acct.id)["cacheqos_sidecar_evictions_total{}"]
+	after := count()
+	if before == 0 {
+		t.Fatal("the engine evicted nothing")
+	}
+	if got < before || got > after {
+		t.Errorf("evictions_total %v at scrape time, the engine %v before and %v after", got, before, after)
 	}
 }
 
