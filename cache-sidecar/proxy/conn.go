@@ -86,6 +86,9 @@ type entryMore struct {
 	// it as an integer when APPEND creates the key with it.
 	appendArgLen     int32
 	appendArgInteger bool
+	// setrangeEnd is where SETRANGE's argument ends in the string (offset plus length): a
+	// reply of that length says the write reached the string's end.
+	setrangeEnd int64
 }
 
 // epoch anchors now().
@@ -970,7 +973,7 @@ const (
 	// valueInReply: the reply is the new value (INCR, INCRBYFLOAT, memcached incr).
 	valueInReply = -2
 	// lengthInReply: the reply is the new value's length, a string redis holds raw
-	// (SETRANGE).
+	// (SETRANGE; entryMore.setrangeEnd tells whether the write reached its end).
 	lengthInReply = -3
 	// appendInReply: the reply is APPEND's new value length; equal to the argument's length,
 	// APPEND created the key and redis holds it as SET would (entryMore.appendArgLen),

@@ -136,9 +136,11 @@ func TestCurveBytesOfIntegersMatchRedisMemory(t *testing.T) {
 // leave are counted as redis holds that value, checked per key against MEMORY USAGE as
 // TestCurveBytesAreRedisBytes does. APPEND that creates its key holds the argument as SET
 // would (an integer for digits); APPEND to an existing value holds a raw string grown with room
-// for twice its length; SETRANGE holds a raw string allocated to its length; INCRBYFLOAT a
-// string (embstr), also when it reads as an integer. A later GET, whose reply cannot tell
-// these apart from a SET's, leaves the size as the write told it.
+// for twice its length; SETRANGE creates a raw string allocated to its length, copies an
+// integer or a one-allocation string it writes within to such a string, keeps a raw string
+// that has room, and grows one it lengthens past its room as APPEND does (SETRANGE of nothing
+// changes nothing); INCRBYFLOAT a string (embstr), also when it reads as an integer. A later
+// GET, whose reply cannot tell these apart from a SET's, leaves the size as the write told it.
 func TestCurveBytesOfRewritesAreRedisBytes(t *testing.T) {
 	proxy, engine, footprint := curveBytesNode(t, 0)
 	for i, tc := range []struct {
@@ -159,6 +161,16 @@ func TestCurveBytesOfRewritesAreRedisBytes(t *testing.T) {
 		{"SETRANGE creating a key of 40 bytes", [][]string{{"SETRANGE", "0", strings.Repeat("s", 40)}}, "raw", strings.Repeat("s", 40)},
 		{"SETRANGE within an integer", [][]string{{"SET", "12345"}, {"SETRANGE", "0", "9"}}, "raw", "92345"},
 		{"SETRANGE within a short string", [][]string{{"SET", "abcdef"}, {"SETRANGE", "2", "XY"}}, "raw", "abXYef"},
+		{"SETRANGE within a 13-byte string", [][]string{{"SET", "abcdefghijklm"}, {"SETRANGE", "0", "x"}}, "raw", "xbcdefghijklm"},
+		{"SETRANGE to the end of a raw string", [][]string{{"SET", strings.Repeat("v", 100)}, {"SETRANGE", "97", "xyz"}}, "raw", strings.Repeat("v", 97) + "xyz"},
+		{"SETRANGE within a string APPEND grew", [][]string{{"SET", "x"}, {"APPEND", strings.Repeat("y", 50)}, {"SETRANGE", "0", "z"}}, "raw", "z" + strings.Repeat("y", 50)},
+		{"SETRANGE of nothing on an integer", [][]string{{"SET", "12345"}, {"SETRANGE", "0", ""}}, "int", "12345"},
+		{"SETRANGE lengthening an integer", [][]string{{"SET", "12345"}, {"SETRANGE", "3", "999"}}, "raw", "123999"},
+		{"SETRANGE lengthening a string it created", [][]string{{"SETRANGE", "0", "abcdefghijklm"}, {"SETRANGE", "13", "x"}}, "raw", "abcdefghijklmx"},
+		{"SETRANGE lengthening within the room it grew", [][]string{{"SETRANGE", "0", "abcdefghijklm"}, {"SETRANGE", "13", "x"}, {"SETRANGE", "14", "yz"}}, "raw", "abcdefghijklmxyz"},
+		{"SETRANGE lengthening within a raw string's allocation", [][]string{{"SET", strings.Repeat("v", 100)}, {"SETRANGE", "100", "z"}}, "raw", strings.Repeat("v", 100) + "z"},
+		{"SETRANGE lengthening a raw string past its allocation", [][]string{{"SET", strings.Repeat("v", 100)}, {"SETRANGE", "100", strings.Repeat("z", 10)}}, "raw", strings.Repeat("v", 100) + strings.Repeat("z", 10)},
+		{"SETRANGE lengthening past 1 MiB", [][]string{{"SET", strings.Repeat("v", 100)}, {"SETRANGE", "100", strings.Repeat("z", 1<<20)}}, "raw", strings.Repeat("v", 100) + strings.Repeat("z", 1<<20)},
 		{"INCRBYFLOAT to an integer's digits", [][]string{{"INCRBYFLOAT", "2.5"}, {"INCRBYFLOAT", "0.5"}}, "embstr", "3"},
 		{"INCRBYFLOAT to a fraction", [][]string{{"INCRBYFLOAT", "1.25"}}, "embstr", "1.25"},
 	} {
@@ -261,6 +273,66 @@ func TestCurveBytesOfAppendsMatchRedisMemory(t *testing.T) {
 		t.Logf("%d appends of 5 bytes to %d integers: redis used_memory_dataset +%d bytes, curve +%d", appends, keys, redis, curve)
 		if ratio := float64(curve) / float64(redis); math.Abs(ratio-1) > 0.01 {
 			t.Errorf("after %d appends the curve gained %d bytes, redis %d (ratio %.4f, want within 1%%)", appends, curve, redis, ratio)
+		}
+	}
+}
+
+// TestCurveBytesAreMemcachedSlabs stores values of sizes that span memcached's slab classes
+// through the proxy and checks the bytes the partition's curve counts for each against the
+// class the real memcached put the item in, as its `stats slabs` lists it: a page divided by
+// the chunks the page holds.
+func TestCurveBytesAreMemcachedSlabs(t *testing.T) {
+	acct := newAccount(t, "team-a/slabs")
+	sock := startEngine(t, Memcached, "-m", "64")
+	n := startNode(t, "node-a", Options{Protocol: Memcached, MRCSampleRate: 1})
+	n.update(t, Tenant{ID: acct.id, CredentialHash: acct.hash, LocalEngine: sock, Routes: []Route{n.route(1)}})
+	ps := (*n.p.tenants.Load())[acct.id].part.Load()
+	footprint := func() int64 {
+		return int64(ps.curves.Tracker().SnapshotAt([]int64{1 << 30}, nil).FootprintBytes)
+	}
+	proxy, engine := loginMC(t, n, acct), dialMC(t, "unix", sock)
+	// usedChunks is each class's used_chunks, chunkBytes its page share, from `stats slabs`.
+	slabs := func() (usedChunks map[string]int64, chunkBytes map[string]int64) {
+		usedChunks, perPage := map[string]int64{}, map[string]int64{}
+		engine.write("stats slabs\r\n")
+		for line := engine.line(); line != "END"; line = engine.line() {
+			var class, stat string
+			var v int64
+			if _, err := fmt.Sscanf(strings.Replace(line, ":", " ", 1), "STAT %s %s %d", &class, &stat, &v); err != nil {
+				continue
+			}
+			switch stat {
+			case "used_chunks":
+				usedChunks[class] = v
+			case "chunks_per_page":
+				perPage[class] = v
+			}
+		}
+		chunkBytes = map[string]int64{}
+		for class, chunks := range perPage {
+			chunkBytes[class] = (1 << 20) / chunks
+		}
+		return usedChunks, chunkBytes
+	}
+	for i, size := range []int{0, 1, 10, 40, 50, 100, 200, 300, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000, 200000, 400000, 500000} {
+		key := fmt.Sprintf("slab:%03d", i)
+		before, _ := slabs()
+		curveBefore := footprint()
+		proxy.set(key, strings.Repeat("v", size))
+		curve := footprint() - curveBefore
+		after, chunkBytes := slabs()
+		var grown []string
+		for class, used := range after {
+			if used > before[class] {
+				grown = append(grown, class)
+			}
+		}
+		if len(grown) != 1 {
+			t.Errorf("a %d-byte value took chunks of classes %v, want one class", size, grown)
+			continue
+		}
+		if want := chunkBytes[grown[0]]; curve != want {
+			t.Errorf("a %d-byte value: the curve counts %d bytes, memcached's class %s %d", size, curve, grown[0], want)
 		}
 	}
 }

@@ -212,6 +212,14 @@ func TestGhostHitsFollowEvictions(t *testing.T) {
 			cmds = append(cmds, []string{"SET", "k" + strconv.Itoa(i), value})
 		}
 		pipeline(c, cmds)
+		expectScrapedEvictions(t, n, acct, func() (evicted string) {
+			for _, line := range strings.Split(direct.do("INFO", "stats"), "\r\n") {
+				if v, ok := strings.CutPrefix(line, "evicted_keys:"); ok {
+					evicted = v
+				}
+			}
+			return evicted
+		})
 		expectGhostHits(t, n, acct, func() {
 			var gets [][]string
 			for i := range 300 {
@@ -244,12 +252,46 @@ func TestGhostHitsFollowEvictions(t *testing.T) {
 		if got := c.line(); got != "MN" {
 			t.Fatalf("after the sets: %q", got)
 		}
+		expectScrapedEvictions(t, n, acct, func() (evicted string) {
+			direct.write("stats\r\n")
+			for line := direct.line(); line != "END"; line = direct.line() {
+				if v, ok := strings.CutPrefix(line, "STAT evictions "); ok {
+					evicted = v
+				}
+			}
+			return evicted
+		})
 		expectGhostHits(t, n, acct, func() {
 			for i := range 30 {
 				c.get("k" + strconv.Itoa(i))
 			}
 		})
 	})
+}
+
+// expectScrapedEvictions checks that a scrape's evictions_total lies between the counts the
+// engine itself gives (engineCount: as its stats print it) just before and just after, and
+// that the engine evicted: the sidecar reads the engine at scrape time rather than a
+// periodically refreshed copy. (Redis may evict a few more keys meanwhile: the scrape's own
+// connection to it takes memory.)
+func expectScrapedEvictions(t *testing.T, n *testNode, acct account, engineCount func() string) {
+	t.Helper()
+	count := func() float64 {
+		v, err := strconv.ParseFloat(engineCount(), 64)
+		if err != nil {
+			t.Fatalf("the engine's eviction count: %v", err)
+		}
+		return v
+	}
+	before := count()
+	got := tenantSeries(scrape(t, n), acct.id)["cacheqos_sidecar_evictions_total{}"]
+	after := count()
+	if before == 0 {
+		t.Fatal("the engine evicted nothing")
+	}
+	if got < before || got > after {
+		t.Errorf("evictions_total %v at scrape time, the engine %v before and %v after", got, before, after)
+	}
 }
 
 // expectGhostHits reads evicted keys until the ghost list (fed asynchronously) counts hits.

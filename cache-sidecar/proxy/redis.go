@@ -51,11 +51,15 @@ var writeValueInReply = map[*resp.CommandSpec]int32{
 	resp.Lookup([]byte("decrby")):      valueInReply,
 	resp.Lookup([]byte("incrbyfloat")): valueInReply,
 	specAppend:                         appendInReply,
-	resp.Lookup([]byte("setrange")):    lengthInReply,
+	specSetrange:                       lengthInReply,
 }
 
-// specAppend is APPEND, whose argument tells how redis holds the value when it creates the key.
-var specAppend = resp.Lookup([]byte("append"))
+// specAppend is APPEND, whose argument tells how redis holds the value when it creates the key;
+// specSetrange SETRANGE, whose offset and argument tell whether it wrote up to the string's end.
+var (
+	specAppend   = resp.Lookup([]byte("append"))
+	specSetrange = resp.Lookup([]byte("setrange"))
+)
 
 // deletesKeys are the commands that remove their keys (not members of them, as HDEL does).
 var deletesKeys = map[*resp.CommandSpec]bool{
@@ -417,8 +421,15 @@ func (h *redisHandler) route(spec *resp.CommandSpec, cmd *resp.Command, start in
 			} else if v, ok := writeValueInReply[spec]; ok {
 				e.valueLen = v
 			}
-			if spec == specAppend && len(args) == 3 {
+			switch {
+			case spec == specAppend && len(args) == 3:
 				e.more = &entryMore{appendArgLen: int32(len(args[2])), appendArgInteger: mrc.RedisValueLen(args[2]) == mrc.IntegerValue}
+			case spec == specSetrange && len(args) == 4 && len(args[3]) == 0:
+				e.valueLen = unknownValue // writes nothing: the key stays as it was
+			case spec == specSetrange && len(args) == 4:
+				if offset, ok := protocol.ParseUint(args[2]); ok && offset < 1<<40 { // redis refuses past 512 MiB
+					e.more = &entryMore{setrangeEnd: int64(offset) + int64(len(args[3]))}
+				}
 			}
 		}
 	}
@@ -724,10 +735,12 @@ func writtenValueLen(valueLen int32, more *entryMore, reply resp.Reply) (int, bo
 			return 0, false
 		case valueLen == lengthInReply && n == 0:
 			return 0, false // SETRANGE of nothing on a missing key creates none
-		case valueLen == lengthInReply:
-			return mrc.RawValue(int(n)), true
 		case more == nil:
 			return mrc.UnknownValue, true
+		case valueLen == lengthInReply && int64(n) == more.setrangeEnd:
+			return mrc.ExtendedRawValue(int(n)), true
+		case valueLen == lengthInReply:
+			return mrc.RawValue(int(n)), true
 		case int64(n) != int64(more.appendArgLen):
 			return mrc.GrownRawValue(int(n)), true
 		case more.appendArgInteger:

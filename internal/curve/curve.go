@@ -209,8 +209,10 @@ const SamplingTolerance = 0.05
 // curve describes exact LRU over the tenant's key bytes; the engine differs (approximate LRU,
 // per-key overhead, fragmentation), which mostly acts like a different effective size. So when
 // the observed ratio is one the curve reaches, the size axis is rescaled
-// (h'(s) = h(s * f), f = size where the curve reaches the observation / observed size),
-// with f clamped to [1/4, 4] so one odd sample cannot distort the curve beyond that. When the
+// (h'(s) = h(s * f), f = size where the curve reaches the observation / observed size), by
+// as much as the observation needs: a fixed bound on f would leave a curve as far off as the
+// engine's bytes are from the sampled ones (a trace of one-hit scans needed 1/5). Damping
+// against noise is the caller's: the control loop averages f over settled intervals. When the
 // observation is above anything the curve reaches, the ratios are lifted instead, by the
 // observed excess, ramping in from size 0 to the observed size and capped at 1. Monotonicity
 // is preserved in both cases. A zero observed size returns the curve unchanged, and so does an
@@ -227,7 +229,7 @@ func (c *Curve) Corrected(observed Point) *Curve {
 		return c
 	}
 	if f, ok := c.CorrectionFactor(observed); ok {
-		return c.Rescaled(math.Min(MaxCorrection, math.Max(1/MaxCorrection, f)))
+		return c.Rescaled(f)
 	}
 	lift := obs - predicted
 	sizes := []int64{observed.SizeBytes}
@@ -243,9 +245,6 @@ func (c *Curve) Corrected(observed Point) *Curve {
 	}
 	return &Curve{pts: simplify(out)}
 }
-
-// MaxCorrection bounds the size rescaling Corrected applies in one step.
-const MaxCorrection = 4
 
 // CorrectionFactor is the factor f by which the size axis must be divided (h'(s) = h(s * f))
 // for the curve to predict observed.HitRatio at observed.SizeBytes: the size where the curve

@@ -162,12 +162,29 @@ func TestCorrectedLiftsWhenObservedAboveCurve(t *testing.T) {
 	}
 }
 
-func TestCorrectedClampsTheScale(t *testing.T) {
+// TestCorrectedIsNotClamped: the correction rescales the size axis by as much as the
+// observation needs, either way, so the corrected curve predicts what was observed.
+func TestCorrectedIsNotClamped(t *testing.T) {
 	c := mustFit(t, []Point{{100, 0.1}, {10_000, 0.9}})
-	// Reaching 0.9 would need 100x the memory: the scale is clamped at 4.
-	got := c.Corrected(Point{SizeBytes: 100, HitRatio: 0.9})
-	if h := got.At(2500); !near(h, 0.9, 1e-9) {
-		t.Errorf("At(2500) = %v, want 0.9 (size axis divided by at most 4)", h)
+	for _, tc := range []struct {
+		name     string
+		observed Point
+		at       int64   // a size whose corrected ratio is checked
+		want     float64 // the ratio the curve had at at*f
+	}{
+		{"100x less memory needed", Point{SizeBytes: 100, HitRatio: 0.9}, 100, 0.9},
+		{"100x more memory needed", Point{SizeBytes: 10_000, HitRatio: 0.1}, 1_000_000, 0.9},
+		{"5x more memory needed", Point{SizeBytes: 500, HitRatio: 0.1}, 50_000, 0.9},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := c.Corrected(tc.observed)
+			if h := got.At(tc.observed.SizeBytes); !near(h, tc.observed.HitRatio, 1e-9) {
+				t.Errorf("At(%d) = %v, want the observed %v", tc.observed.SizeBytes, h, tc.observed.HitRatio)
+			}
+			if h := got.At(tc.at); !near(h, tc.want, 1e-9) {
+				t.Errorf("At(%d) = %v, want %v", tc.at, h, tc.want)
+			}
+		})
 	}
 	if same := c.Corrected(Point{SizeBytes: 0, HitRatio: 0.5}); same != c {
 		t.Error("a zero observed size changed the curve")

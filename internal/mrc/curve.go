@@ -100,8 +100,8 @@ const gridSteps = 16
 
 // PartitionSizes returns the n sizes (n >= 3) a partition of current bytes whose tenant stores
 // footprint bytes reports its curve at: geometric from a sixteenth of the smaller of the two
-// up to twice the larger (the curve is flat beyond the footprint), a third of them in the
-// band from current/1.5 to current*1.5 where decisions about this partition are made, and
+// up to twice the larger (the curve is flat beyond the footprint), a third of them (none of 3)
+// in the band from current/1.5 to current*1.5 where decisions about this partition are made, and
 // current itself, so the prediction at the partition's own size is read, not interpolated.
 // Sizes are at least 64 KiB.
 func PartitionSizes(current, footprint int64, n int) ([]int64, error) {
@@ -115,7 +115,9 @@ func PartitionSizes(current, footprint int64, n int) ([]int64, error) {
 	footprint = max(footprint, 1)
 	lo := max(min(current, footprint)/16, floor)
 	hi := max(2*max(current, footprint), lo*2)
-	dense := n / 3
+	// The wide range keeps both its ends: with 3 points, the band would take the top's place
+	// and the curve would say nothing above the partition's size.
+	dense := min(n/3, n-3)
 	wide := n - dense - 1
 	sizes := []int64{current}
 	sizes = appendGeometric(sizes, lo, hi, wide)

@@ -91,8 +91,8 @@ const maxIntegerDigits = 20
 // decimal without sign "+", leading zeros or "-0" that fits in an int64, as its string2l reads
 // it back exactly), else its length. Values that APPEND to an existing key, SETRANGE or
 // INCRBYFLOAT leave stay strings in redis even when they read as integers: their writes say
-// so (RawValue, GrownRawValue, a length), and a read, which cannot tell, sizes only a key whose
-// size the curve does not know (Recorder.Read).
+// so (RawValue, GrownRawValue, ExtendedRawValue, a length), and a read, which cannot tell,
+// sizes only a key whose size the curve does not know (Recorder.Read).
 func RedisValueLen(value []byte) int {
 	if len(value) == 0 || len(value) > maxIntegerDigits {
 		return len(value)
@@ -106,25 +106,50 @@ func RedisValueLen(value []byte) int {
 
 // Value lengths of strings redis holds raw (an object and a separately allocated string)
 // whatever their bytes look like: what APPEND to an existing key and SETRANGE leave. Below
-// rawValueBase, two codes a length: even for RawValue, odd for GrownRawValue.
+// rawValueBase, a code holds the length and the rawWrite that left it.
 const rawValueBase = -8
 
-// RawValue is the value length of a raw string of n bytes allocated to fit them exactly, as
-// SETRANGE creates a key or copies an integer or one-allocation string it overwrites.
-func RawValue(n int) int { return rawValueBase - 2*max(n, 0) }
+// rawWrite is how a write left a raw string, which decides whether the string kept the
+// allocation it had (redisRewrite).
+type rawWrite int
 
-// GrownRawValue is the value length of a raw string that redis enlarged to n bytes, as APPEND
-// does to a string without spare room: it allocates twice the length (n plus 1 MiB from 1 MiB
-// on), and later appends that fit reuse that room.
-func GrownRawValue(n int) int { return rawValueBase - 2*max(n, 0) - 1 }
+const (
+	// rawWithin: SETRANGE within the string's length. A raw string stays as it was; an
+	// integer or a one-allocation string becomes a copy allocated to fit.
+	rawWithin rawWrite = iota
+	// rawAppended: APPEND to an existing string, which reallocates (sdsMakeRoomFor: room for
+	// twice the length, at least a 3-byte header) unless the string has room.
+	rawAppended
+	// rawExtended: SETRANGE that writes up to the string's end: it created the key
+	// (allocated to fit), or lengthened a string as APPEND does, or rewrote its tail.
+	rawExtended
+	rawWrites
+)
 
-// rawValue decodes RawValue and GrownRawValue.
-func rawValue(value int) (n int, grown, ok bool) {
+// RawValue is the value length of a raw string of n bytes that SETRANGE left writing within
+// its length: allocated to fit n, unless the key already held a raw string.
+func RawValue(n int) int { return rawCode(n, rawWithin) }
+
+// GrownRawValue is the value length of a raw string that APPEND lengthened to n bytes: it
+// allocates twice the length (n plus 1 MiB from 1 MiB on) when the string lacks room, and
+// later appends that fit reuse that room.
+func GrownRawValue(n int) int { return rawCode(n, rawAppended) }
+
+// ExtendedRawValue is the value length of a raw string of n bytes that SETRANGE left writing
+// up to its end: a key it created is allocated to fit n, a string it lengthened grows as
+// GrownRawValue's does.
+func ExtendedRawValue(n int) int { return rawCode(n, rawExtended) }
+
+// rawCode is the value length of a raw string of n bytes left by how.
+func rawCode(n int, how rawWrite) int { return rawValueBase - int(rawWrites)*max(n, 0) - int(how) }
+
+// rawValue decodes rawCode.
+func rawValue(value int) (n int, how rawWrite, ok bool) {
 	if value > rawValueBase {
-		return 0, false, false
+		return 0, 0, false
 	}
 	code := rawValueBase - value
-	return code / 2, code%2 == 1, true
+	return code / int(rawWrites), rawWrite(code % int(rawWrites)), true
 }
 
 // redisGreedyMax is sds' SDS_MAX_PREALLOC: up to it a string that grows doubles, beyond it it
@@ -146,22 +171,52 @@ func redisRawBytes(key, n int64, grown bool) int64 {
 	return b + jemallocSize(sdsBytes(room, false))
 }
 
-// redisAppendBytes are the bytes of a key whose raw string value APPEND lengthened to n bytes:
-// fits is the least a key whose string had room for n bytes took before (a string allocated
-// for n, at least a 3-byte header), grown what it takes when redis had to reallocate.
-func redisAppendBytes(key, n int64) (fits, grown int64) {
-	b := jemallocSize(redisDictEntryBytes) + jemallocSize(sdsBytes(key, true)) + jemallocSize(redisObjectBytes)
-	return b + jemallocSize(sdsBytes(n, false)), redisRawBytes(key, n, true)
+// redisRewrite sizes the raw string a write left from the bytes its key took before.
+type redisRewrite struct {
+	how rawWrite
+	// exact is the key with its string allocated to fit; fits the least a key whose string
+	// had room for the new length takes (allocated for it with at least a 3-byte header);
+	// grown the key with its string reallocated with room to spare; embedded the key with a
+	// one-allocation string of the new length (0 when too long for one), which SETRANGE copies
+	// rather than keeps.
+	exact, fits, grown, embedded int64
+}
+
+func newRedisRewrite(key, n int64, how rawWrite) redisRewrite {
+	w := redisRewrite{how: how, exact: redisRawBytes(key, n, false), grown: redisRawBytes(key, n, true)}
+	w.fits = w.exact - jemallocSize(sdsBytes(n, n > 0)) + jemallocSize(sdsBytes(n, false))
+	if n <= redisEmbstrMax {
+		w.embedded = redisStaticBytes(key, n)
+	}
+	return w
+}
+
+// size is the key's bytes after the write, prev its bytes before (0: the curve knows none). A
+// key that took at least fits bytes had room: its string took the write as it was. Otherwise
+// APPEND reallocates; SETRANGE within the length keeps a raw string (at least exact bytes) and
+// copies anything else to fit; SETRANGE to the end reallocates a string it lengthened, and
+// allocates to fit a key the curve knows no size of, taken for one it created.
+func (w redisRewrite) size(prev int64) int64 {
+	switch {
+	case w.how == rawWithin && prev >= w.exact && prev != w.embedded:
+		return prev
+	case w.how == rawWithin || w.how == rawExtended && prev == 0:
+		return w.exact
+	case prev >= w.fits:
+		return prev
+	}
+	return w.grown
 }
 
 // ObjectBytes is the memory the engine allocates for an object of key and value bytes; value
 // may be IntegerValue (memcached, which stores every value as a string, counts it as the
-// longest integer), RawValue or GrownRawValue (memcached counts the length).
+// longest integer), RawValue, GrownRawValue or ExtendedRawValue (their size with no string
+// before: allocated to fit, APPEND's grown; memcached counts the length).
 func (m *EngineModel) ObjectBytes(key, value int) int64 {
 	k := int64(max(key, 0))
-	if n, grown, raw := rawValue(value); raw {
+	if n, how, raw := rawValue(value); raw {
 		if m.slabs == nil {
-			return redisRawBytes(k, int64(n), grown)
+			return redisRawBytes(k, int64(n), how == rawAppended)
 		}
 		value = n
 	}

@@ -135,10 +135,19 @@ func TestRawValueBytes(t *testing.T) {
 		{GrownRawValue(100), base + 224},                             // room for 200: 3+200+1
 		{GrownRawValue(1 << 20), base + jemallocSize(9+2<<20+1)},     // room for n + 1 MiB
 		{GrownRawValue(1<<20 - 1), base + jemallocSize(9+2<<20-2+1)}, // doubled
+		{ExtendedRawValue(5), base + 8},                              // created to fit: 1+5+1
+		{ExtendedRawValue(100), base + 112},                          // 3+100+1
 	} {
 		if got := redis.ObjectBytes(10, tc.value); got != tc.want {
-			n, grown, _ := rawValue(tc.value)
-			t.Errorf("%d bytes (grown %v): %d, want %d", n, grown, got, tc.want)
+			n, how, _ := rawValue(tc.value)
+			t.Errorf("%d bytes (write %d): %d, want %d", n, how, got, tc.want)
+		}
+	}
+	for _, n := range []int{0, 1, 31, 32, 1 << 20, 512 << 20} {
+		for how, code := range []int{RawValue(n), GrownRawValue(n), ExtendedRawValue(n)} {
+			if gotN, gotHow, ok := rawValue(code); !ok || gotN != n || gotHow != rawWrite(how) {
+				t.Errorf("raw code of %d bytes, write %d, decodes as %d bytes, write %d (%v)", n, how, gotN, gotHow, ok)
+			}
 		}
 	}
 	for _, v := range []int{UnknownValue, -2, -3, IntegerValue, -5, -6, -7, 0, 100} {

@@ -57,7 +57,7 @@ func (r *Recorder) Model() *EngineModel { return r.model.Load() }
 func (r *Recorder) SetModel(model *EngineModel) { r.model.Store(model) }
 
 // objectBytes is the engine bytes of an object of keyLen and valueLen bytes (or IntegerValue,
-// RawValue, GrownRawValue), 0 when valueLen is UnknownValue.
+// RawValue, GrownRawValue, ExtendedRawValue), 0 when valueLen is UnknownValue.
 func (r *Recorder) objectBytes(keyLen, valueLen int) int64 {
 	if _, _, raw := rawValue(valueLen); valueLen < 0 && valueLen != IntegerValue && !raw {
 		return 0
@@ -86,14 +86,12 @@ func (r *Recorder) Read(h uint64, hit bool, keyLen, valueLen int) int64 {
 }
 
 // Write records that the key hashed h now holds a value of valueLen bytes (UnknownValue: a
-// write that does not tell the resulting size). It returns the object's engine bytes, 0 when
-// unknown.
+// write that does not tell the resulting size; RawValue, GrownRawValue, ExtendedRawValue: a
+// redis string whose bytes depend on the allocation it had, judged from the size the curve
+// knows for the key). It returns the object's engine bytes, 0 when unknown.
 func (r *Recorder) Write(h uint64, keyLen, valueLen int) int64 {
-	model := r.model.Load()
-	if n, grown, raw := rawValue(valueLen); raw && grown && model.slabs == nil {
-		fits, size := redisAppendBytes(int64(max(keyLen, 0)), int64(n))
-		r.tracker.FitHash(h, fits, size)
-		return size
+	if n, how, raw := rawValue(valueLen); raw && r.model.Load().slabs == nil {
+		return r.tracker.RewriteHash(h, newRedisRewrite(int64(max(keyLen, 0)), int64(n), how).size)
 	}
 	size := r.objectBytes(keyLen, valueLen)
 	r.tracker.WriteHash(h, size)

@@ -104,6 +104,22 @@ func TestRecorderSequences(t *testing.T) {
 			m.ObjectBytes(2, GrownRawValue(120)), 1, 0, 0, 0},
 		{"an append to an integer grows the string", []op{write("k1", IntegerValue), write("k1", GrownRawValue(6))},
 			m.ObjectBytes(2, GrownRawValue(6)), 1, 0, 0, 0},
+		// SETRANGE: a write within the length keeps a raw string, copies anything else to fit;
+		// one up to the end creates a key to fit, and grows a string it lengthens past its room.
+		{"a setrange within a raw string with room keeps it", []op{write("k1", GrownRawValue(60)), write("k1", RawValue(60))},
+			m.ObjectBytes(2, GrownRawValue(60)), 1, 0, 0, 0},
+		{"a setrange within an integer copies it to fit", []op{write("k1", IntegerValue), write("k1", RawValue(5))},
+			m.ObjectBytes(2, RawValue(5)), 1, 0, 0, 0},
+		{"a setrange within a one-allocation string copies it to fit", []op{write("k1", 13), write("k1", RawValue(13))},
+			m.ObjectBytes(2, RawValue(13)), 1, 0, 0, 0},
+		{"a setrange to the end of an untracked key creates it to fit", []op{write("k1", ExtendedRawValue(13))},
+			m.ObjectBytes(2, RawValue(13)), 1, 0, 0, 0},
+		{"a setrange lengthening a string without room grows it", []op{write("k1", ExtendedRawValue(13)), write("k1", ExtendedRawValue(14))},
+			m.ObjectBytes(2, GrownRawValue(14)), 1, 0, 0, 0},
+		{"a setrange lengthening a string within its room keeps it", []op{write("k1", ExtendedRawValue(13)), write("k1", ExtendedRawValue(14)), write("k1", ExtendedRawValue(20))},
+			m.ObjectBytes(2, GrownRawValue(14)), 1, 0, 0, 0},
+		{"a setrange lengthening an integer grows it", []op{write("k1", IntegerValue), write("k1", ExtendedRawValue(6))},
+			m.ObjectBytes(2, GrownRawValue(6)), 1, 0, 0, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -177,34 +177,47 @@ func (t *Tracker) read(h uint64, size int64, hit, guess bool) {
 // counts them) at the top of the LRU order; size 0 (unknown) moves a tracked key to the top
 // with the size it had and leaves an untracked one out. Writes are not reads: counting the
 // write that follows every miss in a look-aside cache would make each miss look like a hit.
-func (t *Tracker) WriteHash(h uint64, size int64) { t.write(h, size, 0) }
+func (t *Tracker) WriteHash(h uint64, size int64) { t.write(h, size, nil) }
 
 // GrowHash is WriteHash for a write that leaves the object at least size bytes: a tracked
 // key keeps a larger size it had (memcached's incr and decr pad a number they rewrite in
 // place to the length it had).
-func (t *Tracker) GrowHash(h uint64, size int64) { t.write(h, size, size) }
+func (t *Tracker) GrowHash(h uint64, size int64) {
+	t.write(h, 0, func(prev int64) int64 { return max(prev, size) })
+}
 
-// FitHash is WriteHash for a write that lengthens a value in place: a tracked key of at least
-// fits bytes keeps its size (the value fit the room its allocation had), any other takes size
-// (redis' APPEND, which reallocates with room to spare only a string that lacks room).
-func (t *Tracker) FitHash(h uint64, fits, size int64) { t.write(h, size, fits) }
+// RewriteHash is WriteHash for a write whose object's size depends on the size it had:
+// size(prev) is the new size, prev 0 when the key is not tracked with a known size (redis'
+// APPEND and SETRANGE, which keep a string's allocation when it has room). It returns the
+// new size.
+func (t *Tracker) RewriteHash(h uint64, size func(prev int64) int64) int64 {
+	return t.write(h, 0, size)
+}
 
-// write places the key hashed h at the top of the LRU order with size (0: unknown), or with
-// the size it had when that is at least keepFrom > 0.
-func (t *Tracker) write(h uint64, size, keepFrom int64) {
+// write places the key hashed h at the top of the LRU order with size (0: unknown), or, given
+// rewrite, with rewrite of the size it had. It returns the size, rewrite(0) for a key not
+// tracked.
+func (t *Tracker) write(h uint64, size int64, rewrite func(prev int64) int64) int64 {
 	s := keyhash.Derive(h, samplingSalt)
 	if s > t.limit.Load() {
-		return
+		if rewrite != nil {
+			size = rewrite(0)
+		}
+		return size
 	}
 	t.mu.Lock()
-	if s <= t.limit.Load() {
-		placed := knownSize(size)
-		if i, tracked := t.stack.slotOf[s]; keepFrom > 0 && tracked && t.stack.slots[i].size >= knownSize(keepFrom) {
-			placed = t.stack.slots[i].size
+	if rewrite != nil {
+		var prev int64
+		if i, tracked := t.stack.slotOf[s]; tracked {
+			prev = int64(t.stack.slots[i].size)
 		}
-		t.track(s, placed)
+		size = rewrite(prev)
+	}
+	if s <= t.limit.Load() {
+		t.track(s, knownSize(size))
 	}
 	t.mu.Unlock()
+	return size
 }
 
 // DeleteHash records that the key hashed h left the engine: it no longer takes room between
