@@ -20,8 +20,9 @@ const memoryPollInterval = 20 * time.Millisecond
 // errMemoryLimit is the cause of the cancellation that stops a solve at its memory limit.
 var errMemoryLimit = errors.New("the process's resident memory reached the solver's memory limit")
 
-// residentBytes returns the process's resident memory: the second field of statm, in pages.
-func residentBytes() (int64, error) {
+// ResidentBytes returns the process's resident memory, which Params.MemoryLimit is compared
+// with: the second field of /proc/self/statm, in pages.
+func ResidentBytes() (int64, error) {
 	content, err := os.ReadFile(statmPath)
 	if err != nil {
 		return 0, err
@@ -52,7 +53,7 @@ func parseStatmResident(content string) (int64, error) {
 // limit counts the whole process, Go heap and code included: that is what a container's
 // memory limit counts. CP-SAT's own max_memory_in_mb does not serve here (docs/scale.md).
 func watchMemory(ctx context.Context, limit int64) (watched context.Context, stop func(), err error) {
-	if _, err := residentBytes(); err != nil {
+	if _, err := ResidentBytes(); err != nil {
 		return nil, nil, fmt.Errorf("%w: MemoryLimit needs the process's resident memory: %w", ErrInvalidParams, err)
 	}
 	watched, cancel := context.WithCancelCause(ctx)
@@ -67,7 +68,7 @@ func watchMemory(ctx context.Context, limit int64) (watched context.Context, sto
 			case <-watched.Done():
 				return
 			case <-tick.C:
-				if rss, err := residentBytes(); err == nil && rss > limit {
+				if rss, err := ResidentBytes(); err == nil && rss > limit {
 					cancel(errMemoryLimit)
 					return
 				}

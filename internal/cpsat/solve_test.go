@@ -316,7 +316,7 @@ func TestContextCancelStopsSolve(t *testing.T) {
 // first reading, as a cancellation would, and says why; a limit far above it does not.
 func TestMemoryLimitStopsSolve(t *testing.T) {
 	needSolver(t)
-	rss, err := residentBytes()
+	rss, err := ResidentBytes()
 	if err != nil {
 		t.Fatal(err)
 	}
