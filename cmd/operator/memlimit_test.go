@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"testing"
 )
 
@@ -75,5 +76,55 @@ func TestApplyMemoryLimit(t *testing.T) {
 				t.Errorf("the runtime's soft limit is %d, want %d (MaxInt64: none)", held, want)
 			}
 		})
+	}
+}
+
+// TestSolverMemoryLimit: the flag's quantity when given, else 90% of the container's limit
+// from the cgroup file, the same file the Go soft limit reads.
+func TestSolverMemoryLimit(t *testing.T) {
+	dir := t.TempDir()
+	file := func(content string) string {
+		p := filepath.Join(dir, content)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name, flag, memoryMax string
+		want                  int64
+		wantErr               bool
+	}{
+		{name: "a container limit of 1Gi", memoryMax: file("1073741824"), want: 966367641},
+		{name: "the flag over the container's", flag: "400Mi", memoryMax: file("1073741824"), want: 400 << 20},
+		{name: "the flag at 0: no limit", flag: "0", memoryMax: file("1073741824")},
+		{name: "no container limit", memoryMax: file("max")},
+		{name: "no cgroup v2 file", memoryMax: filepath.Join(dir, "absent")},
+		{name: "an unreadable limit", memoryMax: file("lots"), wantErr: true},
+		{name: "the flag with an unreadable limit", flag: "1G", memoryMax: file("lots"), want: 1e9},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := []string{}
+			if tc.flag != "" {
+				args = append(args, "--solver-memory-limit="+tc.flag)
+			}
+			s, err := parseFlags(args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := solverMemoryLimit(s.solverMemory, tc.memoryMax)
+			if got != tc.want || (err != nil) != tc.wantErr {
+				t.Errorf("solverMemoryLimit = %d, %v; want %d, error %v", got, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestParseFlagsRejectsBadSolverMemoryLimit(t *testing.T) {
+	for _, v := range []string{"lots", "-1Gi", "1.5.5Gi"} {
+		_, err := parseFlags([]string{"--solver-memory-limit=" + v})
+		if err == nil || !strings.Contains(err.Error(), "--solver-memory-limit") {
+			t.Errorf("--solver-memory-limit=%s: error %v, want one naming the flag", v, err)
+		}
 	}
 }
