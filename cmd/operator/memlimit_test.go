@@ -43,17 +43,21 @@ func FuzzParseMemoryMax(f *testing.F) {
 	})
 }
 
+// cgroupFile writes a memory.max with content into dir and returns its path.
+func cgroupFile(t *testing.T, dir, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, content)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // TestApplyMemoryLimit: the soft limit the runtime holds afterwards, from a cgroup file.
 func TestApplyMemoryLimit(t *testing.T) {
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
 	dir := t.TempDir()
-	file := func(content string) string {
-		p := filepath.Join(dir, content)
-		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	file := func(content string) string { return cgroupFile(t, dir, content) }
 	for _, tc := range []struct {
 		name, goMemLimit, memoryMax string
 		want                        int64
@@ -83,13 +87,7 @@ func TestApplyMemoryLimit(t *testing.T) {
 // from the cgroup file, the same file the Go soft limit reads.
 func TestSolverMemoryLimit(t *testing.T) {
 	dir := t.TempDir()
-	file := func(content string) string {
-		p := filepath.Join(dir, content)
-		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	file := func(content string) string { return cgroupFile(t, dir, content) }
 	for _, tc := range []struct {
 		name, flag, memoryMax string
 		want                  int64

@@ -410,8 +410,8 @@ func TestOptimalCancellationReturnsPromptly(t *testing.T) {
 }
 
 // TestOptimalMemoryLimitKeepsAValidPlan: a memory limit below what any process holds stops
-// every solve at its first reading; the plan is then the greedy one, keeps every hard
-// constraint, and says why. A limit far above the process changes nothing.
+// every solve at its first reading; the plan then keeps every hard constraint, is at least
+// as good as the greedy one, and says why. A limit far above the process changes nothing.
 func TestOptimalMemoryLimitKeepsAValidPlan(t *testing.T) {
 	needSolver(t)
 	s := randomSnapshot(rand.New(rand.NewPCG(1, 1)), genConfig{tenants: 300, nodes: 30, oversubscription: 1.5, strictShare: 0.3, maxSpread: 3})
@@ -430,9 +430,6 @@ func TestOptimalMemoryLimitKeepsAValidPlan(t *testing.T) {
 			said := strings.Contains(plan.Solver.Fallback+strings.Join(plan.Notes, "\n"), "stopped at the memory limit")
 			if said != tc.stopped {
 				t.Errorf("memory limit named: %v, want %v; fallback %q, notes %q", said, tc.stopped, plan.Solver.Fallback, plan.Notes)
-			}
-			if tc.stopped && plan.Solver.Fallback == "" {
-				t.Errorf("stopped solves without a fallback: %+v", plan.Solver)
 			}
 			if got, floor := plan.Summary, greedy.Summary; got.StrictMet < floor.StrictMet || got.ExpectedHitsPerSecond < floor.ExpectedHitsPerSecond*(1-1e-9) {
 				t.Errorf("plan meets %d strict objectives with %.0f hits/s; the greedy plan %d with %.0f", got.StrictMet, got.ExpectedHitsPerSecond, floor.StrictMet, floor.ExpectedHitsPerSecond)
