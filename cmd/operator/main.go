@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -45,6 +46,8 @@ type settings struct {
 	leaderElectNS string
 	watchNS       string
 	logLevel      slog.Level
+	// solverMemory is --solver-memory-limit (nil: not given, derived from the container's).
+	solverMemory *resource.Quantity
 }
 
 // parseFlags reads the command line; the Prometheus HTTP client configuration file it names
@@ -54,6 +57,7 @@ func parseFlags(args []string) (settings, error) {
 		s               settings
 		promHTTPConfig  string
 		sidecarDefaults string
+		solverMemory    string
 	)
 	fs := flag.NewFlagSet("operator", flag.ContinueOnError)
 	fs.StringVar(&s.metricsAddr, "metrics-bind-address", ":8080", "address of the metrics endpoint (0 disables it)")
@@ -69,6 +73,7 @@ func parseFlags(args []string) (settings, error) {
 	fs.StringVar(&s.opts.Images.Memcached, "memcached-image", "", "default image the sidecar runs in for memcached clusters (default: the sidecar image)")
 	fs.StringVar(&sidecarDefaults, "sidecar-defaults", "", "JSON object in the form of a CacheCluster's spec.sidecar (imagePullSecrets, priorityClassName, affinity, podLabels, podAnnotations, resources, podSecurityContext, securityContext) for the fields a cluster leaves unset, and tolerations added to every cluster's")
 	fs.IntVar(&s.opts.Allocation.SolverWorkers, "solver-workers", allocation.DefaultSolverWorkers, "CP-SAT workers per solve (1 makes plans reproducible)")
+	fs.StringVar(&solverMemory, "solver-memory-limit", "", "the operator's resident memory (C++ included) at which a solve stops and keeps its best plan so far, a quantity such as 900Mi; 0: no limit (default: 90% of the container's memory limit, none without one)")
 	fs.DurationVar(&s.opts.Allocation.Debounce, "allocation-debounce", allocation.DefaultDebounce, "delay between a change and the allocation it triggers")
 	fs.IntVar(&s.opts.Allocation.ApplyDeadlineIntervals, "apply-deadline-intervals", allocation.DefaultApplyDeadlineIntervals, "allocation intervals a sidecar may take to apply a plan before the cluster is Degraded")
 	fs.TextVar(&s.logLevel, "log-level", slog.LevelInfo, "lowest level logged: DEBUG, INFO, WARN or ERROR")
@@ -82,6 +87,16 @@ func parseFlags(args []string) (settings, error) {
 		if err := s.opts.SidecarDefaults.Validate(); err != nil {
 			return s, fmt.Errorf("--sidecar-defaults: %w", err)
 		}
+	}
+	if solverMemory != "" {
+		q, err := resource.ParseQuantity(solverMemory)
+		if err != nil {
+			return s, fmt.Errorf("--solver-memory-limit: %w", err)
+		}
+		if q.Sign() < 0 {
+			return s, fmt.Errorf("--solver-memory-limit: %s is negative", solverMemory)
+		}
+		s.solverMemory = &q
 	}
 	if promHTTPConfig != "" {
 		c, err := promquery.LoadHTTPClient(promHTTPConfig)
@@ -108,6 +123,10 @@ func run() error {
 	} else if limit > 0 {
 		ctrl.Log.Info("soft memory limit set from the container's", "bytes", limit, "share", goMemoryShare)
 	}
+	if s.opts.Allocation.SolverMemoryLimit, err = solverMemoryLimit(s.solverMemory, cgroupMemoryMax); err != nil {
+		return fmt.Errorf("--solver-memory-limit: no default from the container's memory limit: %w", err)
+	}
+	ctrl.Log.Info("solver memory limit", "bytes", s.opts.Allocation.SolverMemoryLimit)
 
 	scheme, err := controllers.NewScheme()
 	if err != nil {

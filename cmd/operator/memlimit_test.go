@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"testing"
 )
 
@@ -42,17 +43,21 @@ func FuzzParseMemoryMax(f *testing.F) {
 	})
 }
 
+// cgroupFile writes a memory.max with content into dir and returns its path.
+func cgroupFile(t *testing.T, dir, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, content)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // TestApplyMemoryLimit: the soft limit the runtime holds afterwards, from a cgroup file.
 func TestApplyMemoryLimit(t *testing.T) {
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
 	dir := t.TempDir()
-	file := func(content string) string {
-		p := filepath.Join(dir, content)
-		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	file := func(content string) string { return cgroupFile(t, dir, content) }
 	for _, tc := range []struct {
 		name, goMemLimit, memoryMax string
 		want                        int64
@@ -75,5 +80,49 @@ func TestApplyMemoryLimit(t *testing.T) {
 				t.Errorf("the runtime's soft limit is %d, want %d (MaxInt64: none)", held, want)
 			}
 		})
+	}
+}
+
+// TestSolverMemoryLimit: the flag's quantity when given, else 90% of the container's limit
+// from the cgroup file, the same file the Go soft limit reads.
+func TestSolverMemoryLimit(t *testing.T) {
+	dir := t.TempDir()
+	file := func(content string) string { return cgroupFile(t, dir, content) }
+	for _, tc := range []struct {
+		name, flag, memoryMax string
+		want                  int64
+		wantErr               bool
+	}{
+		{name: "a container limit of 1Gi", memoryMax: file("1073741824"), want: 966367641},
+		{name: "the flag over the container's", flag: "400Mi", memoryMax: file("1073741824"), want: 400 << 20},
+		{name: "the flag at 0: no limit", flag: "0", memoryMax: file("1073741824")},
+		{name: "no container limit", memoryMax: file("max")},
+		{name: "no cgroup v2 file", memoryMax: filepath.Join(dir, "absent")},
+		{name: "an unreadable limit", memoryMax: file("lots"), wantErr: true},
+		{name: "the flag with an unreadable limit", flag: "1G", memoryMax: file("lots"), want: 1e9},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := []string{}
+			if tc.flag != "" {
+				args = append(args, "--solver-memory-limit="+tc.flag)
+			}
+			s, err := parseFlags(args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := solverMemoryLimit(s.solverMemory, tc.memoryMax)
+			if got != tc.want || (err != nil) != tc.wantErr {
+				t.Errorf("solverMemoryLimit = %d, %v; want %d, error %v", got, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestParseFlagsRejectsBadSolverMemoryLimit(t *testing.T) {
+	for _, v := range []string{"lots", "-1Gi", "1.5.5Gi"} {
+		_, err := parseFlags([]string{"--solver-memory-limit=" + v})
+		if err == nil || !strings.Contains(err.Error(), "--solver-memory-limit") {
+			t.Errorf("--solver-memory-limit=%s: error %v, want one naming the flag", v, err)
+		}
 	}
 }

@@ -310,6 +310,7 @@ func (l *Loop) decide(ctx context.Context, in *inputs, mr metricsResult, st *clu
 			Policy:        string(spec.Policy),
 			TimeLimit:     spec.SolverTimeLimitOrDefault(),
 			Workers:       l.opts.SolverWorkers,
+			MemoryLimit:   l.opts.SolverMemoryLimit,
 			MaxChurnBytes: maxChurnBytes(in),
 		},
 		MinChangeBytes: int64(memoryFloorShare * float64(in.cluster.Spec.Capacity.PartitionableMemory())),

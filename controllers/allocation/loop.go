@@ -56,6 +56,9 @@ type Options struct {
 	// SolverWorkers is the number of CP-SAT workers (DefaultSolverWorkers when zero). One
 	// worker makes plans reproducible, so an operator restart does not move memory.
 	SolverWorkers int
+	// SolverMemoryLimit is the process's resident memory at which a solve stops and keeps its
+	// best plan so far (allocator.Options.MemoryLimit); zero: no limit.
+	SolverMemoryLimit int64
 	// MaxRemoteTenants is the most remote tenants a plan lists (DefaultMaxRemoteTenants when
 	// zero, the schema's bound; the envtest suite sets fewer to reach it with a few tenants).
 	// A plan over it lists the first ones by tenant ID, and the cluster is Degraded.

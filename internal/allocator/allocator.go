@@ -77,6 +77,12 @@ type Options struct {
 	WorkLimit float64
 	// Seed seeds the solver.
 	Seed int32
+	// MemoryLimit stops each of the optimal policy's solves once the process's resident
+	// memory exceeds it, in bytes (0: no limit; see cpsat.Params.MemoryLimit). A stopped
+	// stage keeps the best solution it found, or the greedy answer, and the plan's notes say
+	// so. The solve packing the memory minimums, run only when the greedy packing fails, is
+	// not limited.
+	MemoryLimit int64
 	// MaxChurnBytes caps the movement (the L1 distance between the current and the new
 	// per-node memory) of the optimal policy; 0 means no cap. When the cap cannot be met the
 	// plan is made without it and says so.
@@ -132,6 +138,9 @@ func (o Options) validate() error {
 	}
 	if o.MaxUtilization < 0 || o.MaxUtilization >= 1 {
 		return fmt.Errorf("MaxUtilization %v must be in (0, 1)", o.MaxUtilization)
+	}
+	if o.MemoryLimit < 0 {
+		return fmt.Errorf("MemoryLimit %d must be a byte count >= 0", o.MemoryLimit)
 	}
 	if o.TimeLimit < 0 || o.Workers < 0 || o.MaxChurnBytes < 0 || o.SizeLevels < 0 {
 		return fmt.Errorf("negative option in %+v", o)

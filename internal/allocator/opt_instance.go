@@ -39,6 +39,8 @@ type optInstance struct {
 	curQuanta []map[int]int64
 	// churnUnits is MaxChurnBytes in movement units (-1: none).
 	churnUnits int64
+	// memoryStopped records that a solve stopped at Options.MemoryLimit.
+	memoryStopped bool
 }
 
 // solution is a choice of level and split for every tenant.

@@ -143,13 +143,17 @@ func (o *optInstance) resizeWith(ctx context.Context, deadline time.Time, work f
 	if left < 20*time.Millisecond {
 		return c, "no time left for the " + label
 	}
-	res, err := cpsat.Solve(ctx, m, cpsat.Params{TimeLimit: left, WorkLimit: work, Workers: p.opts.Workers, Seed: p.opts.Seed,
+	res, err := o.solve(ctx, m, cpsat.Params{TimeLimit: left, WorkLimit: work, Workers: p.opts.Workers, Seed: p.opts.Seed,
 		Presolve: m.NumVars() < 5000, RelativeGap: resizeGap(p.opts)})
 	if err != nil {
 		return c, fmt.Sprintf("%s: solver error: %v", label, err)
 	}
+	status := res.Status.String()
+	if res.Stopped {
+		status += "; " + o.stopped(res)
+	}
 	if !res.HasSolution() {
-		return c, fmt.Sprintf("%s: no solution (%v)", label, res.Status)
+		return c, fmt.Sprintf("%s: no solution (%s)", label, status)
 	}
 	parts := make([][]part, len(p.tenants))
 	for k := range p.tenants {
@@ -181,9 +185,9 @@ func (o *optInstance) resizeWith(ctx context.Context, deadline time.Time, work f
 	}
 	resized := optCandidate{levels: c.levels, parts: parts, obj: o.objective(c.levels, parts)}
 	if resized.obj <= c.obj {
-		return c, fmt.Sprintf("%s %v: nothing better", label, res.Status)
+		return c, fmt.Sprintf("%s %s: nothing better", label, status)
 	}
-	return resized, fmt.Sprintf("%s %v", label, res.Status)
+	return resized, fmt.Sprintf("%s %s", label, status)
 }
 
 // addFreeSplit gives tenant k a memory variable per candidate node (quanta) and a Boolean for

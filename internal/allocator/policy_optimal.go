@@ -2,6 +2,7 @@ package allocator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -371,6 +372,31 @@ func (o *optInstance) params(deadline time.Time, st stage, greedy optCandidate, 
 	}
 }
 
+// errMemoryStopped is why a solve is not run: an earlier one of the same plan stopped at the
+// memory limit, and the next model would be loaded only to be stopped again.
+var errMemoryStopped = errors.New("not run: an earlier solve of this plan stopped at the memory limit")
+
+// solve runs one of the policy's solves under Options.MemoryLimit.
+func (o *optInstance) solve(ctx context.Context, m *cpsat.Model, params cpsat.Params) (*cpsat.Result, error) {
+	if o.memoryStopped {
+		return nil, errMemoryStopped
+	}
+	params.MemoryLimit = o.p.opts.MemoryLimit
+	res, err := cpsat.Solve(ctx, m, params)
+	if err == nil && res.MemoryLimitReached {
+		o.memoryStopped = true
+	}
+	return res, err
+}
+
+// stopped says why a solve stopped before its limits: the memory limit or a cancellation.
+func (o *optInstance) stopped(res *cpsat.Result) string {
+	if res.MemoryLimitReached {
+		return fmt.Sprintf("the solve stopped at the memory limit (the process above %s)", bytesHuman(o.p.opts.MemoryLimit))
+	}
+	return "the solve was cancelled"
+}
+
 // solveModel solves a placement model, rebuilding it without the churn cap when that cap
 // makes it infeasible, and checks the answer.
 func (o *optInstance) solveModel(ctx context.Context, pm *placementModel, hint solution, params cpsat.Params) (solution, *cpsat.Result, []string, error) {
@@ -378,12 +404,9 @@ func (o *optInstance) solveModel(ctx context.Context, pm *placementModel, hint s
 	churn := o.churnUnits >= 0
 	for {
 		pm.hint(hint)
-		res, err := cpsat.Solve(ctx, pm.m, params)
+		res, err := o.solve(ctx, pm.m, params)
 		if err != nil {
 			return solution{}, nil, notes, fmt.Errorf("solver error: %w", err)
-		}
-		if res.Stopped {
-			notes = append(notes, "optimal: the solve was cancelled; using the best solution found so far")
 		}
 		if res.Status == cpsat.Infeasible && churn {
 			notes = append(notes, fmt.Sprintf("optimal: no plan moves at most %s; planned without the churn cap", bytesHuman(o.p.opts.MaxChurnBytes)))
@@ -392,7 +415,13 @@ func (o *optInstance) solveModel(ctx context.Context, pm *placementModel, hint s
 			continue
 		}
 		if !res.HasSolution() {
+			if res.Stopped {
+				return solution{}, res, notes, fmt.Errorf("solver found no solution (status %v): %s", res.Status, o.stopped(res))
+			}
 			return solution{}, res, notes, fmt.Errorf("solver found no solution (status %v) within %v", res.Status, params.TimeLimit)
+		}
+		if res.Stopped {
+			notes = append(notes, "optimal: "+o.stopped(res)+"; using the best solution found so far")
 		}
 		s := pm.read(res)
 		if err := o.check(s, churn); err != nil {
@@ -455,7 +484,7 @@ func (o *optInstance) solveDecomposed(ctx context.Context, deadline time.Time, g
 	for {
 		sm := o.buildSizingModel(churn, capacity)
 		sm.hint(o.sizingHint(greedy.levels, capacity))
-		res, err := cpsat.Solve(ctx, sm.m, o.params(deadline, stageSizing, greedy, sm.m))
+		res, err := o.solve(ctx, sm.m, o.params(deadline, stageSizing, greedy, sm.m))
 		if err != nil {
 			return r, fmt.Errorf("solver error (sizing): %w", err)
 		}
@@ -465,7 +494,13 @@ func (o *optInstance) solveDecomposed(ctx context.Context, deadline time.Time, g
 			continue
 		}
 		if !res.HasSolution() {
+			if res.Stopped {
+				return r, fmt.Errorf("solver found no sizing (status %v): %s", res.Status, o.stopped(res))
+			}
 			return r, fmt.Errorf("solver found no sizing (status %v)", res.Status)
+		}
+		if res.Stopped {
+			r.notes = append(r.notes, "optimal: sizing: "+o.stopped(res)+"; using the best sizing found so far")
 		}
 		levels, sizingStatus = sm.read(res), res.Status
 		r.bound, r.hasBound = res.BestBound, true

@@ -409,6 +409,35 @@ func TestOptimalCancellationReturnsPromptly(t *testing.T) {
 	}
 }
 
+// TestOptimalMemoryLimitKeepsAValidPlan: a memory limit below what any process holds stops
+// every solve at its first reading; the plan then keeps every hard constraint, is at least
+// as good as the greedy one, and says why. A limit far above the process changes nothing.
+func TestOptimalMemoryLimitKeepsAValidPlan(t *testing.T) {
+	needSolver(t)
+	s := randomSnapshot(rand.New(rand.NewPCG(1, 1)), genConfig{tenants: 300, nodes: 30, oversubscription: 1.5, strictShare: 0.3, maxSpread: 3})
+	greedy := mustPlan(t, s, Options{DisableSolver: true})
+	for _, tc := range []struct {
+		name    string
+		limit   int64
+		stopped bool
+	}{
+		{name: "one byte", limit: 1, stopped: true},
+		{name: "64 GiB", limit: 64 * gib, stopped: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			plan := mustPlan(t, s, Options{TimeLimit: 5 * time.Second, Workers: 1, ProveOptimal: true, MemoryLimit: tc.limit})
+			checkPlanInvariants(t, tc.name, s, plan)
+			said := strings.Contains(plan.Solver.Fallback+strings.Join(plan.Notes, "\n"), "stopped at the memory limit")
+			if said != tc.stopped {
+				t.Errorf("memory limit named: %v, want %v; fallback %q, notes %q", said, tc.stopped, plan.Solver.Fallback, plan.Notes)
+			}
+			if got, floor := plan.Summary, greedy.Summary; got.StrictMet < floor.StrictMet || got.ExpectedHitsPerSecond < floor.ExpectedHitsPerSecond*(1-1e-9) {
+				t.Errorf("plan meets %d strict objectives with %.0f hits/s; the greedy plan %d with %.0f", got.StrictMet, got.ExpectedHitsPerSecond, floor.StrictMet, floor.ExpectedHitsPerSecond)
+			}
+		})
+	}
+}
+
 // TestWorkLimitMakesStoppedPlansReproducible plans a snapshot whose search the work limit
 // stops before its gap target: once alone, then twice at the same time (each solve slower,
 // competing for the cores). With one worker the three plans are the same.

@@ -116,6 +116,7 @@ func TestPlanRejectsBadInput(t *testing.T) {
 		{"bad objective", s, Options{Objective: "money"}, `unknown objective "money"`},
 		{"negative work limit", s, Options{WorkLimit: -1}, "WorkLimit -1 must be a finite number >= 0"},
 		{"infinite work limit", s, Options{WorkLimit: math.Inf(1)}, "WorkLimit +Inf must be a finite number >= 0"},
+		{"negative memory limit", s, Options{MemoryLimit: -1}, "MemoryLimit -1 must be a byte count >= 0"},
 		{"invalid snapshot", snapshotOf(nil), Options{}, "nodes: at least one node is required"},
 		{"spread wider than allowed", snapshotOf([]planning.Node{memNode("n1", 100)},
 			planning.Tenant{ID: "a/one", Spread: planning.Spread{MinNodes: 2}}), Options{}, "spread.minNodes 2 but only 1 allowed nodes"},

@@ -46,6 +46,13 @@ static const char* cpsat_loaded_path(void* handle) {
 	return lm->l_name;
 }
 
+// glibc's malloc_trim, when the C library has it (RTLD_DEFAULT: the process's own symbols).
+typedef int (*cpsat_malloc_trim_fn)(size_t pad);
+
+static void* cpsat_find_malloc_trim(void) { return dlsym(RTLD_DEFAULT, "malloc_trim"); }
+
+static void cpsat_malloc_trim(void* fn) { ((cpsat_malloc_trim_fn)fn)(0); }
+
 static void* cpsat_new_env(void* fn) { return ((cpsat_new_env_fn)fn)(); }
 
 static void cpsat_env_call(void* fn, void* env) { ((cpsat_env_fn)fn)(env); }
@@ -74,6 +81,10 @@ type nativeLib struct {
 	destroyEnv  unsafe.Pointer
 	stopSearch  unsafe.Pointer
 	solveInterr unsafe.Pointer
+	// mallocTrim is glibc's malloc_trim (nil with another C library). glibc keeps the heap a
+	// solve freed resident for the next allocation; trimmed after each solve, it goes back to
+	// the system instead of adding up in the process's resident memory (docs/scale.md).
+	mallocTrim unsafe.Pointer
 }
 
 func openLibrary(name string) (*nativeLib, error) {
@@ -86,7 +97,7 @@ func openLibrary(name string) (*nativeLib, error) {
 	}
 	// The handle is never closed: the library stays mapped for the life of the
 	// process, and unloading C++ code with live static state is unsafe.
-	lib := &nativeLib{path: name}
+	lib := &nativeLib{path: name, mallocTrim: C.cpsat_find_malloc_trim()}
 	if p := C.cpsat_loaded_path(handle); p != nil {
 		lib.path = C.GoString(p)
 	}
@@ -155,6 +166,9 @@ func (l *nativeLib) solve(ctx context.Context, req, params []byte) (resp []byte,
 
 	resp = C.GoBytes(out, outLen)
 	C.free(out)
+	if l.mallocTrim != nil {
+		C.cpsat_malloc_trim(l.mallocTrim)
+	}
 	return resp, stopRequested.Load()
 }
 

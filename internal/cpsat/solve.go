@@ -2,6 +2,7 @@ package cpsat
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"runtime"
@@ -50,6 +51,12 @@ type Params struct {
 	Presolve bool
 	// StopAfterFirstSolution returns as soon as any feasible solution exists.
 	StopAfterFirstSolution bool
+	// MemoryLimit stops the search once the process's resident memory exceeds it, in bytes
+	// (zero: no limit). It counts the whole process, as a container's memory limit does, and
+	// is read every few milliseconds, so the process can overshoot it by what the solver
+	// allocates in that time. A stopped solve returns its best solution so far, like a
+	// cancelled one, with Result.MemoryLimitReached set.
+	MemoryLimit int64
 }
 
 // DefaultWorkers is the worker count used when Params.Workers is zero:
@@ -66,6 +73,8 @@ func (p Params) encode() (*cpsatpb.SatParameters, error) {
 		return nil, fmt.Errorf("%w: RelativeGap %v must be a finite number >= 0", ErrInvalidParams, p.RelativeGap)
 	case math.IsNaN(p.WorkLimit) || math.IsInf(p.WorkLimit, 0) || p.WorkLimit < 0:
 		return nil, fmt.Errorf("%w: WorkLimit %v must be a finite number >= 0", ErrInvalidParams, p.WorkLimit)
+	case p.MemoryLimit < 0:
+		return nil, fmt.Errorf("%w: negative MemoryLimit %d", ErrInvalidParams, p.MemoryLimit)
 	}
 	limit := p.TimeLimit
 	if limit == 0 {
@@ -141,9 +150,11 @@ type Result struct {
 	Work float64
 	// NumConflicts and NumBranches are search statistics.
 	NumConflicts, NumBranches int64
-	// Stopped reports that the context was cancelled during the solve, so the
-	// result is the best found up to that point.
+	// Stopped reports that the context was cancelled or the memory limit reached
+	// during the solve, so the result is the best found up to that point.
 	Stopped bool
+	// MemoryLimitReached reports that Params.MemoryLimit stopped the solve.
+	MemoryLimitReached bool
 
 	values []int64
 }
@@ -180,9 +191,10 @@ func (r *Result) Gap() float64 {
 	return math.Abs(r.Objective-r.BestBound) / math.Max(1, math.Abs(r.Objective))
 }
 
-// Solve validates m (see Model.Validate) and runs CP-SAT on it. Cancelling ctx
-// during the solve stops the search; Solve then returns the best solution
-// found so far with Result.Stopped set and a nil error. A context that is
+// Solve validates m (see Model.Validate) and runs CP-SAT on it. Cancelling ctx,
+// or the process passing Params.MemoryLimit, during the solve stops the search;
+// Solve then returns the best solution found so far with Result.Stopped set and
+// a nil error. A context that is
 // already done returns its error without solving. Errors wrap
 // ErrInvalidModel, ErrInvalidParams or ErrUnavailable.
 func Solve(ctx context.Context, m *Model, p Params) (*Result, error) {
@@ -213,7 +225,16 @@ func Solve(ctx context.Context, m *Model, p Params) (*Result, error) {
 		return nil, fmt.Errorf("cpsat: encoding parameters: %w", err)
 	}
 
-	respBytes, stopped := lib.solve(ctx, reqBytes, paramBytes)
+	solveCtx := ctx
+	if p.MemoryLimit > 0 {
+		watched, stop, err := watchMemory(ctx, p.MemoryLimit)
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+		solveCtx = watched
+	}
+	respBytes, stopped := lib.solve(solveCtx, reqBytes, paramBytes)
 
 	var resp cpsatpb.CpSolverResponse
 	if err := proto.Unmarshal(respBytes, &resp); err != nil {
@@ -228,6 +249,8 @@ func Solve(ctx context.Context, m *Model, p Params) (*Result, error) {
 		NumConflicts: resp.GetNumConflicts(),
 		NumBranches:  resp.GetNumBranches(),
 		Stopped:      stopped,
+		// The caller's own cancellation takes precedence in the cause.
+		MemoryLimitReached: stopped && errors.Is(context.Cause(solveCtx), errMemoryLimit),
 	}
 	switch res.Status {
 	case ModelInvalid:

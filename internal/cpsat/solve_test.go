@@ -312,6 +312,79 @@ func TestContextCancelStopsSolve(t *testing.T) {
 	}
 }
 
+// TestMemoryLimitStopsSolve: a limit below what the process holds stops a hard search at the
+// first reading, as a cancellation would, and says why; a limit far above it does not.
+func TestMemoryLimitStopsSolve(t *testing.T) {
+	needSolver(t)
+	rss, err := ResidentBytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		limit   int64
+		stopped bool
+	}{
+		{name: "below the process", limit: rss / 2, stopped: true},
+		{name: "far above", limit: rss + 64<<30, stopped: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			r, err := Solve(context.Background(), marketSplit(5, 2), Params{Workers: 1, TimeLimit: time.Second, MemoryLimit: tc.limit})
+			elapsed := time.Since(start)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Stopped != tc.stopped || r.MemoryLimitReached != tc.stopped || (r.Status != Unknown && r.Status != Feasible) {
+				t.Errorf("stopped=%v memoryLimitReached=%v status %v, want stopped and memoryLimitReached %v", r.Stopped, r.MemoryLimitReached, r.Status, tc.stopped)
+			}
+			if tc.stopped && elapsed > 500*time.Millisecond {
+				t.Errorf("solve stopped by memory returned after %v (time limit 1s)", elapsed)
+			}
+		})
+	}
+	// A cancellation by the caller is not reported as the memory limit.
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	r, err := Solve(ctx, marketSplit(5, 2), Params{Workers: 1, TimeLimit: time.Minute, MemoryLimit: rss + 64<<30})
+	if err != nil || !r.Stopped || r.MemoryLimitReached {
+		t.Errorf("cancelled with a memory limit: %+v, %v; want stopped, not by memory", r, err)
+	}
+}
+
+func TestParseStatmResident(t *testing.T) {
+	for _, tc := range []struct {
+		content string
+		want    int64
+		wantErr bool
+	}{
+		{"425405 10232 5321 2810 0 71054 0\n", 10232, false},
+		{"1 0", 0, false},
+		{"", 0, true},
+		{"425405", 0, true},
+		{"425405 -3 1", 0, true},
+		{"425405 lots 1", 0, true},
+		{"1 99999999999999999999", 0, true},
+	} {
+		got, err := parseStatmResident(tc.content)
+		if got != tc.want || (err != nil) != tc.wantErr {
+			t.Errorf("parseStatmResident(%q) = %d, %v; want %d, error %v", tc.content, got, err, tc.want, tc.wantErr)
+		}
+	}
+}
+
+func FuzzParseStatmResident(f *testing.F) {
+	for _, seed := range []string{"425405 10232 5321 2810 0 71054 0\n", "", "1", "1 -1", "1 2e3"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, content string) {
+		pages, err := parseStatmResident(content)
+		if pages < 0 || pages > 1<<40 || err != nil && pages != 0 {
+			t.Fatalf("parseStatmResident(%q) = %d, %v", content, pages, err)
+		}
+	})
+}
+
 // The hint is the one assignment the search tries first: with a single
 // worker, no presolve and "stop after first solution", it is returned as is
 // among 16 equally good candidates.
@@ -410,6 +483,7 @@ func TestInvalidParams(t *testing.T) {
 		{WorkLimit: -1},
 		{WorkLimit: math.NaN()},
 		{WorkLimit: math.Inf(1)},
+		{MemoryLimit: -1},
 	} {
 		if _, err := Solve(context.Background(), m, p); !errors.Is(err, ErrInvalidParams) {
 			t.Errorf("%+v: error %v, want ErrInvalidParams", p, err)

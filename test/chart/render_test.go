@@ -320,6 +320,7 @@ var renderCases = []renderCase{
 			"operator.leaderElection.enabled":            `false`,
 			"operator.prometheusURL":                     `""`,
 			"operator.allocation.solverWorkers":          `4`,
+			"operator.allocation.solverMemoryLimit":      `"700Mi"`,
 			"operator.allocation.debounce":               `"500ms"`,
 			"operator.allocation.applyDeadlineIntervals": `5`,
 			"operator.extraArgs":                         `["--leader-election-namespace=kube-system"]`,
@@ -330,7 +331,7 @@ var renderCases = []renderCase{
 			}
 			args := operatorArgs(t, objs)
 			for flag, want := range map[string]string{
-				"leader-elect": "false", "solver-workers": "4", "allocation-debounce": "500ms", "apply-deadline-intervals": "5",
+				"leader-elect": "false", "solver-workers": "4", "solver-memory-limit": "700Mi", "allocation-debounce": "500ms", "apply-deadline-intervals": "5",
 				"leader-election-namespace": "kube-system",
 			} {
 				if args[flag] != want {

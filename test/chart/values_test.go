@@ -35,6 +35,7 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"port as a string", values{"operator.healthPort": `"8081"`}, []string{"operator.healthPort", "Invalid type"}},
 		{"debounce", values{"operator.allocation.debounce": `"2 seconds"`}, []string{"operator.allocation.debounce"}},
 		{"negative solver workers", values{"operator.allocation.solverWorkers": `-1`}, []string{"operator.allocation.solverWorkers"}},
+		{"solver memory limit without a number", values{"operator.allocation.solverMemoryLimit": `"lots"`}, []string{"operator.allocation.solverMemoryLimit"}},
 		{"extra arg without dashes", values{"operator.extraArgs": `["-v"]`}, []string{"operator.extraArgs.0"}},
 		{"keep as a string", values{"crds.keep": `"yes"`}, []string{"crds.keep", "boolean"}},
 		{"scrape interval", values{"serviceMonitor.interval": `"30"`}, []string{"serviceMonitor.interval"}},
