@@ -327,13 +327,15 @@ func TestBudgetLeavesFreeMemoryOut(t *testing.T) {
 
 // A tenant whose memory moved to a node it did not hold memory on is fed the curve measured
 // before the move: the new partition's sampler started empty and reports the tenant's long
-// reuse distances as misses until it has seen them. Once the placement holds, the measured
-// curve is fed again.
+// reuse distances as misses until it has seen them (a loop's, after one whole pass, which can
+// take intervals). The new curve is fed once it shows as much reuse, or relearnIntervals after
+// the move whatever it shows.
 func TestMovedTenantKeepsItsCurve(t *testing.T) {
 	l := New()
 	l.cfg = config(Mechanisms{})
 	settled := [][2]float64{{2, 0}, {4, 0.95}, {8, 0.97}}
 	cold := [][2]float64{{2, 0}, {4, 0}, {8, 0.1}}
+	caughtUp := [][2]float64{{2, 0}, {4, 0.93}, {8, 0.96}}
 	steps := []struct {
 		node      string
 		curve     [][2]float64
@@ -342,7 +344,13 @@ func TestMovedTenantKeepsItsCurve(t *testing.T) {
 		{"n1", settled, settled},
 		{"n1", settled, settled},
 		{"n2", cold, settled}, // moved: the new partition's curve is not fed
-		{"n2", cold, cold},    // settled on n2: its own measurement is
+		{"n2", cold, settled}, // still less reuse than before the move
+		{"n2", cold, settled},
+		{"n2", cold, cold}, // relearnIntervals after the move: its own measurement is
+		{"n1", cold, cold}, // moved again, but what it held shows no more reuse
+		{"n1", caughtUp, caughtUp},
+		{"n2", cold, caughtUp},     // moved
+		{"n2", caughtUp, caughtUp}, // as much reuse as before the move
 	}
 	for i, s := range steps {
 		ten := tenant("ns/loop", 100, 0.9, s.curve, 4*mib, 0.5)

@@ -36,6 +36,9 @@ const (
 	maxLearnSamples = 6
 	// noReuse is the hit ratio under which a curve has seen no reuse yet.
 	noReuse = 0.05
+	// relearnIntervals bounds how long after a move the curve from before it stands for the
+	// new partition's.
+	relearnIntervals = 3
 )
 
 // tenantState is what the loop remembers about a tenant between intervals.
@@ -67,6 +70,12 @@ type tenantState struct {
 	// held one.
 	curve []planning.MissRatioPoint
 	moved bool
+	// sinceMove counts the intervals since the tenant last moved; held reports that its
+	// merged curve is fed the one held from before the move: while it moved, and for up to
+	// relearnIntervals after while the new partition's curve shows less reuse than the held
+	// one (a loop shows none until one pass has been sampled, which can take intervals).
+	sinceMove int
+	held      bool
 	// promised reports that the plan in force was predicted to meet the tenant's own
 	// hit-ratio target: only then is a shortfall the curve's error, for feedback to
 	// integrate, and not just memory the plan did not give.
@@ -109,7 +118,12 @@ func (l *Loop) observe(in Input) {
 		}
 		st.warm = st.seen && totalOf(t.Current.Partitions) > 0 && samePlacement(st.placed, t.Current.Partitions, l.cfg.MinChangeBytes)
 		st.moved = st.seen && !sameNodes(st.placed, t.Current.Partitions)
-		if !st.moved && len(t.MissRatioCurve) > 0 {
+		st.sinceMove++
+		if st.moved {
+			st.sinceMove = 0
+		}
+		st.held = st.curve != nil && (st.moved || st.sinceMove < relearnIntervals && topOf(t.MissRatioCurve) < topOf(st.curve)-noReuse)
+		if !st.held && len(t.MissRatioCurve) > 0 {
 			st.curve = slices.Clone(t.MissRatioCurve)
 		}
 		st.placed, st.seen = slices.Clone(t.Current.Partitions), true
@@ -227,7 +241,7 @@ func (l *Loop) shape(in Input) shaped {
 	curves := make([]*curve.Curve, len(damped.Tenants))
 	for i := range damped.Tenants {
 		t := &damped.Tenants[i]
-		if st := l.tenants[t.ID]; st.moved && st.curve != nil {
+		if st := l.tenants[t.ID]; st.held {
 			t.MissRatioCurve = st.curve
 		}
 		c := fitted(t)
@@ -495,4 +509,13 @@ func cloneTenants(s *planning.Snapshot) *planning.Snapshot {
 	out := *s
 	out.Tenants = slices.Clone(s.Tenants)
 	return &out
+}
+
+// topOf is the highest hit ratio a sampled curve reaches (0 without points).
+func topOf(pts []planning.MissRatioPoint) float64 {
+	top := 0.0
+	for _, p := range pts {
+		top = max(top, 1-p.MissRatio)
+	}
+	return top
 }
