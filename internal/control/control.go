@@ -346,50 +346,21 @@ func (l *Loop) score(s *planning.Snapshot, p *planning.Plan) int64 {
 	return l.scoreWith(s, p, false)
 }
 
-// observedScore is score for the plan in force, judged by what it achieved where that was
-// measured (see credited).
+// observedScore is score for the plan in force, where a strict tenant that met its objective
+// under it in the interval measured counts as met whatever its curve predicts.
 func (l *Loop) observedScore(s *planning.Snapshot, inForce *planning.Plan) int64 {
 	return l.scoreWith(s, inForce, true)
 }
 
-func (l *Loop) scoreWith(s *planning.Snapshot, p *planning.Plan, inForce bool) int64 {
+func (l *Loop) scoreWith(s *planning.Snapshot, p *planning.Plan, observed bool) int64 {
 	var total int64
 	for i := range s.Tenants {
 		t := &s.Tenants[i]
-		if t.Class == planning.ClassStrict && t.Objective != nil && l.credited(t, p, inForce) {
+		if t.Class == planning.ClassStrict && t.Objective != nil && (observed && l.tenants[t.ID].met || l.meetsOwnTarget(t, p)) {
 			total += 1 + int64(t.Priority)
 		}
 	}
 	return total
-}
-
-// credited reports whether plan p counts as meeting strict tenant t's objective. What the
-// plan in force (inForce) achieved outweighs what the tenant's curve predicts for it: a
-// tenant that met its objective under it is met, and one that missed it in a settled interval
-// (no memory moved into the measurement) is not, however close the curve puts it. Another plan
-// is credited with a tenant that missed so only if it gives it more memory: the same memory
-// would miss again.
-func (l *Loop) credited(t *planning.Tenant, p *planning.Plan, inForce bool) bool {
-	st := l.tenants[t.ID]
-	missed := st != nil && st.measured && st.warm && !st.met
-	switch {
-	case inForce && st != nil && st.met:
-		return true
-	case inForce && missed:
-		return false
-	case missed && allocatedIn(p, t.ID) <= totalOf(t.Current.Partitions)+l.cfg.MinChangeBytes:
-		return false
-	}
-	return l.meetsOwnTarget(t, p)
-}
-
-// allocatedIn is the memory plan p gives tenant id.
-func allocatedIn(p *planning.Plan, id string) int64 {
-	i := slices.IndexFunc(p.Tenants, func(tp planning.TenantPlan) bool { return tp.ID == id })
-	if i < 0 {
-		return 0
-	}
-	return allocated(p.Tenants[i].Partitions)
 }
 
 // meetsOwnTarget reports whether plan p is predicted to meet tenant t's objective as its spec

@@ -96,28 +96,3 @@ func TestUnfitProtectionNamesOnlyOthers(t *testing.T) {
 		t.Errorf("ns/a's protection did not fit and names %q as the tenant that needed it", blocker)
 	}
 }
-
-// A strict tenant that missed its objective in a settled interval is not met by the plan in
-// force, however close its curve puts it: a plan giving it more memory is taken. Before, the
-// plan in force was credited with the curve's prediction, the new plan met no more objectives
-// by that count, and the tenant missed by 0.004 for the rest of the run (cliff-capacity).
-func TestSettledMissIsNotCreditedByTheCurve(t *testing.T) {
-	needSolver(t)
-	strict := tenant("ns/strict", 100, 0.4, [][2]float64{{20, 0.2}, {40, 0.42}, {60, 0.5}, {100, 0.55}}, 40*mib, 0.39)
-	other := tenant("ns/other", 100, 0, [][2]float64{{20, 0.5}, {60, 0.8}, {100, 0.9}}, 60*mib, 0.8)
-	other.Class, other.Objective = planning.ClassBestEffort, nil
-	snap := snapshot(strict, other)
-	in := Input{Snapshot: snap, Current: currentOf(snap), Measured: map[string]Measurement{"ns/strict": {Reads: 10000}, "ns/other": {Reads: 10000}}}
-	l := New()
-	// Settled: the same placement was in force the interval before.
-	for _, tn := range snap.Tenants {
-		l.tenants[tn.ID] = &tenantState{samples: learnSamples, seen: true, placed: tn.Current.Partitions}
-	}
-	d, err := l.Decide(context.Background(), config(DefaultMechanisms()), in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := allocated(d.Desired["ns/strict"]); !d.Taken || got <= 41*mib {
-		t.Errorf("strict has %.1f MiB (taken %v, kept %q), want more than its 40 MiB", float64(got)/float64(mib), d.Taken, d.Kept)
-	}
-}

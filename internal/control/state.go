@@ -60,11 +60,9 @@ type tenantState struct {
 	// tighten is the feedback for a latency or degradation objective: the share by which
 	// the target the allocator sees is tightened.
 	tighten float64
-	// met and observed are last interval's judgement and hit ratio (observed < 0: none);
-	// measured reports that there was a judgement.
+	// met and observed are last interval's judgement and hit ratio (observed < 0: none).
 	met      bool
 	observed float64
-	measured bool
 	// curve is the sampled curve measured when the tenant last kept its nodes, and moved
 	// reports that it holds memory on a node now where it held none the interval before:
 	// that partition's tracker started empty, so until it has seen the tenant's longer reuse
@@ -134,7 +132,7 @@ func (l *Loop) observe(in Input) {
 			st.target = *t.Objective.HitRatio
 		}
 		m := in.Measured[t.ID]
-		st.met, st.observed, st.measured = m.Met, -1, m != (Measurement{})
+		st.met, st.observed = m.Met, -1
 		if m.Met {
 			st.boost /= 2
 			st.tighten /= 2
