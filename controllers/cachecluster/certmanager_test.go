@@ -96,10 +96,16 @@ func startCertManager(t *testing.T, e *testenv.Env) {
 	})
 }
 
+// cmObject is an empty cert-manager.io/v1 object of kind.
+func cmObject(kind string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(schema.GroupVersionKind{Group: "cert-manager.io", Version: "v1", Kind: kind})
+	return u
+}
+
 // certificateReady checks that the cluster's Certificate is Ready and returns it.
 func certificateReady(e *testenv.Env, ns, name string) (*unstructured.Unstructured, error) {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(schema.GroupVersionKind{Group: "cert-manager.io", Version: "v1", Kind: "Certificate"})
+	u := cmObject("Certificate")
 	if err := e.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, u); err != nil {
 		return nil, err
 	}
@@ -148,11 +154,11 @@ func servedSerial(t *testing.T, dir string, ca []byte) (string, error) {
 
 // TestCertManager runs cert-manager's own controllers against a control plane that serves its
 // kinds. A TLS cluster gets a CA Issuer signing with the cluster's CA and a Certificate, both
-// owned by the cluster; cert-manager issues the TLS Secret, which the operator adopts and the
-// sidecars mount; the tenant's ca.crt is the CA that signed it. cert-manager's renewal
-// reaches a server reloading the Secret's files; a new cluster CA (the old CA Secret deleted)
-// has the certificate issued again from it at once; TLS off removes the Certificate, the
-// Issuer and the Secrets.
+// owned by the cluster; cert-manager issues the TLS Secret, owned by the cluster, which the
+// sidecars mount; the tenant's ca.crt is the CA that signed it; then the objects settle (3s
+// without a change). cert-manager's renewal reaches a server reloading the Secret's files; a new
+// cluster CA (the old CA Secret deleted) has the certificate issued again from it at once;
+// TLS off removes the Certificate, the Issuer and the Secrets.
 func TestCertManager(t *testing.T) {
 	e, err := testenv.Start(controllers.Options{Images: images, SidecarDefaults: sidecarDefaults, TLSPolicy: certManagerPolicy})
 	if err != nil {
@@ -276,6 +282,34 @@ func TestCertManager(t *testing.T) {
 	}
 	testenv.Eventually(t, timeout, tenantCA(signerCA))
 
+	// Settled: the operator and cert-manager do not keep changing each other's objects (3s
+	// without a change, within the timeout: cert-manager's own status updates follow the
+	// issuance for a moment).
+	versions := func() []string {
+		var out []string
+		for _, o := range []struct {
+			name string
+			obj  client.Object
+		}{
+			{"vault-tls", cmObject("Certificate")}, {"vault-tls", cmObject("Issuer")}, {"vault-tls", &corev1.Secret{}},
+			{"vault-tls-signer", &corev1.Secret{}}, {"vault-sidecar", &appsv1.DaemonSet{}},
+		} {
+			if err := read(o.obj, o.name); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, fmt.Sprintf("%T %s %s", o.obj, o.name, o.obj.GetResourceVersion()))
+		}
+		return out
+	}
+	testenv.Eventually(t, timeout, func() error {
+		before := versions()
+		time.Sleep(3 * time.Second)
+		if after := versions(); !slices.Equal(before, after) {
+			return fmt.Errorf("objects keep changing after the certificate was issued: resource versions %v then %v", before, after)
+		}
+		return nil
+	})
+
 	// The Secret's files as the kubelet writes them into the sidecar, served by a reloading
 	// server: cert-manager's renewal is what the next handshake presents.
 	files := t.TempDir()
@@ -326,9 +360,7 @@ func TestCertManager(t *testing.T) {
 	}
 	testenv.Eventually(t, timeout, func() error {
 		for _, kind := range []string{"Certificate", "Issuer"} {
-			u := &unstructured.Unstructured{}
-			u.SetGroupVersionKind(schema.GroupVersionKind{Group: "cert-manager.io", Version: "v1", Kind: kind})
-			if err := read(u, "vault-tls"); !apierrors.IsNotFound(err) {
+			if err := read(cmObject(kind), "vault-tls"); !apierrors.IsNotFound(err) {
 				return fmt.Errorf("%s vault-tls is still there (%w)", kind, err)
 			}
 		}
