@@ -58,13 +58,37 @@ func certManagerObject(c *v1.CacheCluster, gvk schema.GroupVersionKind) *unstruc
 	return u
 }
 
-// deleteCertManagerObjects removes the cluster's Certificate and Issuer (TLS turned off): the
+// deleteCertManagerObjects removes the cluster's Certificate and Issuer, when cert-manager's
+// kinds are served, before its TLS Secret goes (TLS turned off, or the cluster deleted): the
 // Certificate first, so cert-manager does not write the TLS Secret again.
 func (r *Reconciler) deleteCertManagerObjects(ctx context.Context, c *v1.CacheCluster) error {
+	served, err := r.certManagerServed()
+	if err != nil || !served {
+		return err
+	}
 	for _, gvk := range []schema.GroupVersionKind{certificateKind, issuerKind} {
 		if err := r.Client.Delete(ctx, certManagerObject(c, gvk)); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("deleting %s %s (spec.tls is off): %w", gvk.Kind, objects.TLSSecretName(c.Name), err)
+			return fmt.Errorf("deleting %s %s: %w", gvk.Kind, objects.TLSSecretName(c.Name), err)
 		}
+	}
+	return nil
+}
+
+// removeCertManagerServing undoes reconcileCertManagerServing (TLS off, or cert-manager's
+// kinds no longer served) once: while the signer Secret exists, in the cache, the Certificate
+// and Issuer are deleted, then the signer Secret. Clusters that never used cert-manager cost
+// no request.
+func (r *Reconciler) removeCertManagerServing(ctx context.Context, c *v1.CacheCluster) error {
+	signer := &corev1.Secret{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: objects.TLSSignerSecretName(c.Name)}, signer)
+	if err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if err := r.deleteCertManagerObjects(ctx, c); err != nil {
+		return err
+	}
+	if err := r.Client.Delete(ctx, signer); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting Secret %s: %w", signer.Name, err)
 	}
 	return nil
 }
@@ -141,23 +165,31 @@ func (r *Reconciler) reconcileCertManagerServing(ctx context.Context, s *scope, 
 	return certPEM, nil
 }
 
-// triggerIssuance sets the Certificate's Issuing condition, which makes cert-manager issue it
-// again now, unless an issuance is under way.
+// triggerIssuance sets the Certificate's Issuing condition to True (replacing a False one, left
+// by a failed issuance), which makes cert-manager issue it again now, unless an issuance is
+// under way.
 func (r *Reconciler) triggerIssuance(ctx context.Context, certificate *unstructured.Unstructured) error {
 	conditions, _, err := unstructured.NestedSlice(certificate.Object, "status", "conditions")
 	if err != nil {
 		return fmt.Errorf("reading the conditions of Certificate %s: %w", certificate.GetName(), err)
 	}
-	for _, cond := range conditions {
-		if m, ok := cond.(map[string]any); ok && m["type"] == "Issuing" && m["status"] == string(metav1.ConditionTrue) {
-			return nil
-		}
-	}
-	conditions = append(conditions, map[string]any{
+	issuing := map[string]any{
 		"type": "Issuing", "status": string(metav1.ConditionTrue), "reason": ReasonSignerRotated,
 		"message":            "the certificate is not signed by the cluster's CA that signs now",
 		"lastTransitionTime": metav1.Now().UTC().Format(time.RFC3339),
-	})
+	}
+	replaced := false
+	for i, cond := range conditions {
+		if m, ok := cond.(map[string]any); ok && m["type"] == "Issuing" {
+			if m["status"] == string(metav1.ConditionTrue) {
+				return nil
+			}
+			conditions[i], replaced = issuing, true
+		}
+	}
+	if !replaced {
+		conditions = append(conditions, issuing)
+	}
 	if err := unstructured.SetNestedSlice(certificate.Object, conditions, "status", "conditions"); err != nil {
 		return err
 	}

@@ -158,7 +158,8 @@ func servedSerial(t *testing.T, dir string, ca []byte) (string, error) {
 // sidecars mount; the tenant's ca.crt is the CA that signed it; then the objects settle (3s
 // without a change). cert-manager's renewal reaches a server reloading the Secret's files; a new
 // cluster CA (the old CA Secret deleted) has the certificate issued again from it at once;
-// TLS off removes the Certificate, the Issuer and the Secrets.
+// TLS off removes the Certificate, the Issuer and the Secrets, and so does deleting the
+// cluster (TLS on again), for good.
 func TestCertManager(t *testing.T) {
 	e, err := testenv.Start(controllers.Options{Images: images, SidecarDefaults: sidecarDefaults, TLSPolicy: certManagerPolicy})
 	if err != nil {
@@ -358,7 +359,7 @@ func TestCertManager(t *testing.T) {
 	if err := e.Client.Update(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, timeout, func() error {
+	gone := func() error {
 		for _, kind := range []string{"Certificate", "Issuer"} {
 			if err := read(cmObject(kind), "vault-tls"); !apierrors.IsNotFound(err) {
 				return fmt.Errorf("%s vault-tls is still there (%w)", kind, err)
@@ -370,6 +371,32 @@ func TestCertManager(t *testing.T) {
 			}
 		}
 		return nil
-	})
+	}
+	testenv.Eventually(t, timeout, gone)
 	testenv.Eventually(t, timeout, tenantCA(nil))
+
+	// TLS on again, then the cluster deleted: everything goes, and cert-manager does not
+	// write the TLS Secret again (envtest runs no garbage collector: the operator deletes).
+	if err := read(c, c.Name); err != nil {
+		t.Fatal(err)
+	}
+	c.Spec.TLS = v1.ClientTLS{Enabled: true}
+	if err := e.Client.Update(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	names = names[:4]
+	issued(reissued.SerialNumber.String())
+	if err := e.Client.Delete(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, timeout, func() error {
+		if err := read(&v1.CacheCluster{}, c.Name); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("the cluster is still there (%w)", err)
+		}
+		return gone()
+	})
+	time.Sleep(2 * time.Second)
+	if err := gone(); err != nil {
+		t.Fatalf("after the cluster was deleted: %v", err)
+	}
 }

@@ -247,6 +247,10 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, cluster *v1.CacheClust
 			return fmt.Errorf("deleting CacheNodePlan %s: %w", plans[i].Name, err)
 		}
 	}
+	// cert-manager would write the TLS Secret again while the Certificate is there.
+	if err := r.deleteCertManagerObjects(ctx, cluster); err != nil {
+		return err
+	}
 	for _, obj := range []client.Object{&corev1.Service{}, &rbacv1.RoleBinding{}, &rbacv1.Role{}, &corev1.ServiceAccount{}, &corev1.Secret{}} {
 		if err := r.Client.DeleteAllOf(ctx, obj, inNamespace, sidecars); err != nil {
 			return fmt.Errorf("deleting %T of the cluster: %w", obj, err)

@@ -93,12 +93,16 @@ func (r *Reconciler) readSecret(ctx context.Context, c *v1.CacheCluster, name st
 func (r *Reconciler) reconcileTLS(ctx context.Context, s *scope) error {
 	c := s.cluster
 	caName, servingName, metricsName := objects.TLSCASecretName(c.Name), objects.TLSSecretName(c.Name), objects.MetricsTLSSecretName(c.Name)
-	certManager, err := r.certManagerServed()
-	if err != nil {
-		return err
+	certManager := false
+	if c.Spec.TLS.Enabled {
+		served, err := r.certManagerServed()
+		if err != nil {
+			return err
+		}
+		certManager = served
 	}
-	if certManager && !c.Spec.TLS.Enabled {
-		if err := r.deleteCertManagerObjects(ctx, c); err != nil {
+	if !certManager {
+		if err := r.removeCertManagerServing(ctx, c); err != nil {
 			return err
 		}
 	}
@@ -107,7 +111,6 @@ func (r *Reconciler) reconcileTLS(ctx context.Context, s *scope) error {
 		wanted    bool
 	}{
 		{servingName, "spec.tls is off", c.Spec.TLS.Enabled},
-		{objects.TLSSignerSecretName(c.Name), "spec.tls is off or cert-manager is not installed", c.Spec.TLS.Enabled && certManager},
 		{metricsName, "monitoring.sidecarMetrics is Insecure", c.Spec.Monitoring.SidecarMetricsSecure()},
 	} {
 		if unwanted.wanted {
