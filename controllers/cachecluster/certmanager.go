@@ -29,12 +29,20 @@ var (
 	issuerKind      = schema.GroupVersionKind{Group: certManagerGroup, Version: "v1", Kind: "Issuer"}
 )
 
-// ReasonSignerRotated is the reason of the Issuing condition the operator sets on a cluster's
-// Certificate whose certificate is not signed by the CA that signs now.
-const ReasonSignerRotated = "SignerRotated"
+// Reasons of the Issuing condition the operator sets on a cluster's Certificate: its TLS
+// Secret holds a certificate cert-manager did not write (the operator's own: cert-manager
+// would keep a valid one until its renewal), or one not signed by the CA that signs now.
+const (
+	ReasonNotFromCertManager = "NotFromCertManager"
+	ReasonSignerRotated      = "SignerRotated"
+)
+
+// certificateNameAnnotation is what cert-manager names, on a Secret it wrote, the Certificate
+// it wrote it for.
+const certificateNameAnnotation = "cert-manager.io/certificate-name"
 
 // certManagerWait is how soon a cluster is looked at again after the operator asked
-// cert-manager to issue its certificate again.
+// cert-manager to issue its certificate.
 const certManagerWait = 2 * time.Second
 
 // certManagerServed reports whether cert-manager's Certificate and Issuer kinds are served.
@@ -94,12 +102,13 @@ func (r *Reconciler) removeCertManagerServing(ctx context.Context, c *v1.CacheCl
 }
 
 // reconcileCertManagerServing writes the signer Secret, applies the cluster's Issuer and
-// Certificate, and asks cert-manager to issue again when the certificate is not signed by the
-// CA that signs now. While there is no TLS Secret the operator writes it with a certificate of
-// its own (serving), which cert-manager replaces: so the Secret is the cluster's from the
-// start (garbage collected with it, and each change of its ca.crt reaches the tenants), and
-// the sidecars never wait for it. A TLS Secret without a controlling owner (written by
-// cert-manager first) is adopted. It returns the certificate in the TLS Secret.
+// Certificate, and asks cert-manager to issue now when the TLS Secret holds a certificate it
+// did not write or one not signed by the CA that signs now. While there is no TLS Secret the
+// operator writes it with a certificate of its own (serving), which cert-manager replaces: so
+// the Secret is the cluster's from the start (garbage collected with it, and each change of
+// its ca.crt reaches the tenants), and the sidecars never wait for it. A TLS Secret without a
+// controlling owner (written by cert-manager first) is adopted. It returns the certificate in
+// the TLS Secret.
 func (r *Reconciler) reconcileCertManagerServing(ctx context.Context, s *scope, authority *pki.Authority, serving leafSecret, now time.Time, policy pki.Policy) ([]byte, error) {
 	c := s.cluster
 	signerCert, signerKey, err := authority.SignerPEM(now, policy)
@@ -144,7 +153,11 @@ func (r *Reconciler) reconcileCertManagerServing(ctx context.Context, s *scope, 
 		return nil, err
 	}
 	if !found {
-		return r.reconcileLeaf(ctx, c, serving, authority.Bundle())
+		certPEM, err := r.reconcileLeaf(ctx, c, serving, authority.Bundle())
+		if err != nil {
+			return nil, err
+		}
+		return certPEM, r.triggerIssuance(ctx, certificate, ReasonNotFromCertManager, "the TLS Secret holds the operator's certificate")
 	}
 	certPEM := secret.Data[corev1.TLSCertKey]
 	if metav1.GetControllerOf(secret) == nil {
@@ -156,8 +169,15 @@ func (r *Reconciler) reconcileCertManagerServing(ctx context.Context, s *scope, 
 			return nil, fmt.Errorf("adopting Secret %s written by cert-manager: %w", name, err)
 		}
 	}
-	if !authority.SignedBySigner(certPEM, now, policy) {
-		if err := r.triggerIssuance(ctx, certificate); err != nil {
+	reason, message := "", ""
+	switch {
+	case secret.Annotations[certificateNameAnnotation] != certificate.GetName():
+		reason, message = ReasonNotFromCertManager, "the TLS Secret holds a certificate cert-manager did not write"
+	case !authority.SignedBySigner(certPEM, now, policy):
+		reason, message = ReasonSignerRotated, "the certificate is not signed by the cluster's CA that signs now"
+	}
+	if reason != "" {
+		if err := r.triggerIssuance(ctx, certificate, reason, message); err != nil {
 			return nil, err
 		}
 		s.requeueAfter = certManagerWait
@@ -168,14 +188,13 @@ func (r *Reconciler) reconcileCertManagerServing(ctx context.Context, s *scope, 
 // triggerIssuance sets the Certificate's Issuing condition to True (replacing a False one, left
 // by a failed issuance), which makes cert-manager issue it again now, unless an issuance is
 // under way.
-func (r *Reconciler) triggerIssuance(ctx context.Context, certificate *unstructured.Unstructured) error {
+func (r *Reconciler) triggerIssuance(ctx context.Context, certificate *unstructured.Unstructured, reason, message string) error {
 	conditions, _, err := unstructured.NestedSlice(certificate.Object, "status", "conditions")
 	if err != nil {
 		return fmt.Errorf("reading the conditions of Certificate %s: %w", certificate.GetName(), err)
 	}
 	issuing := map[string]any{
-		"type": "Issuing", "status": string(metav1.ConditionTrue), "reason": ReasonSignerRotated,
-		"message":            "the certificate is not signed by the cluster's CA that signs now",
+		"type": "Issuing", "status": string(metav1.ConditionTrue), "reason": reason, "message": message,
 		"lastTransitionTime": metav1.Now().UTC().Format(time.RFC3339),
 	}
 	replaced := false

@@ -152,8 +152,9 @@ func servedSerial(t *testing.T, dir string, ca []byte) (string, error) {
 	return conn.ConnectionState().PeerCertificates[0].SerialNumber.String(), nil
 }
 
-// TestCertManager runs cert-manager's own controllers against a control plane that serves its
-// kinds. A TLS cluster gets a CA Issuer signing with the cluster's CA and a Certificate, both
+// TestCertManager installs cert-manager's CRDs and runs its own controllers against the
+// control plane of an operator that already serves a TLS cluster with a certificate of its
+// own. The cluster then gets a CA Issuer signing with the cluster's CA and a Certificate, both
 // owned by the cluster; cert-manager issues the TLS Secret, owned by the cluster, which the
 // sidecars mount; the tenant's ca.crt is the CA that signed it; then the objects settle (3s
 // without a change). cert-manager's renewal reaches a server reloading the Secret's files; a new
@@ -170,7 +171,6 @@ func TestCertManager(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	startCertManager(t, e)
 	ctx := context.Background()
 	ns := e.Namespace(t, "cert-manager")
 	c := newCluster(ns, "vault", "tls")
@@ -192,6 +192,21 @@ func TestCertManager(t *testing.T) {
 	read := func(obj client.Object, name string) error {
 		return e.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj)
 	}
+
+	// Before cert-manager is installed the operator issues the serving certificate itself;
+	// once its kinds are served, cert-manager's certificate replaces it.
+	testenv.Eventually(t, timeout, func() error {
+		secret := &corev1.Secret{}
+		if err := read(secret, "vault-tls"); err != nil {
+			return err
+		}
+		if len(secret.Data["tls.crt"]) == 0 || secret.Annotations["cert-manager.io/issuer-name"] != "" {
+			return errors.New("the TLS Secret is not the operator's")
+		}
+		return nil
+	})
+	startCertManager(t, e)
+	installed := time.Now()
 
 	// issued waits for the Certificate to be Ready with a certificate in the TLS Secret that
 	// the CA in the signer Secret signed, for every name, other than the one of serial skip;
@@ -244,6 +259,12 @@ func TestCertManager(t *testing.T) {
 		return leaf, secret, signer.Data["tls.crt"]
 	}
 	first, secret, signerCA := issued("")
+	// cert-manager would keep the operator's valid certificate until its renewal (30s).
+	replaced := time.Since(installed)
+	t.Logf("cert-manager's certificate replaced the operator's %v after cert-manager was installed", replaced.Round(100*time.Millisecond))
+	if replaced > 20*time.Second {
+		t.Fatalf("cert-manager replaced the operator's certificate only after %v", replaced)
+	}
 	if got := first.NotAfter.Sub(first.NotBefore); got != certManagerPolicy.LeafValidity {
 		t.Fatalf("certificate valid for %v, want the policy's %v", got, certManagerPolicy.LeafValidity)
 	}
