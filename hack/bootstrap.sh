@@ -235,7 +235,32 @@ step_monitoring() {
   log "monitoring: prometheus-operator $PROMETHEUS_OPERATOR_VERSION and prometheus $PROMETHEUS_VERSION in $bin/monitoring"
 }
 
-all_steps=(apt gomod kube etcd envtest tools ortools python monitoring)
+# cert-manager's controllers and CRDs, for the operator's tests of the cert-manager path
+# (controllers/cachecluster). The module proxy does not carry cert-manager's controller command
+# (a module of its own), so hack/modules/cert-manager is a small main that starts the
+# controllers registered in cert-manager's pkg/controller; the CRDs come from the same module.
+cert_manager_dir() { echo "$cache/cert-manager-$CERT_MANAGER_VERSION-$(hash_of "$repo"/hack/modules/cert-manager/{go.mod,go.sum,main.go})"; }
+
+step_certmanager() {
+  local cm=$repo/hack/modules/cert-manager module=github.com/cert-manager/cert-manager
+  require_pin "$cm" "$module" "$CERT_MANAGER_VERSION"
+  build_module cert-manager "$cm" "$(cert_manager_dir)" "-s -w" .
+  local crds
+  crds=$(cert_manager_dir)/crds
+  if [ ! -d "$crds" ]; then
+    local src
+    src=$(cd "$cm" && GOFLAGS=-mod=mod go list -m -f '{{.Dir}}' "$module")/deploy/crds
+    rm -rf "$crds.tmp"
+    mkdir -p "$crds.tmp"
+    cp "$src"/cert-manager.io_*.yaml "$crds.tmp/"
+    chmod 0644 "$crds.tmp"/*
+    mv "$crds.tmp" "$crds"
+  fi
+  ln -sfn "$(cert_manager_dir)" "$bin/cert-manager"
+  log "cert-manager: $CERT_MANAGER_VERSION controllers and CRDs in $bin/cert-manager"
+}
+
+all_steps=(apt gomod kube etcd envtest tools ortools python monitoring certmanager)
 steps=("$@")
 [ ${#steps[@]} -gt 0 ] || steps=("${all_steps[@]}")
 start=$SECONDS

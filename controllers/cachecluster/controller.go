@@ -21,6 +21,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -53,6 +54,8 @@ import (
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterrolebindings,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=monitoring.coreos.com,resources=servicemonitors;prometheusrules,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
+// +kubebuilder:rbac:groups=cert-manager.io,resources=certificates;issuers,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=cert-manager.io,resources=certificates/status,verbs=get;update;patch
 
 // Images are the operator's default images, used where a CacheCluster leaves them empty.
 type Images struct {
@@ -87,15 +90,16 @@ type Reconciler struct {
 	// watching records the monitoring kinds a watch was started for, once they were found.
 	watchMu  sync.Mutex
 	watching map[string]bool
-	// servedKinds caches discovery's answer per monitoring kind (see served).
+	// servedKinds caches discovery's answer per optional kind (see served).
 	servedMu    sync.Mutex
-	servedKinds map[string]servedAnswer
-	crdChanged  time.Time // the last event of a monitoring CRD
+	servedKinds map[schema.GroupVersionKind]servedAnswer
+	crdChanged  time.Time // the last event of an optional CRD
 }
 
 // SetupWithManager registers the controller. It owns everything it creates, maps Nodes (when
 // their labels, taints or schedulability change), sidecar Pods, TenantSLOs (their guarantees
-// and admission), tenants' credentials Secrets and the prometheus-operator CRDs to clusters,
+// and admission), tenants' credentials Secrets and the prometheus-operator and cert-manager
+// CRDs to clusters,
 // and starts watches on ServiceMonitors and PrometheusRules once their CRDs are found.
 //
 // Tenants and plans change in bursts (a cold start, an allocation writing every node's plan,
@@ -115,11 +119,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// A tenant's password (its hash goes into the cluster's credentials Secret).
 		Watches(&corev1.Secret{}, delayed(batchDelay, handler.EnqueueRequestsFromMapFunc(r.clusterOfCredentials)),
 			builder.WithPredicates(predicate.NewPredicateFuncs(isTenantCredentials))).
-		// The prometheus-operator CRDs may come (or go) while the operator runs.
+		// The prometheus-operator and cert-manager CRDs may come (or go) while the operator runs.
 		// Discovery may serve a new CRD's kind a moment after its events: the clusters are
 		// reconciled at once and again after batchDelay (see served).
-		Watches(&apiextensionsv1.CustomResourceDefinition{}, nowAndLater(batchDelay, handler.EnqueueRequestsFromMapFunc(r.monitoringCRDChanged)),
-			builder.OnlyMetadata, builder.WithPredicates(predicate.NewPredicateFuncs(isMonitoringCRD)))
+		Watches(&apiextensionsv1.CustomResourceDefinition{}, nowAndLater(batchDelay, handler.EnqueueRequestsFromMapFunc(r.optionalCRDChanged)),
+			builder.OnlyMetadata, builder.WithPredicates(predicate.NewPredicateFuncs(isOptionalCRD)))
 	for _, obj := range []client.Object{&appsv1.DaemonSet{}, &corev1.Service{}, &corev1.ServiceAccount{}, &corev1.Secret{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}} {
 		b = b.Watches(obj, r.owner())
 	}
@@ -243,6 +247,10 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, cluster *v1.CacheClust
 			return fmt.Errorf("deleting CacheNodePlan %s: %w", plans[i].Name, err)
 		}
 	}
+	// cert-manager would write the TLS Secret again while the Certificate is there.
+	if err := r.deleteCertManagerObjects(ctx, cluster); err != nil {
+		return err
+	}
 	for _, obj := range []client.Object{&corev1.Service{}, &rbacv1.RoleBinding{}, &rbacv1.Role{}, &corev1.ServiceAccount{}, &corev1.Secret{}} {
 		if err := r.Client.DeleteAllOf(ctx, obj, inNamespace, sidecars); err != nil {
 			return fmt.Errorf("deleting %T of the cluster: %w", obj, err)
@@ -263,15 +271,20 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, cluster *v1.CacheClust
 	return r.Client.Patch(ctx, cluster, patch)
 }
 
-// isMonitoringCRD passes the CRDs of the monitoring kinds the operator creates.
-func isMonitoringCRD(obj client.Object) bool {
-	return obj.GetName() == "servicemonitors."+monitoringv1.SchemeGroupVersion.Group ||
-		obj.GetName() == "prometheusrules."+monitoringv1.SchemeGroupVersion.Group
+// isOptionalCRD passes the CRDs of the optional kinds the operator creates: the monitoring
+// kinds and cert-manager's.
+func isOptionalCRD(obj client.Object) bool {
+	switch obj.GetName() {
+	case "servicemonitors." + monitoringv1.SchemeGroupVersion.Group, "prometheusrules." + monitoringv1.SchemeGroupVersion.Group,
+		"certificates." + certManagerGroup, "issuers." + certManagerGroup:
+		return true
+	}
+	return false
 }
 
 // allClusters enqueues every CacheCluster: for a Node, its labels or taints decide which
-// clusters select it, before and after the change; for a monitoring CRD, every cluster may
-// have asked for monitoring.
+// clusters select it, before and after the change; for an optional CRD, every cluster may
+// have asked for monitoring or TLS.
 func (r *Reconciler) allClusters(ctx context.Context, _ client.Object) []reconcile.Request {
 	var list v1.CacheClusterList
 	if err := r.Client.List(ctx, &list); err != nil {

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -73,32 +74,32 @@ const discoveryRefresh = 10 * time.Minute
 // an answer from that moment may already be stale (the reconcile batchDelay later asks again).
 const discoverySettle = 2 * time.Second
 
-// served reports whether the API server serves kind of monitoring.coreos.com/v1. The RESTMapper
-// asks discovery again on every lookup of a kind it does not know, so without the CRDs every
-// reconcile would cost a discovery request; the answer is kept until a monitoring CRD changes
-// (monitoringCRDChanged) or for discoveryRefresh.
-func (r *Reconciler) served(kind string) (bool, error) {
+// served reports whether the API server serves an optional kind (prometheus-operator's,
+// cert-manager's). The RESTMapper asks discovery again on every lookup of a kind it does not
+// know, so without the CRDs every reconcile would cost a discovery request; the answer is kept
+// until an optional CRD changes (optionalCRDChanged) or for discoveryRefresh.
+func (r *Reconciler) served(gvk schema.GroupVersionKind) (bool, error) {
 	r.servedMu.Lock()
 	defer r.servedMu.Unlock()
-	if a, ok := r.servedKinds[kind]; ok && time.Since(a.at) < discoveryRefresh {
+	if a, ok := r.servedKinds[gvk]; ok && time.Since(a.at) < discoveryRefresh {
 		return a.served, nil
 	}
-	_, err := r.Mapper.RESTMapping(monitoringv1.SchemeGroupVersion.WithKind(kind).GroupKind(), monitoringv1.Version)
+	_, err := r.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil && !meta.IsNoMatchError(err) {
-		return false, fmt.Errorf("looking up %s in the API server's discovery: %w", kind, err)
+		return false, fmt.Errorf("looking up %s in the API server's discovery: %w", gvk.Kind, err)
 	}
 	if r.servedKinds == nil {
-		r.servedKinds = map[string]servedAnswer{}
+		r.servedKinds = map[schema.GroupVersionKind]servedAnswer{}
 	}
 	if time.Since(r.crdChanged) >= discoverySettle {
-		r.servedKinds[kind] = servedAnswer{served: err == nil, at: time.Now()}
+		r.servedKinds[gvk] = servedAnswer{served: err == nil, at: time.Now()}
 	}
 	return err == nil, nil
 }
 
-// monitoringCRDChanged forgets what discovery said about the monitoring kinds and enqueues
-// every cluster, which may have asked for monitoring.
-func (r *Reconciler) monitoringCRDChanged(ctx context.Context, obj client.Object) []reconcile.Request {
+// optionalCRDChanged forgets what discovery said about the optional kinds and enqueues every
+// cluster, which may have asked for monitoring or TLS.
+func (r *Reconciler) optionalCRDChanged(ctx context.Context, obj client.Object) []reconcile.Request {
 	r.servedMu.Lock()
 	r.servedKinds = nil
 	r.crdChanged = time.Now()
@@ -115,7 +116,7 @@ func (r *Reconciler) reconcileMonitoring(ctx context.Context, s *scope) error {
 		if m.enabled {
 			s.monitoring.requested = append(s.monitoring.requested, m.kind)
 		}
-		ok, err := r.served(m.kind)
+		ok, err := r.served(monitoringv1.SchemeGroupVersion.WithKind(m.kind))
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -156,7 +157,7 @@ func (r *Reconciler) reconcileMonitoring(ctx context.Context, s *scope) error {
 // deleteMonitoring removes the cluster's monitoring objects of every served kind.
 func (r *Reconciler) deleteMonitoring(ctx context.Context, c *v1.CacheCluster) error {
 	for _, m := range r.monitoringObjects(c) {
-		ok, err := r.served(m.kind)
+		ok, err := r.served(monitoringv1.SchemeGroupVersion.WithKind(m.kind))
 		if err != nil {
 			return err
 		}

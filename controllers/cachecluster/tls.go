@@ -84,7 +84,8 @@ func (r *Reconciler) readSecret(ctx context.Context, c *v1.CacheCluster, name st
 }
 
 // reconcileTLS keeps the cluster's CA (rotated with pki's overlap), the sidecars' peer
-// certificate, while spec.tls.enabled their serving certificate, and while
+// certificate, while spec.tls.enabled their serving certificate (from cert-manager while its
+// kinds are served, see reconcileCertManagerServing), and while
 // monitoring.sidecarMetrics is Secure their metrics certificate, each issued again when it is
 // missing, broken, due, signed by a CA no longer signing, or made for other names; the
 // cluster comes back when one next needs work. A serving or metrics Secret no longer wanted
@@ -92,6 +93,19 @@ func (r *Reconciler) readSecret(ctx context.Context, c *v1.CacheCluster, name st
 func (r *Reconciler) reconcileTLS(ctx context.Context, s *scope) error {
 	c := s.cluster
 	caName, servingName, metricsName := objects.TLSCASecretName(c.Name), objects.TLSSecretName(c.Name), objects.MetricsTLSSecretName(c.Name)
+	certManager := false
+	if c.Spec.TLS.Enabled {
+		served, err := r.certManagerServed()
+		if err != nil {
+			return err
+		}
+		certManager = served
+	}
+	if !certManager {
+		if err := r.removeCertManagerServing(ctx, c); err != nil {
+			return err
+		}
+	}
 	for _, unwanted := range []struct {
 		name, why string
 		wanted    bool
@@ -148,11 +162,20 @@ func (r *Reconciler) reconcileTLS(ctx context.Context, s *scope) error {
 	}}
 	if c.Spec.TLS.Enabled {
 		names := servingNames(c)
-		leaves = append(leaves, leafSecret{
+		serving := leafSecret{
 			name: servingName, what: "serving",
 			problem: func(cert, key []byte) string { return authority.ServingProblem(cert, key, names, now, policy) },
 			issue:   func() ([]byte, []byte, error) { return authority.Issue(names, now, policy) },
-		})
+		}
+		if certManager {
+			certPEM, err := r.reconcileCertManagerServing(ctx, s, authority, serving, now, policy)
+			if err != nil {
+				return err
+			}
+			s.requeueBefore(authority.NextChange(certPEM, now, policy), now)
+		} else {
+			leaves = append(leaves, serving)
+		}
 	}
 	if c.Spec.Monitoring.SidecarMetricsSecure() {
 		names := []string{objects.MetricsServerName(c.Namespace, c.Name)}
@@ -167,11 +190,16 @@ func (r *Reconciler) reconcileTLS(ctx context.Context, s *scope) error {
 		if err != nil {
 			return err
 		}
-		if next := authority.NextChange(certPEM, now, policy); !next.IsZero() && (s.requeueAfter == 0 || next.Sub(now) < s.requeueAfter) {
-			s.requeueAfter = max(next.Sub(now), time.Second)
-		}
+		s.requeueBefore(authority.NextChange(certPEM, now, policy), now)
 	}
 	return nil
+}
+
+// requeueBefore brings the cluster back by next (at least a second from now; zero: never).
+func (s *scope) requeueBefore(next, now time.Time) {
+	if !next.IsZero() && (s.requeueAfter == 0 || next.Sub(now) < s.requeueAfter) {
+		s.requeueAfter = max(next.Sub(now), time.Second)
+	}
 }
 
 // leafSecret is a kubernetes.io/tls Secret of the sidecars with a certificate from the CA.

@@ -412,3 +412,28 @@ func newKey() (*ecdsa.PrivateKey, error) { return ecdsa.GenerateKey(elliptic.P25
 func serialNumber() (*big.Int, error) {
 	return rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
 }
+
+// SignerPEM returns the CA that signs now (see Issue) and its key, PEM: what an external
+// issuer (cert-manager's CA Issuer) signs the sidecars' serving certificates with.
+func (a *Authority) SignerPEM(now time.Time, p Policy) (certPEM, keyPEM []byte, err error) {
+	ca, err := a.signer(now, p)
+	if err != nil {
+		return nil, nil, err
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(ca.key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.cert.Raw}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
+}
+
+// SignedBySigner reports whether the first certificate of certPEM is signed by the CA that
+// signs now; false when it is missing or unreadable.
+func (a *Authority) SignedBySigner(certPEM []byte, now time.Time, p Policy) bool {
+	certs, err := parseCerts(certPEM)
+	if err != nil || len(certs) == 0 {
+		return false
+	}
+	ca, err := a.signer(now, p)
+	return err == nil && certs[0].CheckSignatureFrom(ca.cert) == nil
+}

@@ -1,9 +1,12 @@
 package pki
 
 import (
+	"bytes"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"math/big"
 	"strings"
 	"testing"
 	"time"
@@ -302,5 +305,77 @@ func TestPeerProblem(t *testing.T) {
 	}
 	if p := a.ServingProblem(cert, key, names, now, testPolicy); !strings.Contains(p, "its names") {
 		t.Fatalf("a peer certificate as the serving one: %q", p)
+	}
+}
+
+// signWith signs a leaf for names with the CA pair in PEM as an outside issuer would (plain
+// crypto/x509, not Issue).
+func signWith(t *testing.T, caCertPEM, caKeyPEM []byte, now time.Time) []byte {
+	t.Helper()
+	pair, err := tls.X509KeyPair(caCertPEM, caKeyPEM)
+	if err != nil {
+		t.Fatalf("the signer's certificate and key do not pair: %v", err)
+	}
+	ca, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := newKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	template := &x509.Certificate{SerialNumber: big.NewInt(7), DNSNames: names, NotBefore: now, NotAfter: now.Add(time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, template, ca, key.Public(), pair.PrivateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+// TestSigner: SignerPEM hands out the CA that signs (the old one while a new one is being
+// published, then the new one) with its key; SignedBySigner accepts a certificate an outside
+// issuer signed with that pair only while that CA signs.
+func TestSigner(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	a := NewAuthority("x")
+	mustRotate(t, a, start)
+	oldCert, oldKey, err := a.SignerPEM(start, testPolicy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromOld := signWith(t, oldCert, oldKey, start)
+	rotation := start.Add(testPolicy.CAValidity * 2 / 3)
+	mustRotate(t, a, rotation)
+	published := rotation.Add(testPolicy.Publish)
+	newCert, newKey, err := a.SignerPEM(published, testPolicy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromNew := signWith(t, newCert, newKey, published)
+	for _, tc := range []struct {
+		name string
+		cert []byte
+		now  time.Time
+		want bool
+	}{
+		{"old CA before the new one signs", fromOld, published.Add(-time.Minute), true},
+		{"old CA once the new one signs", fromOld, published, false},
+		{"new CA once it signs", fromNew, published, true},
+		{"new CA while it is published", fromNew, published.Add(-time.Minute), false},
+		{"no certificate", nil, published, false},
+		{"not PEM", []byte("garbage"), published, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := a.SignedBySigner(tc.cert, tc.now, testPolicy); got != tc.want {
+				t.Fatalf("SignedBySigner = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	if bytes.Equal(oldCert, newCert) {
+		t.Fatal("the signer did not change after the new CA was published")
+	}
+	if _, _, err := NewAuthority("empty").SignerPEM(start, testPolicy); err == nil {
+		t.Fatal("an authority without a CA handed out a signer")
 	}
 }

@@ -25,6 +25,9 @@ import (
 // one go.mod pins.
 const promOperatorModule = "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring"
 
+// certManagerModule holds cert-manager's CRDs; hack/modules/cert-manager pins its version.
+const certManagerModule = "github.com/cert-manager/cert-manager"
+
 // fixture is what TestMain sets up once for every test.
 var fixture struct {
 	repo     string // module root
@@ -93,6 +96,9 @@ func run(m *testing.M) int {
 	}
 	defer os.RemoveAll(crdDir)
 	if err := generatePrometheusOperatorCRDs(controllerGen, crdDir); err != nil {
+		return fail("%v", err)
+	}
+	if err := copyCertManagerCRDs(crdDir); err != nil {
 		return fail("%v", err)
 	}
 
@@ -218,6 +224,28 @@ func generatePrometheusOperatorCRDs(controllerGen, dir string) error {
 		}
 	}
 	return os.RemoveAll(all)
+}
+
+// copyCertManagerCRDs copies the Certificate and Issuer CRDs, which the operator's RBAC names,
+// into dir from the cert-manager module hack/modules/cert-manager pins (downloaded, not built).
+func copyCertManagerCRDs(dir string) error {
+	list := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", certManagerModule)
+	list.Dir = filepath.Join(fixture.repo, "hack", "modules", "cert-manager")
+	list.Env = append(os.Environ(), "GOFLAGS=-mod=mod")
+	out, err := list.Output()
+	if err != nil {
+		return fmt.Errorf("go list -m %s in hack/modules/cert-manager: %w", certManagerModule, commandError(err))
+	}
+	for _, name := range []string{"cert-manager.io_certificates.yaml", "cert-manager.io_issuers.yaml"} {
+		crd, err := os.ReadFile(filepath.Join(strings.TrimSpace(string(out)), "deploy", "crds", name))
+		if err != nil {
+			return fmt.Errorf("the cert-manager module lacks its CRD: %w", err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), crd, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // commandError adds a failed command's standard error to its error.

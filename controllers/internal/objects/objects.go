@@ -201,6 +201,13 @@ func TLSCASecretName(cluster string) string {
 	return subdomain(cluster + "-tls-ca")
 }
 
+// TLSSignerSecretName names the Secret, in the cluster's namespace, with the CA of the cluster
+// that signs now and its key, read by the cert-manager Issuer of the cluster (named
+// TLSSecretName, like its Certificate) while cert-manager issues the serving certificate.
+func TLSSignerSecretName(cluster string) string {
+	return subdomain(cluster + "-tls-signer")
+}
+
 // TenantCredentialsSecretName names a tenant's username/password Secret in its namespace.
 func TenantCredentialsSecretName(tenant string) string {
 	return subdomain(tenant + "-cache-credentials")

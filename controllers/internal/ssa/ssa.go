@@ -51,7 +51,7 @@ func NewWriter(c client.Client, owner string) *Writer {
 }
 
 // Apply server-side applies obj (forcing ownership of the fields it sends). obj is a typed
-// object with the desired spec; its status, resourceVersion and managed fields are not sent,
+// object, or an unstructured one of a kind without Go types here, with the desired spec; its status, resourceVersion and managed fields are not sent,
 // and nil fields are left out so they stay whatever the server defaulted. On success obj
 // holds the object as the server has it, status included.
 func (w *Writer) Apply(ctx context.Context, obj client.Object) error {
@@ -90,6 +90,10 @@ func (w *Writer) Apply(ctx context.Context, obj client.Object) error {
 		return fmt.Errorf("applying %s %s: %w", gvk.Kind, key, err)
 	}
 	w.applied.Add(slot, appliedAt{digest: digest, resourceVersion: body.GetResourceVersion()})
+	if u, ok := obj.(runtime.Unstructured); ok {
+		u.SetUnstructuredContent(body.Object)
+		return nil
+	}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(body.Object, obj); err != nil {
 		return fmt.Errorf("decoding the applied %s %s: %w", gvk.Kind, key, err)
 	}
