@@ -102,7 +102,8 @@ type CacheClusterSpec struct {
 	// +optional
 	AllNodes bool `json:"allNodes,omitempty"`
 
-	// tolerations let the sidecar run on tainted (for example dedicated) cache nodes.
+	// tolerations let the sidecar run on tainted (for example dedicated) cache nodes. Keys have
+	// a label key's form and values a label value's (the rules of TaintKey and LabelValue).
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=64
@@ -111,7 +112,7 @@ type CacheClusterSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.operator) || t.operator != 'Exists' || !has(t.value) || t.value == '')",message="a toleration with operator Exists takes no value"
 	// +kubebuilder:validation:XValidation:rule="self.all(t, (has(t.key) && t.key != '') || (has(t.operator) && t.operator == 'Exists'))",message="a toleration without a key must use operator Exists"
 	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.tolerationSeconds) || (has(t.effect) && t.effect == 'NoExecute'))",message="tolerationSeconds needs effect NoExecute"
-	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+	Tolerations []Toleration `json:"tolerations,omitempty"`
 
 	// sidecar shapes the sidecar DaemonSet's pods: pull secrets, priority class, affinity,
 	// labels, annotations, resources and security contexts. Unset fields take the operator's
@@ -552,9 +553,21 @@ type NodeStatus struct {
 type NodeResources struct {
 	// memory in bytes.
 	// +optional
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') && isQuantity(self)",messageExpression="'memory ' + self + ' is not a quantity of bytes: write a number with an optional suffix Ki, Mi, Gi, Ti, Pi or k, M, G, T, P'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') || quantity(self).compareTo(quantity('8Pi')) > 0 || quantity(self).sub(int(quantity(self).asApproximateFloat())).compareTo(quantity('0')) == 0",messageExpression="'memory ' + self + ' is not a whole number of bytes: a byte has no fraction'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') || quantity(self).compareTo(quantity('8Pi')) <= 0",messageExpression="'memory ' + self + ' is above the maximum 8Pi of a status'"
 	Memory resource.Quantity `json:"memory,omitempty"`
 	// bandwidth in bytes per second.
 	// +optional
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') && isQuantity(self)",messageExpression="'bandwidth ' + self + ' is not a quantity of bytes per second: write a number with an optional suffix Ki, Mi, Gi, Ti, Pi or k, M, G, T, P'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') || quantity(self).compareTo(quantity('8P')) > 0 || quantity(self).sub(int(quantity(self).asApproximateFloat())).compareTo(quantity('0')) == 0",messageExpression="'bandwidth ' + self + ' is not a whole number of bytes per second: a byte has no fraction'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') || quantity(self).compareTo(quantity('8P')) <= 0",messageExpression="'bandwidth ' + self + ' is above the maximum 8P of a status'"
 	Bandwidth resource.Quantity `json:"bandwidth,omitempty"`
 	// opsPerSecond in requests per second.
 	// +optional
@@ -589,6 +602,12 @@ type PlanSummary struct {
 
 	// movedMemory is the partition memory this plan moved between tenants (bytes).
 	// +optional
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') && isQuantity(self)",messageExpression="'lastPlan.movedMemory ' + self + ' is not a quantity of bytes: write a number with an optional suffix Ki, Mi, Gi, Ti, Pi or k, M, G, T, P'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') || quantity(self).compareTo(quantity('8Pi')) > 0 || quantity(self).sub(int(quantity(self).asApproximateFloat())).compareTo(quantity('0')) == 0",messageExpression="'lastPlan.movedMemory ' + self + ' is not a whole number of bytes: a byte has no fraction'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') || quantity(self).compareTo(quantity('8Pi')) <= 0",messageExpression="'lastPlan.movedMemory ' + self + ' is above the maximum 8Pi of a status'"
 	MovedMemory resource.Quantity `json:"movedMemory,omitempty"`
 
 	// message explains a fallback or an infeasible model.

@@ -25,7 +25,8 @@ package v1alpha1
 //     error.
 //   - resource.Quantity fields are int-or-string in the schema, and CEL prices a rule on one as
 //     if the value were as large as a whole request (maxLength does not bound it). quantity()
-//     rules are therefore fine on single fields but not on list items (see PartitionPlan.Memory).
+//     rules are therefore fine on single fields but not on a plan's partitions (see
+//     PartitionPlan.Memory); three of them on each status list item (at most 1000) fit.
 //   - Quantity fields of spec carry one shared rule set (QuantityForm, then whole bytes, a
 //     floor and a ceiling, each its own messageExpression naming the field and echoing the
 //     value) and no type pattern, so `10GB` gets a hint rather than the regex. The later rules
@@ -34,8 +35,9 @@ package v1alpha1
 //     Whole bytes compares the value with the integer its float truncates to, exact up to
 //     2^53, so it is skipped above the ceiling (isInteger() cannot serve: it is false for any
 //     value resource.Quantity holds as a decimal, such as 1.5Gi or 1Pi).
-//     TestQuantityFieldsShareOneRule holds every quantity field of every spec to it; status
-//     quantities are the operator's and carry no rules.
+//     TestQuantityFieldsShareOneRule holds every quantity field of every spec to it, and
+//     every status quantity to the same rules without a floor (0 is a valid observation)
+//     under the status ceilings, so a bad status cannot poison the lists either.
 //   - Optional durations and quantities are pointers and optional sections are structs whose
 //     fields are all omitempty, so an object built in Go and sent with unset fields gets the
 //     schema defaults instead of zero values.
@@ -54,6 +56,11 @@ const (
 	// MinBytesPerSecond is the smallest bandwidth a tenant or node may declare: below it a
 	// single request waits seconds for tokens.
 	MinBytesPerSecond = "1k"
+	// MaxStatusBytes and MaxStatusBytesPerSecond bound single status quantities, which sum
+	// over nodes: 2^53 bytes (and 8e15 bytes/s), the largest values the whole-bytes rule
+	// checks exactly, still three orders below int64 overflow.
+	MaxStatusBytes          = "8Pi"
+	MaxStatusBytesPerSecond = "8P"
 	// PlanQuantityPattern is the form the operator writes plan quantities in (a positive
 	// integer, binary suffix for memory, decimal for bandwidth), with digit counts that keep
 	// it below 10Pi. A pattern, not CEL: the budget does not allow quantity() on 1024 items.

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -78,6 +79,29 @@ func specFieldsOfType(want reflect.Type, tenantBase func() client.Object) []quan
 
 var quantityType = reflect.TypeOf(resource.Quantity{})
 
+// statusQuantityFields finds every quantity field of the three statuses.
+func statusQuantityFields(t *testing.T) []quantityField {
+	t.Helper()
+	var out []quantityField
+	for _, kind := range []struct {
+		crd    string
+		base   func() client.Object
+		status any
+	}{
+		{"cacheqos.io_tenantslos.yaml", func() client.Object { return validTenant() }, v1.TenantSLOStatus{}},
+		{"cacheqos.io_cacheclusters.yaml", func() client.Object { return validCluster() }, v1.CacheClusterStatus{}},
+		{"cacheqos.io_cachenodeplans.yaml", func() client.Object { return validPlan() }, v1.CacheNodePlanStatus{}},
+	} {
+		for _, path := range typePaths(reflect.TypeOf(kind.status), quantityType, []string{"status"}) {
+			out = append(out, quantityField{kind.crd, kind.base, path})
+		}
+	}
+	if len(out) < 13 {
+		t.Fatalf("found %d status quantity fields, want at least 13: %v", len(out), out)
+	}
+	return out
+}
+
 // typePaths lists the JSON paths below prefix of the fields of type want.
 func typePaths(typ, want reflect.Type, prefix []string) [][]string {
 	for typ.Kind() == reflect.Pointer || typ.Kind() == reflect.Slice {
@@ -123,11 +147,12 @@ func schemaAt(t *testing.T, f quantityField) apiextensionsv1.JSONSchemaProps {
 
 // TestQuantityFieldsShareOneRule: every quantity field of every spec is a bounded string
 // under the shared rule set (QuantityForm, whole bytes, floor, ceiling) or, in plan lists, a rule matching
-// PlanQuantityPattern, each message naming the field and echoing the value; none keeps a
+// PlanQuantityPattern; every status quantity outside statusQuantitiesWithoutRules has the same
+// rules without the floor, under the status ceilings; each message naming the field and echoing the value; none keeps a
 // schema pattern (the generated int-or-string one lets 1e1.5 in, and any prints a regex).
 func TestQuantityFieldsShareOneRule(t *testing.T) {
 	form := fmt.Sprintf("self.matches('%s')", v1.QuantityForm)
-	for _, f := range specQuantityFields(t) {
+	for _, f := range append(specQuantityFields(t), statusQuantityFields(t)...) {
 		s := schemaAt(t, f)
 		if s.Type != "string" || s.MaxLength == nil || *s.MaxLength > 32 || s.XIntOrString {
 			t.Errorf("%s: type %q maxLength %v int-or-string %v; want a string of at most 32 characters", f, s.Type, s.MaxLength, s.XIntOrString)
@@ -135,32 +160,43 @@ func TestQuantityFieldsShareOneRule(t *testing.T) {
 		if s.Pattern != "" {
 			t.Errorf("%s: pattern %q; the CEL rules give the messages", f, s.Pattern)
 		}
-		short := strings.Join(f.path[len(f.path)-2:], ".")
-		if f.path[len(f.path)-2] == "[]" {
-			short = f.path[len(f.path)-1]
+		inPlan := f.path[0] == "spec" && f.path[len(f.path)-2] == "[]"
+		if inPlan {
 			if len(s.XValidations) != 1 || s.XValidations[0].Rule != fmt.Sprintf("self.matches('%s')", v1.PlanQuantityPattern) {
 				t.Errorf("%s: rules %+v, want one matching PlanQuantityPattern", f, s.XValidations)
 				continue
 			}
 		}
+		// The message names the field by the end of its path (a type shared by several fields,
+		// such as NodeResources, by its last step; the error's path says which) and echoes it.
+		dotted := "." + strings.ReplaceAll(strings.Join(f.path, "."), ".[]", "")
 		for _, rule := range s.XValidations {
-			if !strings.HasPrefix(rule.MessageExpression, "'"+short+" ' + self") {
-				t.Errorf("%s: message %q does not name %s and echo the value", f, rule.MessageExpression, short)
+			name := messageName.FindStringSubmatch(rule.MessageExpression)
+			if name == nil || !strings.HasSuffix(dotted, "."+name[1]) {
+				t.Errorf("%s: message %q does not name the field and echo the value", f, rule.MessageExpression)
 			}
 		}
-		if f.path[len(f.path)-2] == "[]" {
+		if inPlan {
 			continue
 		}
-		if len(s.XValidations) != 4 {
-			t.Fatalf("%s: %d rules, want form, whole bytes, floor and ceiling", f, len(s.XValidations))
+		// A status has no floor (0 is a valid observation) and its own ceilings.
+		inStatus := f.path[0] == "status"
+		want, ceilings := 4, []string{v1.MaxBytes, v1.MaxBytesPerSecond}
+		if inStatus {
+			want, ceilings = 3, []string{v1.MaxStatusBytes, v1.MaxStatusBytesPerSecond}
+		}
+		if len(s.XValidations) != want {
+			t.Fatalf("%s: %d rules, want form, whole bytes, a floor (spec only) and ceiling", f, len(s.XValidations))
 		}
 		if r := s.XValidations[0].Rule; r != form+" && isQuantity(self)" {
 			t.Errorf("%s: form rule %q", f, r)
 		}
-		floor := regexp.MustCompile(`^!` + regexp.QuoteMeta(form) + ` \|\| quantity\(self\)\.compareTo\(quantity\('([^']+)'\)\) >= 0$`).FindStringSubmatch(s.XValidations[2].Rule)
-		ceiling := regexp.MustCompile(`^!` + regexp.QuoteMeta(form) + ` \|\| quantity\(self\)\.compareTo\(quantity\('([^']+)'\)\) <= 0$`).FindStringSubmatch(s.XValidations[3].Rule)
-		if floor == nil || ceiling == nil {
-			t.Fatalf("%s: floor rule %q, ceiling rule %q", f, s.XValidations[2].Rule, s.XValidations[3].Rule)
+		ceiling := regexp.MustCompile(`^!` + regexp.QuoteMeta(form) + ` \|\| quantity\(self\)\.compareTo\(quantity\('([^']+)'\)\) <= 0$`).FindStringSubmatch(s.XValidations[want-1].Rule)
+		if ceiling == nil {
+			t.Fatalf("%s: ceiling rule %q", f, s.XValidations[want-1].Rule)
+		}
+		if floor := regexp.MustCompile(`^!` + regexp.QuoteMeta(form) + ` \|\| quantity\(self\)\.compareTo\(quantity\('([^']+)'\)\) >= 0$`); !inStatus && !floor.MatchString(s.XValidations[2].Rule) {
+			t.Fatalf("%s: floor rule %q", f, s.XValidations[2].Rule)
 		}
 		// Whole bytes: the value equals the integer its float truncates to, an exact test up
 		// to 2^53, so it is skipped above the ceiling (which reports those values instead).
@@ -168,11 +204,14 @@ func TestQuantityFieldsShareOneRule(t *testing.T) {
 		if r := s.XValidations[1].Rule; r != whole {
 			t.Errorf("%s: whole-bytes rule %q, want %q", f, r, whole)
 		}
-		if ceiling[1] != v1.MaxBytes && ceiling[1] != v1.MaxBytesPerSecond {
-			t.Errorf("%s: ceiling %s, want %s or %s", f, ceiling[1], v1.MaxBytes, v1.MaxBytesPerSecond)
+		if !slices.Contains(ceilings, ceiling[1]) {
+			t.Errorf("%s: ceiling %s, want one of %v", f, ceiling[1], ceilings)
 		}
 	}
 }
+
+// messageName is the field name a quantity message starts with, before the value it echoes.
+var messageName = regexp.MustCompile(`^'([A-Za-z.]+) ' \+ self`)
 
 // refusedQuantities are values every quantity field must refuse, each with why.
 var refusedQuantities = []struct{ value, why string }{
@@ -281,4 +320,61 @@ func setPath(obj map[string]any, path []string, value string) error {
 		obj[path[0]] = next
 	}
 	return setPath(next, path[1:], value)
+}
+
+// TestStatusQuantitiesRefuseBadValues: the status quantities with rules refuse what
+// resource.ParseQuantity refuses and what would overflow, through the status subresource,
+// and accept 0 and what the operator writes (integers from resource.NewQuantity, the spec's
+// bandwidth copied, such as 12.5M or 1.5e7).
+func TestStatusQuantitiesRefuseBadValues(t *testing.T) {
+	ctx := context.Background()
+	const ns = "status-quantities"
+	createNamespace(ctx, t, ns)
+	operatorWrites := []string{
+		"0",
+		resource.NewQuantity(5<<30+7, resource.BinarySI).String(),
+		resource.NewQuantity(1536<<20, resource.BinarySI).String(),
+		resource.NewQuantity(123456789, resource.DecimalSI).String(),
+		"12.5M", "1.5e7", "1.5Gi",
+	}
+	n := 0
+	write := func(t *testing.T, f quantityField, value string) error {
+		t.Helper()
+		u := withField(f.base(), nil, "status")
+		u.SetNamespace(ns)
+		u.SetName(fmt.Sprintf("s-%d", n))
+		n++
+		if err := k8sClient.Create(ctx, u, strict); err != nil {
+			t.Fatalf("creating the object for %s: %v", f, err)
+		}
+		// The fields a status requires besides the quantity, and one item of each list.
+		u.Object["status"] = map[string]any{
+			"cacheqos.io_tenantslos.yaml": map[string]any{"allocation": map[string]any{
+				"nodes": []any{map[string]any{"nodeName": "a"}}, "demand": []any{map[string]any{"nodeName": "a"}},
+			}},
+			"cacheqos.io_cacheclusters.yaml": map[string]any{
+				"lastPlan": map[string]any{"time": "2026-01-01T00:00:00Z", "policy": "optimal"},
+				"nodes":    []any{map[string]any{"name": "a"}},
+			},
+		}[f.crd]
+		if err := setPath(u.Object, f.path, value); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		return k8sClient.Status().Update(ctx, u, strict)
+	}
+	for _, f := range statusQuantityFields(t) {
+		for _, good := range append(operatorWrites, v1.MaxStatusBytesPerSecond) {
+			if err := write(t, f, good); err != nil {
+				t.Errorf("%s = %s refused: %v", f, good, err)
+			}
+		}
+		for _, bad := range append(refusedQuantities, struct{ value, why string }{"9Pi", "above the status ceiling"}) {
+			if bad.value == "0" || bad.value == "2Pi" {
+				continue // valid in a status
+			}
+			t.Run(f.String()+"="+bad.value, func(t *testing.T) {
+				assertRejected(t, write(t, f, bad.value), f.fieldPath(), bad.value)
+			})
+		}
+	}
 }

@@ -337,10 +337,22 @@ type TenantSLOStatus struct {
 type TenantAllocation struct {
 	// memory summed over the tenant's partitions (bytes).
 	// +optional
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') && isQuantity(self)",messageExpression="'allocation.memory ' + self + ' is not a quantity of bytes: write a number with an optional suffix Ki, Mi, Gi, Ti, Pi or k, M, G, T, P'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') || quantity(self).compareTo(quantity('8Pi')) > 0 || quantity(self).sub(int(quantity(self).asApproximateFloat())).compareTo(quantity('0')) == 0",messageExpression="'allocation.memory ' + self + ' is not a whole number of bytes: a byte has no fraction'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') || quantity(self).compareTo(quantity('8Pi')) <= 0",messageExpression="'allocation.memory ' + self + ' is above the maximum 8Pi of a status'"
 	Memory resource.Quantity `json:"memory,omitempty"`
 
 	// bandwidthLimit summed over nodes (bytes/s). Unset: unlimited.
 	// +optional
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') && isQuantity(self)",messageExpression="'allocation.bandwidthLimit ' + self + ' is not a quantity of bytes per second: write a number with an optional suffix Ki, Mi, Gi, Ti, Pi or k, M, G, T, P'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') || quantity(self).compareTo(quantity('8P')) > 0 || quantity(self).sub(int(quantity(self).asApproximateFloat())).compareTo(quantity('0')) == 0",messageExpression="'allocation.bandwidthLimit ' + self + ' is not a whole number of bytes per second: a byte has no fraction'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') || quantity(self).compareTo(quantity('8P')) <= 0",messageExpression="'allocation.bandwidthLimit ' + self + ' is above the maximum 8P of a status'"
 	BandwidthLimit *resource.Quantity `json:"bandwidthLimit,omitempty"`
 
 	// opsLimit summed over nodes (ops/s). Unset: unlimited.
@@ -403,6 +415,12 @@ type NodeTraffic struct {
 
 	// bytesPerSecond arriving (requests plus responses).
 	// +optional
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') && isQuantity(self)",messageExpression="'demand.bytesPerSecond ' + self + ' is not a quantity of bytes per second: write a number with an optional suffix Ki, Mi, Gi, Ti, Pi or k, M, G, T, P'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') || quantity(self).compareTo(quantity('8P')) > 0 || quantity(self).sub(int(quantity(self).asApproximateFloat())).compareTo(quantity('0')) == 0",messageExpression="'demand.bytesPerSecond ' + self + ' is not a whole number of bytes per second: a byte has no fraction'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') || quantity(self).compareTo(quantity('8P')) <= 0",messageExpression="'demand.bytesPerSecond ' + self + ' is above the maximum 8P of a status'"
 	BytesPerSecond resource.Quantity `json:"bytesPerSecond,omitempty"`
 }
 
@@ -416,10 +434,22 @@ type NodeAllocation struct {
 
 	// memory of the partition (bytes).
 	// +optional
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') && isQuantity(self)",messageExpression="'nodes.memory ' + self + ' is not a quantity of bytes: write a number with an optional suffix Ki, Mi, Gi, Ti, Pi or k, M, G, T, P'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') || quantity(self).compareTo(quantity('8Pi')) > 0 || quantity(self).sub(int(quantity(self).asApproximateFloat())).compareTo(quantity('0')) == 0",messageExpression="'nodes.memory ' + self + ' is not a whole number of bytes: a byte has no fraction'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') || quantity(self).compareTo(quantity('8Pi')) <= 0",messageExpression="'nodes.memory ' + self + ' is above the maximum 8Pi of a status'"
 	Memory resource.Quantity `json:"memory,omitempty"`
 
 	// bandwidthLimit on this node (bytes/s). Unset: unlimited.
 	// +optional
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') && isQuantity(self)",messageExpression="'nodes.bandwidthLimit ' + self + ' is not a quantity of bytes per second: write a number with an optional suffix Ki, Mi, Gi, Ti, Pi or k, M, G, T, P'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') || quantity(self).compareTo(quantity('8P')) > 0 || quantity(self).sub(int(quantity(self).asApproximateFloat())).compareTo(quantity('0')) == 0",messageExpression="'nodes.bandwidthLimit ' + self + ' is not a whole number of bytes per second: a byte has no fraction'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') || quantity(self).compareTo(quantity('8P')) <= 0",messageExpression="'nodes.bandwidthLimit ' + self + ' is above the maximum 8P of a status'"
 	BandwidthLimit *resource.Quantity `json:"bandwidthLimit,omitempty"`
 
 	// opsLimit on this node (ops/s). Unset: unlimited.
@@ -461,6 +491,12 @@ type TenantObservation struct {
 
 	// bytesPerSecond served (requests plus responses).
 	// +optional
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') && isQuantity(self)",messageExpression="'observed.bytesPerSecond ' + self + ' is not a quantity of bytes per second: write a number with an optional suffix Ki, Mi, Gi, Ti, Pi or k, M, G, T, P'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') || quantity(self).compareTo(quantity('8P')) > 0 || quantity(self).sub(int(quantity(self).asApproximateFloat())).compareTo(quantity('0')) == 0",messageExpression="'observed.bytesPerSecond ' + self + ' is not a whole number of bytes per second: a byte has no fraction'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[0-9]+([.][0-9]+)?([KMGTPE]i|[kMGTPE]|[eE][0-9]{1,2})?$') || quantity(self).compareTo(quantity('8P')) <= 0",messageExpression="'observed.bytesPerSecond ' + self + ' is above the maximum 8P of a status'"
 	BytesPerSecond resource.Quantity `json:"bytesPerSecond,omitempty"`
 }
 

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -174,7 +175,15 @@ func TestInvalidObjectsRejected(t *testing.T) {
 	withTLS := validCluster()
 	withTLS.Name = "valid-tls"
 	withTLS.Spec.TLS = v1.ClientTLS{Enabled: true, ExtraDNSNames: []string{"cache.example.com", "*.cache.example.com"}}
-	for _, obj := range []client.Object{validCluster(), validTenant(), validPlan(), withTLS} {
+	// Tolerations at the limits of a taint key and a label value, and one for every taint.
+	withTolerations := validCluster()
+	withTolerations.Name = "valid-tolerations"
+	withTolerations.Spec.Tolerations = []v1.Toleration{
+		{Key: v1.TaintKey("example.com/" + strings.Repeat("k", 63)), Operator: corev1.TolerationOpEqual, Value: v1.LabelValue(strings.Repeat("v", 63)), Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](60)},
+		{Key: "node-role.kubernetes.io/cache", Operator: corev1.TolerationOpExists},
+		{Operator: corev1.TolerationOpExists},
+	}
+	for _, obj := range []client.Object{validCluster(), validTenant(), validPlan(), withTLS, withTolerations} {
 		if obj.GetName() == "" {
 			obj.SetName("valid")
 		}
@@ -335,20 +344,35 @@ func TestInvalidObjectsRejected(t *testing.T) {
 			c.Spec.Sidecar.Resources = &v1.SidecarResources{Limits: &v1.SidecarLimits{CPU: "0"}}
 		}), "spec.sidecar.resources.limits.cpu", "limits.cpu 0 is not a CPU quantity"},
 		{"toleration operator Equals", cluster(func(c *v1.CacheCluster) {
-			c.Spec.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: "Equals", Value: "cache"}}
+			c.Spec.Tolerations = []v1.Toleration{{Key: "dedicated", Operator: "Equals", Value: "cache"}}
 		}), "spec.tolerations", "toleration operator must be Exists or Equal"},
 		{"toleration effect NoScheduling", cluster(func(c *v1.CacheCluster) {
-			c.Spec.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "cache", Effect: "NoScheduling"}}
+			c.Spec.Tolerations = []v1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "cache", Effect: "NoScheduling"}}
 		}), "spec.tolerations", "toleration effect must be NoSchedule, PreferNoSchedule or NoExecute"},
 		{"toleration Exists with a value", cluster(func(c *v1.CacheCluster) {
-			c.Spec.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists, Value: "cache"}}
+			c.Spec.Tolerations = []v1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists, Value: "cache"}}
 		}), "spec.tolerations", "a toleration with operator Exists takes no value"},
 		{"toleration without a key", cluster(func(c *v1.CacheCluster) {
-			c.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpEqual, Value: "cache"}}
+			c.Spec.Tolerations = []v1.Toleration{{Operator: corev1.TolerationOpEqual, Value: "cache"}}
 		}), "spec.tolerations", "a toleration without a key must use operator Exists"},
 		{"toleration seconds without NoExecute", cluster(func(c *v1.CacheCluster) {
-			c.Spec.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule, TolerationSeconds: ptr.To[int64](60)}}
+			c.Spec.Tolerations = []v1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule, TolerationSeconds: ptr.To[int64](60)}}
 		}), "spec.tolerations", "tolerationSeconds needs effect NoExecute"},
+		{"toleration key with a space", cluster(func(c *v1.CacheCluster) {
+			c.Spec.Tolerations = []v1.Toleration{{Key: "bad key!", Operator: corev1.TolerationOpExists}}
+		}), "spec.tolerations[0].key", "toleration key bad key! is not a taint key: an optional DNS subdomain prefix and /"},
+		{"toleration key with two slashes", cluster(func(c *v1.CacheCluster) {
+			c.Spec.Tolerations = []v1.Toleration{{Key: "a/b/c", Operator: corev1.TolerationOpExists}}
+		}), "spec.tolerations[0].key", "toleration key a/b/c is not a taint key"},
+		{"toleration key name of 64 characters", cluster(func(c *v1.CacheCluster) {
+			c.Spec.Tolerations = []v1.Toleration{{Key: v1.TaintKey("example.com/" + strings.Repeat("k", 64)), Operator: corev1.TolerationOpExists}}
+		}), "spec.tolerations[0].key", "toleration key example.com/" + strings.Repeat("k", 64) + " is not a taint key"},
+		{"toleration value of 70 characters", cluster(func(c *v1.CacheCluster) {
+			c.Spec.Tolerations = []v1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: v1.LabelValue(strings.Repeat("v", 70))}}
+		}), "spec.tolerations[0].value", "label value " + strings.Repeat("v", 70) + " is too long: a label value has at most 63 characters"},
+		{"toleration value with a space", cluster(func(c *v1.CacheCluster) {
+			c.Spec.Tolerations = []v1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "fast cache"}}
+		}), "spec.tolerations[0].value", "label value fast cache is invalid"},
 		{"sidecar image not a reference", cluster(func(c *v1.CacheCluster) { c.Spec.Images.Sidecar = "not an image ref!!" }),
 			"spec.images.sidecar", "images.sidecar not an image ref!! is not an image reference: write [registry[:port]/]path[:tag][@sha256:digest]"},
 		{"engine image in upper case", cluster(func(c *v1.CacheCluster) { c.Spec.Images.Engine = "Redis:7" }),
@@ -699,4 +723,34 @@ func TestClusterRefNamespaceWrittenOut(t *testing.T) {
 	}
 	// Written out, it is as immutable as any clusterRef.
 	assertRejected(t, update(""), "spec.clusterRef", "clusterRef is immutable")
+}
+
+// TestTaintKeyRuleIsLabelKeyRule: a toleration's key is checked with the very expression every
+// label and annotation map checks its keys with, so the two cannot drift apart.
+func TestTaintKeyRuleIsLabelKeyRule(t *testing.T) {
+	cluster := crdSchema(t, "cacheqos.io_cacheclusters.yaml").Properties["spec"]
+	keyRule := cluster.Properties["tolerations"].Items.Schema.Properties["key"].XValidations
+	if len(keyRule) != 1 {
+		t.Fatalf("toleration key rules %+v, want one", keyRule)
+	}
+	mapRule := cluster.Properties["nodeSelector"].XValidations[0].Rule
+	check, ok := strings.CutPrefix(mapRule, "self.all(k, ")
+	if !ok || !strings.HasSuffix(check, ")") {
+		t.Fatalf("nodeSelector rule %q is not self.all(k, <check>)", mapRule)
+	}
+	check = strings.ReplaceAll(strings.TrimSuffix(check, ")"), "k.", "self.")
+	check = strings.ReplaceAll(check, "size(k)", "size(self)")
+	if want := "size(self) == 0 || (" + check + ")"; keyRule[0].Rule != want {
+		t.Errorf("toleration key rule %q, want %q", keyRule[0].Rule, want)
+	}
+	for _, m := range []apiextensionsv1.JSONSchemaProps{
+		cluster.Properties["sidecar"].Properties["podLabels"],
+		cluster.Properties["sidecar"].Properties["podAnnotations"],
+		cluster.Properties["monitoring"].Properties["serviceMonitor"].Properties["labels"],
+		cluster.Properties["monitoring"].Properties["prometheusRule"].Properties["labels"],
+	} {
+		if len(m.XValidations) == 0 || m.XValidations[0].Rule != mapRule {
+			t.Errorf("%s: key rule %+v, want %q", m.Description, m.XValidations, mapRule)
+		}
+	}
 }

@@ -84,7 +84,7 @@ func TestSidecarObjects(t *testing.T) {
 	node(t, "objects-b", map[string]string{"pool": "objects"})
 	node(t, "objects-other", map[string]string{"pool": "elsewhere"})
 	c := newCluster(ns, "shared", "objects")
-	c.Spec.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "cache", Effect: corev1.TaintEffectNoSchedule}}
+	c.Spec.Tolerations = []v1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "cache", Effect: corev1.TaintEffectNoSchedule}}
 	create(t, c)
 
 	testenv.Eventually(t, timeout, func() error { return get(c, ns, "shared") })
@@ -166,7 +166,7 @@ func TestSidecarObjects(t *testing.T) {
 func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, c *v1.CacheCluster) {
 	t.Helper()
 	pod := ds.Spec.Template.Spec
-	wantTolerations := append(slices.Clone(c.Spec.Tolerations), defaultToleration)
+	wantTolerations := append(v1.CoreTolerations(c.Spec.Tolerations), defaultToleration)
 	if !equality.Semantic.DeepEqual(pod.NodeSelector, v1.LabelStrings(c.Spec.NodeSelector)) || !equality.Semantic.DeepEqual(pod.Tolerations, wantTolerations) {
 		t.Errorf("pods select %v tolerate %v, want the cluster's %v and %v", pod.NodeSelector, pod.Tolerations, c.Spec.NodeSelector, wantTolerations)
 	}

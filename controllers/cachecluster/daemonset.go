@@ -225,7 +225,7 @@ func (d *SidecarDefaults) Validate() error {
 
 // tolerations are the cluster's spec.tolerations and then the defaults' it does not repeat.
 func (r *Reconciler) tolerations(c *v1.CacheCluster) []corev1.Toleration {
-	out := slices.Clone(c.Spec.Tolerations)
+	out := v1.CoreTolerations(c.Spec.Tolerations)
 	for _, t := range r.SidecarDefaults.Tolerations {
 		if !slices.ContainsFunc(out, func(have corev1.Toleration) bool { return have.MatchToleration(&t) }) {
 			out = append(out, t)

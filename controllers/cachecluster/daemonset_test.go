@@ -107,13 +107,13 @@ func TestPodSettingsMerge(t *testing.T) {
 	}
 }
 
-// TestDefaultTolerations: the operator's tolerations follow the cluster's own, without the
-// ones the cluster already has; bad ones stop the operator at start.
+// TestDefaultTolerations: the operator's tolerations follow the cluster's own (converted to
+// the core type), without the ones the cluster already has; bad ones stop the operator at start.
 func TestDefaultTolerations(t *testing.T) {
 	dedicated := corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "cache", Effect: corev1.TaintEffectNoSchedule}
 	spot := corev1.Toleration{Key: "spot", Operator: corev1.TolerationOpExists}
 	r := &Reconciler{SidecarDefaults: SidecarDefaults{Tolerations: []corev1.Toleration{dedicated, spot}}}
-	c := &v1.CacheCluster{Spec: v1.CacheClusterSpec{Tolerations: []corev1.Toleration{spot}}}
+	c := &v1.CacheCluster{Spec: v1.CacheClusterSpec{Tolerations: []v1.Toleration{{Key: "spot", Operator: corev1.TolerationOpExists}}}}
 	if got, want := r.tolerations(c), []corev1.Toleration{spot, dedicated}; !equality.Semantic.DeepEqual(got, want) {
 		t.Errorf("tolerations %+v, want %+v", got, want)
 	}
@@ -129,6 +129,7 @@ func TestDefaultTolerations(t *testing.T) {
 		{corev1.Toleration{Operator: corev1.TolerationOpEqual, Value: "x"}, "tolerations[0]: a toleration without a key must use operator Exists"},
 		{corev1.Toleration{Key: "a", Effect: "NoScheduling"}, `tolerations[0]: effect "NoScheduling"`},
 		{corev1.Toleration{Key: "bad key", Operator: corev1.TolerationOpExists}, `tolerations[0]: key "bad key"`},
+		{corev1.Toleration{Key: "a", Operator: corev1.TolerationOpEqual, Value: "bad value"}, `tolerations[0]: value "bad value"`},
 	} {
 		d := SidecarDefaults{Tolerations: []corev1.Toleration{tt.toleration}}
 		if err := d.Validate(); err == nil || !strings.Contains(err.Error(), tt.want) {

@@ -87,14 +87,14 @@ func TestSelectNodes(t *testing.T) {
 		},
 		{
 			name: "tolerations admit tainted nodes",
-			spec: v1.CacheClusterSpec{NodeSelector: selector, Tolerations: []corev1.Toleration{
+			spec: v1.CacheClusterSpec{NodeSelector: selector, Tolerations: []v1.Toleration{
 				{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "x", Effect: corev1.TaintEffectNoSchedule},
 			}},
 			want: []string{"alpha", "big", "cordoned", "dedicated", "prefers-not", "small", "starting", "unreachable", "zeta"},
 		},
 		{
 			name: "a toleration for another effect does not",
-			spec: v1.CacheClusterSpec{NodeSelector: selector, Tolerations: []corev1.Toleration{
+			spec: v1.CacheClusterSpec{NodeSelector: selector, Tolerations: []v1.Toleration{
 				{Key: "gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
 			}},
 			want: []string{"alpha", "big", "cordoned", "prefers-not", "small", "starting", "unreachable", "zeta"},
@@ -108,7 +108,7 @@ func TestSelectNodes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var got []string
-			for _, node := range selectNodes(nodes, v1.LabelStrings(tt.spec.NodeSelector), tt.spec.Tolerations, tt.affinity) {
+			for _, node := range selectNodes(nodes, v1.LabelStrings(tt.spec.NodeSelector), v1.CoreTolerations(tt.spec.Tolerations), tt.affinity) {
 				got = append(got, node.Name)
 			}
 			if !slices.Equal(got, tt.want) {
