@@ -67,11 +67,14 @@ func documented(t *testing.T, section, header string) []string {
 // moduleRoot is the repository root, from this package's directory.
 const moduleRoot = "../.."
 
-// eventReasons are Reason constants the operator gives only to events, never to a condition;
+// eventReasons are Reason constants the operator gives to no condition of its own objects: to
+// events, or to the Issuing condition of a cert-manager Certificate it asks to issue now;
 // docs/api.md mentions them beside the tables.
 var eventReasons = map[string]bool{
-	"Undecodable":       true, // controllers/setup.go: a stored object the operator cannot decode
-	"CertificateIssued": true, // controllers/cachecluster/tls.go: new sidecar serving certificates
+	"Undecodable":        true, // controllers/setup.go: a stored object the operator cannot decode
+	"CertificateIssued":  true, // controllers/cachecluster/tls.go: new sidecar serving certificates
+	"NotFromCertManager": true, // controllers/cachecluster/certmanager.go: on the Certificate
+	"SignerRotated":      true, // controllers/cachecluster/certmanager.go: on the Certificate
 }
 
 // reasonConstants reads every string constant named Reason... in the module's non-test Go
