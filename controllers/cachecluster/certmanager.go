@@ -22,6 +22,8 @@ import (
 // sidecars mount. The CA stays the operator's, rotated as without cert-manager, so the peer and
 // metrics certificates, issued by the operator, share it, and a cluster moves between the two
 // paths (cert-manager installed or removed) without a certificate its clients do not trust.
+// Tenants keep trusting the operator's bundle of every CA still valid (reconcileTLS), not the
+// one CA cert-manager writes as the TLS Secret's ca.crt, so a rotation overlaps as without it.
 const certManagerGroup = "cert-manager.io"
 
 var (
@@ -105,8 +107,8 @@ func (r *Reconciler) removeCertManagerServing(ctx context.Context, c *v1.CacheCl
 // Certificate, and asks cert-manager to issue now when the TLS Secret holds a certificate it
 // did not write or one not signed by the CA that signs now. While there is no TLS Secret the
 // operator writes it with a certificate of its own (serving), which cert-manager replaces: so
-// the Secret is the cluster's from the start (garbage collected with it, and each change of
-// its ca.crt reaches the tenants), and the sidecars never wait for it. A TLS Secret without a
+// the Secret is the cluster's from the start (garbage collected with it), and the sidecars
+// never wait for it. A TLS Secret without a
 // controlling owner (written by cert-manager first) is adopted. It returns the certificate in
 // the TLS Secret.
 func (r *Reconciler) reconcileCertManagerServing(ctx context.Context, s *scope, authority *pki.Authority, serving leafSecret, now time.Time, policy pki.Policy) ([]byte, error) {

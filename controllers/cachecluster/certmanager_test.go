@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
@@ -152,17 +153,11 @@ func servedSerial(t *testing.T, dir string, ca []byte) (string, error) {
 	return conn.ConnectionState().PeerCertificates[0].SerialNumber.String(), nil
 }
 
-// TestCertManager installs cert-manager's CRDs and runs its own controllers against the
-// control plane of an operator that already serves a TLS cluster with a certificate of its
-// own. The cluster then gets a CA Issuer signing with the cluster's CA and a Certificate, both
-// owned by the cluster; cert-manager issues the TLS Secret, owned by the cluster, which the
-// sidecars mount; the tenant's ca.crt is the CA that signed it; then the objects settle (3s
-// without a change). cert-manager's renewal reaches a server reloading the Secret's files; a new
-// cluster CA (the old CA Secret deleted) has the certificate issued again from it at once;
-// TLS off removes the Certificate, the Issuer and the Secrets, and so does deleting the
-// cluster (TLS on again), for good.
-func TestCertManager(t *testing.T) {
-	e, err := testenv.Start(controllers.Options{Images: images, SidecarDefaults: sidecarDefaults, TLSPolicy: certManagerPolicy})
+// tlsClusterWithTenant starts an operator with policy and creates in it a TLS cluster, vault
+// in namespace cert-manager, with a tenant, ledger.
+func tlsClusterWithTenant(t *testing.T, policy pki.Policy) (*testenv.Env, *v1.CacheCluster) {
+	t.Helper()
+	e, err := testenv.Start(controllers.Options{Images: images, SidecarDefaults: sidecarDefaults, TLSPolicy: policy})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,6 +183,21 @@ func TestCertManager(t *testing.T) {
 	if err := e.Client.Create(ctx, tenant); err != nil {
 		t.Fatal(err)
 	}
+	return e, c
+}
+
+// TestCertManager installs cert-manager's CRDs and runs its own controllers against the
+// control plane of an operator that already serves a TLS cluster with a certificate of its
+// own. The cluster then gets a CA Issuer signing with the cluster's CA and a Certificate, both
+// owned by the cluster; cert-manager issues the TLS Secret, owned by the cluster, which the
+// sidecars mount; the tenant's ca.crt is the CA that signed it; then the objects settle (3s
+// without a change). cert-manager's renewal reaches a server reloading the Secret's files; a new
+// cluster CA (the old CA Secret deleted) has the certificate issued again from it at once;
+// TLS off removes the Certificate, the Issuer and the Secrets, and so does deleting the
+// cluster (TLS on again), for good.
+func TestCertManager(t *testing.T) {
+	e, c := tlsClusterWithTenant(t, certManagerPolicy)
+	ctx, ns := context.Background(), c.Namespace
 	names := []string{"vault.cert-manager.svc", "vault", "vault.cert-manager", "vault.cert-manager.svc.cluster.local", "cache.example.com"}
 	read := func(obj client.Object, name string) error {
 		return e.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj)
@@ -372,7 +382,7 @@ func TestCertManager(t *testing.T) {
 	}
 	testenv.Eventually(t, timeout, tenantCA(newCA))
 
-	// TLS off: no Certificate, Issuer, TLS or signer Secret.
+	// TLS off: no Certificate, Issuer, TLS, signer or CA bundle Secret.
 	if err := read(c, c.Name); err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +396,7 @@ func TestCertManager(t *testing.T) {
 				return fmt.Errorf("%s vault-tls is still there (%w)", kind, err)
 			}
 		}
-		for _, name := range []string{"vault-tls", "vault-tls-signer"} {
+		for _, name := range []string{"vault-tls", "vault-tls-signer", "vault-ca-bundle"} {
 			if err := read(&corev1.Secret{}, name); !apierrors.IsNotFound(err) {
 				return fmt.Errorf("secret %s is still there (%w)", name, err)
 			}
@@ -419,5 +429,142 @@ func TestCertManager(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	if err := gone(); err != nil {
 		t.Fatalf("after the cluster was deleted: %v", err)
+	}
+}
+
+// caRotationPolicy rotates the cluster's CA while the test runs: a second CA 40s after the
+// first, signing 10s later, the first expiring 60s after it was made. cert-manager's
+// certificates live 45s.
+var caRotationPolicy = pki.Policy{CAValidity: time.Minute, LeafValidity: 45 * time.Second, Publish: 10 * time.Second}
+
+// observed is a value of a Secret's key as the test first saw it.
+type observed struct {
+	at   time.Time
+	data []byte
+}
+
+// parseCerts parses every PEM block of data as a certificate.
+func parseCerts(data []byte) ([]*x509.Certificate, error) {
+	var certs []*x509.Certificate
+	for rest := data; ; {
+		var block *pem.Block
+		if block, rest = pem.Decode(rest); block == nil {
+			return certs, nil
+		}
+		cert, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("certificate %d: %w", len(certs)+1, err)
+		}
+		certs = append(certs, cert)
+	}
+}
+
+// TestCertManagerCARotation: with cert-manager issuing the serving certificate, the cluster's
+// CA rotates on its own schedule, and the tenant's ca.crt goes from the first CA to both
+// (before cert-manager is given the second to sign with) and to the second alone only once
+// the first has expired, never anything else; certificates cert-manager issued from either CA
+// verify against the two-CA bundle under every name the clients use.
+func TestCertManagerCARotation(t *testing.T) {
+	e, c := tlsClusterWithTenant(t, caRotationPolicy)
+	startCertManager(t, e)
+	ctx, ns := context.Background(), c.Namespace
+	names := []string{"vault.cert-manager.svc", "vault", "vault.cert-manager", "vault.cert-manager.svc.cluster.local", "cache.example.com"}
+
+	// Every tenant ca.crt and every certificate cert-manager wrote into the TLS Secret, in the
+	// order seen, polled every 100ms until the tenant holds one CA other than the first and
+	// cert-manager has issued a certificate from it.
+	var bundles, leaves []observed
+	record := func(seen []observed, data []byte) []observed {
+		if len(data) > 0 && (len(seen) == 0 || !bytes.Equal(seen[len(seen)-1].data, data)) {
+			seen = append(seen, observed{time.Now(), data})
+		}
+		return seen
+	}
+	testenv.Eventually(t, 3*caRotationPolicy.CAValidity, func() error {
+		own, serving := &corev1.Secret{}, &corev1.Secret{}
+		if err := e.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "ledger-cache-credentials"}, own); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+		bundles = record(bundles, own.Data["ca.crt"])
+		if err := e.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "vault-tls"}, serving); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+		if serving.Annotations["cert-manager.io/certificate-name"] == "vault-tls" {
+			leaves = record(leaves, serving.Data["tls.crt"])
+		}
+		if len(bundles) < 2 || len(leaves) == 0 {
+			return fmt.Errorf("%d tenant bundles and %d certificates from cert-manager seen", len(bundles), len(leaves))
+		}
+		last, err := parseCerts(bundles[len(bundles)-1].data)
+		if err != nil {
+			return fmt.Errorf("the tenant's ca.crt: %w", err)
+		}
+		if len(last) != 1 || bytes.Equal(bundles[len(bundles)-1].data, bundles[0].data) {
+			return fmt.Errorf("the tenant's ca.crt is not yet a single new CA (%d CAs)", len(last))
+		}
+		leaf, err := parseCerts(leaves[len(leaves)-1].data)
+		if err != nil || len(leaf) == 0 || leaf[0].CheckSignatureFrom(last[0]) != nil {
+			return errors.New("cert-manager has not yet issued a certificate from the new CA")
+		}
+		return nil
+	})
+
+	var cas [][]*x509.Certificate
+	for i, b := range bundles {
+		certs, err := parseCerts(b.data)
+		if err != nil {
+			t.Fatalf("tenant bundle %d: %v", i+1, err)
+		}
+		cas = append(cas, certs)
+	}
+	if len(cas) != 3 || len(cas[0]) != 1 || len(cas[1]) != 2 || len(cas[2]) != 1 ||
+		!cas[1][0].Equal(cas[0][0]) || !cas[1][1].Equal(cas[2][0]) {
+		counts := make([]int, len(cas))
+		for i := range cas {
+			counts[i] = len(cas[i])
+		}
+		t.Fatalf("the tenant's ca.crt held %v CAs in turn, want the first, both, then the second: [1 2 1]", counts)
+	}
+	first, second, overlap := cas[0][0], cas[2][0], bundles[1]
+	if ended := bundles[2].at; ended.Before(first.NotAfter) {
+		t.Fatalf("the first CA left the tenant's ca.crt at %v, before it expired at %v", ended, first.NotAfter)
+	}
+	t.Logf("the tenant's ca.crt held both CAs for %v; the first CA expired %v after the tenant got both",
+		bundles[2].at.Sub(overlap.at).Round(100*time.Millisecond), first.NotAfter.Sub(overlap.at).Round(100*time.Millisecond))
+
+	// Certificates from both CAs, each verifying against the bundle the tenant held during the
+	// overlap (at the time it was seen: the first CA has expired since), and the second CA
+	// joined the tenant's bundle before cert-manager issued a certificate from it.
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(overlap.data)
+	signedBy := map[*x509.Certificate]int{}
+	for _, l := range leaves {
+		leaf, err := parseCerts(l.data)
+		if err != nil || len(leaf) == 0 {
+			t.Fatalf("a certificate cert-manager wrote does not parse: %v", err)
+		}
+		for _, ca := range []*x509.Certificate{first, second} {
+			if leaf[0].CheckSignatureFrom(ca) == nil {
+				signedBy[ca]++
+				if ca == second && l.at.Before(overlap.at) {
+					t.Fatalf("a certificate from the second CA was in the TLS Secret at %v, before the tenant trusted that CA at %v", l.at, overlap.at)
+				}
+			}
+		}
+		for _, name := range names {
+			if _, err := leaf[0].Verify(x509.VerifyOptions{Roots: roots, DNSName: name, CurrentTime: l.at}); err != nil {
+				t.Fatalf("the certificate seen at %v (serial %s), for a client holding the two-CA bundle reaching %s: %v", l.at, leaf[0].SerialNumber, name, err)
+			}
+		}
+	}
+	if signedBy[first] == 0 || signedBy[second] == 0 {
+		t.Fatalf("cert-manager issued %d certificates from the first CA and %d from the second, want both", signedBy[first], signedBy[second])
+	}
+	bundle := &corev1.Secret{}
+	if err := e.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "vault-ca-bundle"}, bundle); err != nil {
+		t.Fatal(err)
+	}
+	if ref := metav1.GetControllerOf(bundle); ref == nil || ref.UID != c.UID || !bytes.Equal(bundle.Data["ca.crt"], bundles[2].data) {
+		t.Fatalf("the CA bundle Secret is controlled by %v and holds the tenant's ca.crt: %v", ref, bytes.Equal(bundle.Data["ca.crt"], bundles[2].data))
 	}
 }

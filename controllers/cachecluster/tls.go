@@ -84,15 +84,16 @@ func (r *Reconciler) readSecret(ctx context.Context, c *v1.CacheCluster, name st
 }
 
 // reconcileTLS keeps the cluster's CA (rotated with pki's overlap), the sidecars' peer
-// certificate, while spec.tls.enabled their serving certificate (from cert-manager while its
+// certificate, while spec.tls.enabled the tenants' CA bundle and their serving certificate (from cert-manager while its
 // kinds are served, see reconcileCertManagerServing), and while
 // monitoring.sidecarMetrics is Secure their metrics certificate, each issued again when it is
 // missing, broken, due, signed by a CA no longer signing, or made for other names; the
-// cluster comes back when one next needs work. A serving or metrics Secret no longer wanted
-// is removed.
+// cluster comes back when one next needs work. A serving, bundle or metrics Secret no longer
+// wanted is removed.
 func (r *Reconciler) reconcileTLS(ctx context.Context, s *scope) error {
 	c := s.cluster
 	caName, servingName, metricsName := objects.TLSCASecretName(c.Name), objects.TLSSecretName(c.Name), objects.MetricsTLSSecretName(c.Name)
+	bundleName := objects.TLSCABundleSecretName(c.Name)
 	certManager := false
 	if c.Spec.TLS.Enabled {
 		served, err := r.certManagerServed()
@@ -111,6 +112,7 @@ func (r *Reconciler) reconcileTLS(ctx context.Context, s *scope) error {
 		wanted    bool
 	}{
 		{servingName, "spec.tls is off", c.Spec.TLS.Enabled},
+		{bundleName, "spec.tls is off", c.Spec.TLS.Enabled},
 		{metricsName, "monitoring.sidecarMetrics is Insecure", c.Spec.Monitoring.SidecarMetricsSecure()},
 	} {
 		if unwanted.wanted {
@@ -151,6 +153,19 @@ func (r *Reconciler) reconcileTLS(ctx context.Context, s *scope) error {
 		// Nothing is issued from a CA that is not stored: a write that raced another fails
 		// here, and the next reconcile starts from the stored CA.
 		if err := r.writeSecret(ctx, c, caSecret, caFound, caName, corev1.SecretTypeOpaque, map[string][]byte{caCertsKey: certs, caKeysKey: keys}); err != nil {
+			return err
+		}
+	}
+	if c.Spec.TLS.Enabled {
+		// The tenants' bundle is every CA still valid, as pki rotates them, whoever issues the
+		// serving certificate: written before any certificate from a new CA, and kept apart
+		// from the TLS Secret, whose ca.crt cert-manager sets to the one CA that signed.
+		bundle := &corev1.Secret{}
+		found, err := r.readSecret(ctx, c, bundleName, bundle)
+		if err != nil {
+			return err
+		}
+		if err := r.writeSecret(ctx, c, bundle, found, bundleName, corev1.SecretTypeOpaque, map[string][]byte{objects.TLSCAKey: authority.Bundle()}); err != nil {
 			return err
 		}
 	}

@@ -216,8 +216,8 @@ func TestClientTLS(t *testing.T) {
 	testenv.Eventually(t, timeout, clusterCondition(c, v1.ConditionProgressing, metav1.ConditionTrue, "ReconcileError",
 		"CA certificates but 0 keys; delete it to have a new CA made", nil))
 
-	// TLS off: the serving Secret goes (the CA stays: it signs the peer certificate), the
-	// sidecars serve plaintext, the tenant has no ca.crt.
+	// TLS off: the serving and CA bundle Secrets go (the CA stays: it signs the peer
+	// certificate), the sidecars serve plaintext, the tenant has no ca.crt.
 	if err := get(c, ns, c.Name); err != nil {
 		t.Fatal(err)
 	}
@@ -226,8 +226,10 @@ func TestClientTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, timeout, func() error {
-		if err := get(&corev1.Secret{}, ns, "secure-tls"); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("secret secure-tls is still there (%w)", err)
+		for _, name := range []string{"secure-tls", "secure-ca-bundle"} {
+			if err := get(&corev1.Secret{}, ns, name); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("secret %s is still there (%w)", name, err)
+			}
 		}
 		ds := &appsv1.DaemonSet{}
 		if err := get(ds, ns, "secure-sidecar"); err != nil {

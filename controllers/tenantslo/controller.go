@@ -56,7 +56,7 @@ type Reconciler struct {
 // SetupWithManager registers the controller. Besides its TenantSLOs and their credentials
 // Secrets it watches the clusters (capacity), the other tenants of a cluster (room freed or
 // taken), the clusters' credentials Secrets (a tenant's hash stored, changed or removed), the
-// clusters' TLS Secrets (a CA bundle tenants get as ca.crt), the plans (a tenant's partition placed, running, or gone after a deletion) and the labels of
+// clusters' CA bundle Secrets (what tenants get as ca.crt), the plans (a tenant's partition placed, running, or gone after a deletion) and the labels of
 // Namespaces (a cluster's
 // tenants.namespaceSelector may select or drop a namespace's tenants).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
@@ -68,7 +68,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&v1.TenantSLO{}, handler.EnqueueRequestsFromMapFunc(r.waitingTenants), builder.WithPredicates(objects.TenantGuaranteesChanged())).
 		Watches(&corev1.Secret{}, enqueueChangedTenants(0, storedHashes)).
 		// A cluster's CA bundle, which tenants of a TLS cluster get as ca.crt.
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.tenantsOfTLSSecret), builder.WithPredicates(caBundleChanged())).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.tenantsOfCABundle), builder.WithPredicates(caBundleChanged())).
 		Watches(&v1.CacheNodePlan{}, enqueueChangedTenants(planBatchDelay, partitionStates)).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.tenantsInNamespace),
 			builder.OnlyMetadata, builder.WithPredicates(predicate.LabelChangedPredicate{})).
@@ -369,15 +369,15 @@ func requestsFor(tenants []v1.TenantSLO, keep func(*v1.TenantSLO) bool) []reconc
 	return out
 }
 
-// caBundle is the CA bundle clients of a TLS cluster trust, from the cluster's TLS Secret;
-// empty when the cluster does not serve TLS or its Secret is not written yet (its creation
-// brings the tenants back).
+// caBundle is the CA bundle clients of a TLS cluster trust, from the cluster's CA bundle
+// Secret; empty when the cluster does not serve TLS or its Secret is not written yet (its
+// creation brings the tenants back).
 func (r *Reconciler) caBundle(ctx context.Context, c *v1.CacheCluster) ([]byte, error) {
 	if !c.Spec.TLS.Enabled {
 		return nil, nil
 	}
 	secret := &corev1.Secret{}
-	name := objects.TLSSecretName(c.Name)
+	name := objects.TLSCABundleSecretName(c.Name)
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, secret); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, nil
@@ -396,15 +396,15 @@ func caBundleChanged() predicate.Predicate {
 	}}
 }
 
-// tenantsOfTLSSecret enqueues every tenant of the cluster whose TLS Secret obj is.
-func (r *Reconciler) tenantsOfTLSSecret(ctx context.Context, obj client.Object) []reconcile.Request {
+// tenantsOfCABundle enqueues every tenant of the cluster whose CA bundle Secret obj is.
+func (r *Reconciler) tenantsOfCABundle(ctx context.Context, obj client.Object) []reconcile.Request {
 	owner := metav1.GetControllerOf(obj)
-	if owner == nil || owner.Kind != "CacheCluster" || obj.GetName() != objects.TLSSecretName(owner.Name) {
+	if owner == nil || owner.Kind != "CacheCluster" || obj.GetName() != objects.TLSCABundleSecretName(owner.Name) {
 		return nil
 	}
 	tenants, err := r.tenantsOf(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: owner.Name})
 	if err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "mapping a cluster's TLS Secret to its tenants")
+		ctrl.LoggerFrom(ctx).Error(err, "mapping a cluster's CA bundle Secret to its tenants")
 		return nil
 	}
 	return requestsFor(tenants, func(*v1.TenantSLO) bool { return true })

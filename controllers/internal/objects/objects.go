@@ -75,7 +75,7 @@ const (
 	CredentialsPasswordKey = "password"
 	CredentialsEndpointKey = "endpoint"
 	// TLSCAKey holds the CA bundle clients trust, in a tenant's credentials Secret (when the
-	// cluster serves TLS) and in the cluster's TLS Secret.
+	// cluster serves TLS), copied from the cluster's CA bundle Secret (TLSCABundleSecretName).
 	TLSCAKey = "ca.crt"
 )
 
@@ -199,6 +199,15 @@ func PeerIdentity(namespace, cluster string) string {
 // certificates and keys; only the operator reads it.
 func TLSCASecretName(cluster string) string {
 	return subdomain(cluster + "-tls-ca")
+}
+
+// TLSCABundleSecretName names the Secret, in the cluster's namespace, with the CA bundle the
+// clients of a TLS cluster trust (TLSCAKey), which the operator copies into every tenant's
+// credentials Secret. The operator writes it whoever issues the serving certificate, so the
+// bundle keeps the previous CA through a rotation even where cert-manager's ca.crt holds
+// only the CA that signed.
+func TLSCABundleSecretName(cluster string) string {
+	return subdomain(cluster + "-ca-bundle")
 }
 
 // TLSSignerSecretName names the Secret, in the cluster's namespace, with the CA of the cluster

@@ -32,6 +32,7 @@ func TestNamesAreValid(t *testing.T) {
 			"tenant secret":   TenantCredentialsSecretName(cluster),
 			"tls secret":      TLSSecretName(cluster),
 			"tls ca secret":   TLSCASecretName(cluster),
+			"ca bundle":       TLSCABundleSecretName(cluster),
 		} {
 			if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
 				t.Errorf("%s of %q = %q: %v", what, cluster, name, errs)
