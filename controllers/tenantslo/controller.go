@@ -183,7 +183,11 @@ func (r *Reconciler) reconcileCredentials(ctx context.Context, s *scope) error {
 	}
 	if s.cluster != nil {
 		data[objects.CredentialsEndpointKey] = []byte(endpoint(s.cluster))
-		bundle, err := r.caBundle(ctx, s.cluster)
+		var kept []byte
+		if existing != nil {
+			kept = existing.Data[objects.TLSCAKey]
+		}
+		bundle, err := r.caBundle(ctx, s.cluster, kept)
 		if err != nil {
 			return err
 		}
@@ -370,9 +374,11 @@ func requestsFor(tenants []v1.TenantSLO, keep func(*v1.TenantSLO) bool) []reconc
 }
 
 // caBundle is the CA bundle clients of a TLS cluster trust, from the cluster's CA bundle
-// Secret; empty when the cluster does not serve TLS or its Secret is not written yet (its
-// creation brings the tenants back).
-func (r *Reconciler) caBundle(ctx context.Context, c *v1.CacheCluster) ([]byte, error) {
+// Secret; empty when the cluster does not serve TLS. While that Secret is not written (TLS
+// just turned on, or the operator just upgraded from a version without it) the tenant keeps
+// the bundle it has, kept, rather than lose it for a moment; its creation brings the tenants
+// back.
+func (r *Reconciler) caBundle(ctx context.Context, c *v1.CacheCluster, kept []byte) ([]byte, error) {
 	if !c.Spec.TLS.Enabled {
 		return nil, nil
 	}
@@ -380,7 +386,7 @@ func (r *Reconciler) caBundle(ctx context.Context, c *v1.CacheCluster) ([]byte, 
 	name := objects.TLSCABundleSecretName(c.Name)
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, secret); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, nil
+			return kept, nil
 		}
 		return nil, fmt.Errorf("reading the CA bundle of %s/%s (Secret %s): %w", c.Namespace, c.Name, name, err)
 	}
