@@ -184,7 +184,7 @@ func (l *hostLoad) client(ctx context.Context, label, addr, user, password, pref
 	// transportFailure closes the connection and counts a request it failed.
 	transportFailure := func(err error, what string) {
 		closeConn()
-		if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
+		if isTimeout(err) {
 			l.record(loadCounts{hangs: 1}, fmt.Sprintf("%s: %s %v", label, what, err))
 		} else {
 			l.record(loadCounts{resets: 1}, fmt.Sprintf("%s: %s %v", label, what, err))
@@ -214,7 +214,7 @@ func (l *hostLoad) client(ctx context.Context, label, addr, user, password, pref
 	// is set, it is sent once more on a new connection; a failure that stays is counted.
 	do := func(args ...string) (resp.Value, bool) {
 		v, err := send(args...)
-		if ne := net.Error(nil); err != nil && l.retry && !(errors.As(err, &ne) && ne.Timeout()) {
+		if err != nil && l.retry && !isTimeout(err) {
 			closeConn()
 			if !connect() {
 				return v, false
@@ -255,6 +255,12 @@ func (l *hostLoad) client(ctx context.Context, label, addr, user, password, pref
 			l.record(loadCounts{hits: 1}, "")
 		}
 	}
+}
+
+// isTimeout reports whether err is a network timeout: a request that got no reply in time.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // warmKeys writes every key of the host load's key space through addr, so the load starts
