@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -32,8 +33,9 @@ func TestForwardingWaitsForRestartingPeer(t *testing.T) {
 			if err := c.b.p.Shutdown(t.Context()); err != nil {
 				t.Fatal(err)
 			}
-			// Node a's link to b sees b close it before the request below is sent.
-			time.Sleep(200 * time.Millisecond)
+			// The request below is to find no link open to b, as after a restart: one sent on
+			// the link b closes under it fails with it (see docs/operations.md).
+			awaitNoPeerLink(t, c.a.p)
 			sent := time.Now()
 			viaA.send("GET", key)
 			if tt.down > 0 {
@@ -74,6 +76,34 @@ func TestForwardingWaitsForRestartingPeer(t *testing.T) {
 			}
 		})
 	}
+}
+
+// awaitNoPeerLink waits until p has no open link to a peer.
+func awaitNoPeerLink(t *testing.T, p *Proxy) {
+	t.Helper()
+	for deadline := time.Now().Add(testIOTimeout); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if !hasOpenPeerLink(p) {
+			return
+		}
+	}
+	t.Fatal("a link to a peer is still open")
+}
+
+func hasOpenPeerLink(p *Proxy) bool {
+	p.links.mu.Lock()
+	defer p.links.mu.Unlock()
+	for key, slot := range p.links.slots {
+		if !key.peer {
+			continue
+		}
+		slot.mu.Lock()
+		open := slices.ContainsFunc(slot.links, func(l *link) bool { return l != nil && l.usable() })
+		slot.mu.Unlock()
+		if open {
+			return true
+		}
+	}
+	return false
 }
 
 // keyOnB writes keys through c's client until one lands on node b's engine, and returns it.
