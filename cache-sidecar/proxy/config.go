@@ -210,6 +210,13 @@ type Options struct {
 
 	// DialTimeout bounds connecting to an engine or a peer sidecar (default 2s).
 	DialTimeout time.Duration
+	// PeerRetryWindow is how long a request for a peer sidecar that cannot be dialed (the
+	// connection or the peer handshake refused, or timed out) waits while the proxy redials it (every 50 ms at first, backing off to 250 ms), before it is
+	// answered with the dial's error (default 5s). A sidecar restarting in place (an InPlace
+	// upgrade) refuses connections for a few seconds; its requests are then served late
+	// instead of failing. Once a peer has been unreachable for this long its requests fail at
+	// once (one dial a second tells when it is back).
+	PeerRetryWindow time.Duration
 	// BackendTimeout bounds an engine's or peer's silence while replies are due (a reply that
 	// keeps arriving may take longer), and waiting for it to accept a request (default 10s; it
 	// must exceed ThrottleMaxWait, which a peer may spend waiting).
@@ -275,6 +282,7 @@ const (
 	DefaultBurstWindow              = 100 * time.Millisecond
 	DefaultMaxValueBytes            = 1 << 20
 	DefaultDialTimeout              = 2 * time.Second
+	DefaultPeerRetryWindow          = 5 * time.Second
 	DefaultBackendTimeout           = 10 * time.Second
 	DefaultClientWriteTimeout       = 60 * time.Second
 	DefaultPeerHandshakeTimeout     = 5 * time.Second
@@ -328,6 +336,7 @@ func (o Options) withDefaults() (Options, error) {
 	o.BurstWindow = orDefault(o.BurstWindow, DefaultBurstWindow)
 	o.MaxValueBytes = orDefault(o.MaxValueBytes, DefaultMaxValueBytes)
 	o.DialTimeout = orDefault(o.DialTimeout, DefaultDialTimeout)
+	o.PeerRetryWindow = orDefault(o.PeerRetryWindow, DefaultPeerRetryWindow)
 	o.BackendTimeout = orDefault(o.BackendTimeout, DefaultBackendTimeout)
 	o.ClientWriteTimeout = orDefault(o.ClientWriteTimeout, DefaultClientWriteTimeout)
 	o.PeerHandshakeTimeout = orDefault(o.PeerHandshakeTimeout, DefaultPeerHandshakeTimeout)

@@ -116,7 +116,10 @@
 // routes by the tag, which lets related keys share a node. Keys of this node go to the local
 // engine's unix socket (links to a redis engine log in as engine.RedisLinkUser, which runs
 // only the commands the proxy forwards, from scripts too); others are forwarded to the owning node's peer listener over links
-// pooled per peer and tenant. Multi-key commands:
+// pooled per peer and tenant. A peer that cannot be dialed (its sidecar restarting in place)
+// is redialed with backoff for up to Options.PeerRetryWindow while the requests for it wait,
+// so a restart shorter than that delays them instead of failing them; after the window they
+// are answered with the dial's error. Multi-key commands:
 //   - split by node and merged: MGET (values back in key order), MSET, DEL, UNLINK, EXISTS,
 //     TOUCH (counts summed), memcached get/gets/gat/gats (values in key order, one END);
 //     MSET and DEL across nodes are not atomic, as in Redis Cluster;

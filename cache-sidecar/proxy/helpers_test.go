@@ -57,6 +57,13 @@ type testNode struct {
 // startNode starts a proxy serving on loopback; opts.Protocol must be set.
 func startNode(t testing.TB, id string, opts Options) *testNode {
 	t.Helper()
+	return startNodeOn(t, id, opts, listen(t), listen(t))
+}
+
+// startNodeOn is startNode with the client and peer listeners given: a node restarted on the
+// addresses it had.
+func startNodeOn(t testing.TB, id string, opts Options, client, peer net.Listener) *testNode {
+	t.Helper()
 	n := &testNode{id: id, registry: prometheus.NewRegistry()}
 	opts.Registry = n.registry
 	p, err := New(opts)
@@ -64,7 +71,6 @@ func startNode(t testing.TB, id string, opts Options) *testNode {
 		t.Fatal(err)
 	}
 	n.p = p
-	client, peer := listen(t), listen(t)
 	n.addr, n.peerAddr = client.Addr().String(), peer.Addr().String()
 	n.socketPath = t.TempDir() + "/proxy.sock"
 	socket, err := net.Listen("unix", n.socketPath)
@@ -94,9 +100,12 @@ func serveInBackground(t testing.TB, serve func(net.Listener) error, l net.Liste
 	})
 }
 
-func listen(t testing.TB) net.Listener {
+func listen(t testing.TB) net.Listener { return listenOn(t, "127.0.0.1:0") }
+
+// listenOn listens on a TCP address.
+func listenOn(t testing.TB, addr string) net.Listener {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}

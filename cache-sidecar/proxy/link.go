@@ -577,11 +577,23 @@ type linkSlot struct {
 	links    []*link
 	failedAt time.Time // last failed dial: others fail fast for dialRetryDelay
 	failure  error
+	// unreachableSince is the first of the dials that failed in a row (zero once one
+	// succeeds): a peer is redialed while it has been unreachable for less than
+	// Options.PeerRetryWindow.
+	unreachableSince time.Time
 }
 
 // dialRetryDelay is how long requests for an unreachable backend are answered with an error
-// at once instead of dialing again.
+// at once instead of dialing again, once the peer retry window is over.
 const dialRetryDelay = time.Second
+
+// Backoff of the redials within Options.PeerRetryWindow: short at first, since a sidecar
+// restarting in place listens again within seconds, and never much longer than a client
+// would notice.
+const (
+	firstPeerRedial = 50 * time.Millisecond
+	maxPeerRedial   = 250 * time.Millisecond
+)
 
 // linkSet is every shared link of the proxy, by key.
 type linkSet struct {
@@ -622,12 +634,10 @@ func (p *Proxy) sharedLink(key linkKey, node string, pick int64, forwarded func(
 	if !slot.failedAt.IsZero() && time.Since(slot.failedAt) < dialRetryDelay {
 		return nil, slot.failure
 	}
-	l, err := p.dialLink(key, node)
+	l, err := p.dialSlot(slot, key, node)
 	if err != nil {
-		slot.failedAt, slot.failure = time.Now(), fmt.Errorf("node %s: %w", node, err)
-		return nil, slot.failure
+		return nil, err
 	}
-	slot.failedAt, slot.failure = time.Time{}, nil
 	if key.peer {
 		l.forwarded = forwarded()
 	}
@@ -645,6 +655,39 @@ func (p *Proxy) sharedLink(key linkKey, node string, pick int64, forwarded func(
 		return nil, ErrClosed
 	}
 	return l, nil
+}
+
+// dialSlot dials a link for slot; slot.mu is held. A peer that fails the dial (a sidecar
+// restarting in place refuses connections until it listens again) is redialed with backoff
+// until it has been unreachable for Options.PeerRetryWindow, the request that needs it
+// waiting meanwhile, as do the other requests for the slot (on slot.mu); only then is the
+// failure returned, and the requests of the next dialRetryDelay fail at once.
+func (p *Proxy) dialSlot(slot *linkSlot, key linkKey, node string) (*link, error) {
+	redial := firstPeerRedial
+	for {
+		l, err := p.dialLink(key, node)
+		now := time.Now()
+		if err == nil {
+			slot.failedAt, slot.failure, slot.unreachableSince = time.Time{}, nil, time.Time{}
+			return l, nil
+		}
+		if slot.unreachableSince.IsZero() {
+			slot.unreachableSince = now
+		}
+		wait := min(redial, slot.unreachableSince.Add(p.opts.PeerRetryWindow).Sub(now))
+		if !key.peer || wait <= 0 {
+			slot.failedAt, slot.failure = now, fmt.Errorf("node %s: %w", node, err)
+			return nil, slot.failure
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-timer.C:
+		case <-p.ctx.Done():
+			timer.Stop()
+			return nil, ErrClosed
+		}
+		redial = min(2*redial, maxPeerRedial)
+	}
 }
 
 // retire retires the links whose key matches: gracefully (they close once they have read

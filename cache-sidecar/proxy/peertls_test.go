@@ -111,6 +111,8 @@ func TestPeerMutualTLS(t *testing.T) {
 		{name: "old front, new back", back: peerTLS(), want: "-ERR cacheqos: node node-b: peer refused the handshake: \"ERR this node takes peers over mutual TLS only\""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			// The refusals last: the front node need not redial for long to give up.
+			tc.front.PeerRetryWindow = 100 * time.Millisecond
 			pp := startPeerPair(t, tc.front, tc.back)
 			pp.configure(t, tc.frontPlain, tc.backPlain)
 			if got := pp.forward(t, "v"); !strings.HasPrefix(got, tc.want) {

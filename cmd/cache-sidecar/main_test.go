@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cacheqos/cacheqos/cache-sidecar/proxy"
 	"github.com/cacheqos/cacheqos/internal/credentials"
 	"github.com/cacheqos/cacheqos/internal/protocol/enginetest"
 )
@@ -35,7 +36,7 @@ func TestParseFlags(t *testing.T) {
 			env:  clusterEnv,
 			check: func(t *testing.T, o *options) {
 				if o.planName != "shared-node-a" || o.clientListen != defaultRedisClientListen || o.peerListen != defaultPeerListen ||
-					o.stateRoot != defaultStateRoot || o.namespace != "cache" {
+					o.stateRoot != defaultStateRoot || o.namespace != "cache" || o.peerRetryWindow != proxy.DefaultPeerRetryWindow {
 					t.Errorf("options %+v", o)
 				}
 			},
@@ -47,6 +48,16 @@ func TestParseFlags(t *testing.T) {
 			check: func(t *testing.T, o *options) {
 				if o.planName != "custom" || o.engine != "memcached" || o.clientListen != defaultMemcachedClientListen || o.nodeName != "node-b" {
 					t.Errorf("options %+v", o)
+				}
+			},
+		},
+		{
+			name: "peer retry window",
+			args: []string{"--peer-retry-window", "3s"},
+			env:  clusterEnv,
+			check: func(t *testing.T, o *options) {
+				if o.peerRetryWindow != 3*time.Second {
+					t.Errorf("peer retry window %v, want 3s", o.peerRetryWindow)
 				}
 			},
 		},
@@ -76,9 +87,9 @@ func TestParseFlags(t *testing.T) {
 		},
 		{
 			name:    "bad values",
-			args:    []string{"--log-level", "loud", "--log-format", "xml", "--refresh-interval", "0s", "--shutdown-delay", "-1s", "--drain-timeout", "-2s"},
+			args:    []string{"--log-level", "loud", "--log-format", "xml", "--refresh-interval", "0s", "--shutdown-delay", "-1s", "--drain-timeout", "-2s", "--peer-retry-window", "0s"},
 			env:     clusterEnv,
-			wantErr: []string{`--log-level "loud"`, `--log-format "xml"`, "--refresh-interval 0s must be positive", "--shutdown-delay -1s is negative", "--drain-timeout -2s is negative"},
+			wantErr: []string{`--log-level "loud"`, `--log-format "xml"`, "--refresh-interval 0s must be positive", "--shutdown-delay -1s is negative", "--drain-timeout -2s is negative", "--peer-retry-window 0s must be positive"},
 		},
 		{
 			name:    "engines both stopped and saved on exit",

@@ -231,6 +231,11 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet, c *v1.CacheCluster) {
 	if ready == nil || ready.HTTPGet == nil || ready.HTTPGet.Path != "/readyz" || ready.HTTPGet.Port != intstr.FromString("metrics") {
 		t.Errorf("readiness probe %+v, want /readyz on the metrics port", ready)
 	}
+	// A stopping sidecar keeps serving, not ready, for its 5 s --shutdown-delay: the probe
+	// must see that, and the endpoint go, well within it.
+	if ready != nil && ready.PeriodSeconds*ready.FailureThreshold > 2 {
+		t.Errorf("readiness probe every %d s, not ready after %d failures: a stopping sidecar leaves its Service after more than 2 s", ready.PeriodSeconds, ready.FailureThreshold)
+	}
 	if live := sc.LivenessProbe; live == nil || live.HTTPGet == nil || live.HTTPGet.Path != "/healthz" {
 		t.Errorf("liveness probe %+v", live)
 	}

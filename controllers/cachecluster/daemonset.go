@@ -196,6 +196,16 @@ func fieldEnv(name, path string) corev1.EnvVar {
 	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: path}}}
 }
 
+// The sidecar's readiness probe notices within readinessPeriodSeconds x readinessFailures
+// (2 s) that a stopping sidecar turned not ready, so its Service endpoint goes well within the
+// sidecar's 5 s --shutdown-delay, before it closes its listeners: reconnecting clients are
+// then sent to the other sidecars instead of a closed port. Two failures, so one slow probe
+// does not take a sidecar out of its Service.
+const (
+	readinessPeriodSeconds = 1
+	readinessFailures      = 2
+)
+
 func httpProbe(path string, period, failures int32) *corev1.Probe {
 	return &corev1.Probe{
 		ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString(portMetrics), Scheme: corev1.URISchemeHTTP}},
@@ -401,7 +411,7 @@ func (r *Reconciler) desiredDaemonSet(c *v1.CacheCluster) (*appsv1.DaemonSet, []
 						{Name: portMetrics, ContainerPort: objects.MetricsPort, Protocol: corev1.ProtocolTCP},
 					},
 					Resources:       resources,
-					ReadinessProbe:  httpProbe(readyPath, 5, 2),
+					ReadinessProbe:  httpProbe(readyPath, readinessPeriodSeconds, readinessFailures),
 					LivenessProbe:   httpProbe(livePath, 10, 6),
 					SecurityContext: restricted,
 					VolumeMounts: []corev1.VolumeMount{

@@ -32,6 +32,11 @@ type loadCounts struct {
 	errors       int // error replies (after a successful login)
 	resets       int // connections that failed or were closed under a request, and refused dials
 	hangs        int // requests without a reply within hostLoadTimeout
+	// retried: requests answered on a new connection after theirs broke under them (with
+	// hostLoad.retry; the outcome counts as a hit or miss). Only a broken connection is
+	// retried, as redis clients do: the request was not answered, and reading or writing a
+	// key again is harmless.
+	retried int
 }
 
 func (c *loadCounts) add(o loadCounts) {
@@ -40,6 +45,7 @@ func (c *loadCounts) add(o loadCounts) {
 	c.errors += o.errors
 	c.resets += o.resets
 	c.hangs += o.hangs
+	c.retried += o.retried
 }
 
 func (c loadCounts) requests() int { return c.hits + c.misses + c.errors + c.resets + c.hangs }
@@ -57,6 +63,9 @@ func (c loadCounts) hitRatio() float64 {
 // keys of a fixed key space at hostLoadRate and writing each key it misses, reconnecting after
 // a failure. It keeps per-second counts and events (what the test did when) for the table.
 type hostLoad struct {
+	// retry: a request whose connection breaks under it is sent once more on a new connection
+	// (the reconnect and retry of a redis client), and counts as a reset only if that fails.
+	retry  bool
 	start  time.Time
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -68,11 +77,12 @@ type hostLoad struct {
 }
 
 // startHostLoad starts one client per address of targets (label -> host:port), as user, over
-// keys prefix-0 .. prefix-(keys-1). It stops at the end of the test at the latest.
-func startHostLoad(t *testing.T, targets map[string]string, user, password, prefix string, keys int) *hostLoad {
+// keys prefix-0 .. prefix-(keys-1), retrying requests whose connection broke if retry. It
+// stops at the end of the test at the latest.
+func startHostLoad(t *testing.T, targets map[string]string, user, password, prefix string, keys int, retry bool) *hostLoad {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &hostLoad{start: time.Now(), cancel: cancel, events: map[int][]string{}}
+	l := &hostLoad{retry: retry, start: time.Now(), cancel: cancel, events: map[int][]string{}}
 	for _, label := range slices.Sorted(maps.Keys(targets)) {
 		l.wg.Add(1)
 		go func() {
@@ -132,13 +142,13 @@ func (l *hostLoad) table() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var b strings.Builder
-	fmt.Fprintf(&b, "%4s %6s %6s %6s %6s %6s %6s  %s\n", "sec", "hits", "misses", "hit%", "errors", "resets", "hangs", "event")
+	fmt.Fprintf(&b, "%4s %6s %6s %6s %6s %6s %6s %7s  %s\n", "sec", "hits", "misses", "hit%", "errors", "resets", "hangs", "retried", "event")
 	var total loadCounts
 	for s, c := range l.seconds {
 		total.add(c)
-		fmt.Fprintf(&b, "%4d %6d %6d %5.1f%% %6d %6d %6d  %s\n", s, c.hits, c.misses, 100*c.hitRatio(), c.errors, c.resets, c.hangs, strings.Join(l.events[s], "; "))
+		fmt.Fprintf(&b, "%4d %6d %6d %5.1f%% %6d %6d %6d %7d  %s\n", s, c.hits, c.misses, 100*c.hitRatio(), c.errors, c.resets, c.hangs, c.retried, strings.Join(l.events[s], "; "))
 	}
-	fmt.Fprintf(&b, "%4s %6d %6d %5.1f%% %6d %6d %6d\n", "all", total.hits, total.misses, 100*total.hitRatio(), total.errors, total.resets, total.hangs)
+	fmt.Fprintf(&b, "%4s %6d %6d %5.1f%% %6d %6d %6d %7d\n", "all", total.hits, total.misses, 100*total.hitRatio(), total.errors, total.resets, total.hangs, total.retried)
 	if len(l.samples) > 0 {
 		fmt.Fprintf(&b, "first failures:\n  %s\n", strings.Join(l.samples, "\n  "))
 	}
@@ -156,29 +166,65 @@ func (l *hostLoad) client(ctx context.Context, label, addr, user, password, pref
 		}
 	}
 	defer closeConn()
-	// do sends one command; a transport failure closes the connection and is counted.
-	do := func(args ...string) (resp.Value, bool) {
+	// send sends one command on the open connection and reads its reply.
+	send := func(args ...string) (resp.Value, error) {
 		if err := conn.SetDeadline(time.Now().Add(hostLoadTimeout)); err != nil {
-			closeConn()
-			l.record(loadCounts{resets: 1}, label+": "+err.Error())
-			return resp.Value{}, false
+			return resp.Value{}, err
 		}
 		_, err := conn.Write(resp.AppendCommandStrings(nil, args...))
 		var reply resp.Reply
 		if err == nil {
 			reply, err = reader.ReadReply()
 		}
-		var v resp.Value
-		if err == nil {
-			v, err = reply.Decode()
+		if err != nil {
+			return resp.Value{}, err
+		}
+		return reply.Decode()
+	}
+	// transportFailure closes the connection and counts a request it failed.
+	transportFailure := func(err error, what string) {
+		closeConn()
+		if isTimeout(err) {
+			l.record(loadCounts{hangs: 1}, fmt.Sprintf("%s: %s %v", label, what, err))
+		} else {
+			l.record(loadCounts{resets: 1}, fmt.Sprintf("%s: %s %v", label, what, err))
+		}
+	}
+	// connect opens a connection and logs in; a failure is counted.
+	connect := func() bool {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			l.record(loadCounts{resets: 1}, label+": "+err.Error())
+			return false
+		}
+		conn, reader = c, resp.NewReplyReader(bufio.NewReader(c), resp.ReplyLimits{})
+		v, err := send("AUTH", user, password)
+		switch {
+		case err != nil:
+			transportFailure(err, "AUTH")
+			return false
+		case v.IsError():
+			l.record(loadCounts{errors: 1}, fmt.Sprintf("%s: AUTH: %s", label, v.Str))
+			closeConn()
+			return false
+		}
+		return true
+	}
+	// do sends one command. When the connection breaks under it (not a timeout) and l.retry
+	// is set, it is sent once more on a new connection; a failure that stays is counted.
+	do := func(args ...string) (resp.Value, bool) {
+		v, err := send(args...)
+		if err != nil && l.retry && !isTimeout(err) {
+			closeConn()
+			if !connect() {
+				return v, false
+			}
+			if v, err = send(args...); err == nil {
+				l.record(loadCounts{retried: 1}, "")
+			}
 		}
 		if err != nil {
-			closeConn()
-			if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
-				l.record(loadCounts{hangs: 1}, fmt.Sprintf("%s: %s %v", label, args[0], err))
-			} else {
-				l.record(loadCounts{resets: 1}, fmt.Sprintf("%s: %s %v", label, args[0], err))
-			}
+			transportFailure(err, args[0])
 			return v, false
 		}
 		return v, true
@@ -191,22 +237,8 @@ func (l *hostLoad) client(ctx context.Context, label, addr, user, password, pref
 			return
 		case <-tick.C:
 		}
-		if conn == nil {
-			c, err := net.DialTimeout("tcp", addr, time.Second)
-			if err != nil {
-				l.record(loadCounts{resets: 1}, label+": "+err.Error())
-				continue
-			}
-			conn, reader = c, resp.NewReplyReader(bufio.NewReader(c), resp.ReplyLimits{})
-			v, ok := do("AUTH", user, password)
-			if !ok {
-				continue
-			}
-			if v.IsError() {
-				l.record(loadCounts{errors: 1}, fmt.Sprintf("%s: AUTH: %s", label, v.Str))
-				closeConn()
-				continue
-			}
+		if conn == nil && !connect() {
+			continue
 		}
 		key := fmt.Sprintf("%s-%d", prefix, rand.IntN(keys))
 		v, ok := do("GET", key)
@@ -223,6 +255,12 @@ func (l *hostLoad) client(ctx context.Context, label, addr, user, password, pref
 			l.record(loadCounts{hits: 1}, "")
 		}
 	}
+}
+
+// isTimeout reports whether err is a network timeout: a request that got no reply in time.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // warmKeys writes every key of the host load's key space through addr, so the load starts

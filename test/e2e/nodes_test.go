@@ -553,7 +553,7 @@ func testNodeDrainAndLoss(t *testing.T) {
 		for node, ip := range sidecars {
 			targets[node] = sidecarClientAddress(ip)
 		}
-		load := startHostLoad(t, targets, user, password, "drain", keys)
+		load := startHostLoad(t, targets, user, password, "drain", keys, false)
 		time.Sleep(5 * time.Second)
 		load.event("kubectl drain %s", drained)
 		start := time.Now()
@@ -635,7 +635,7 @@ func testNodeDrainAndLoss(t *testing.T) {
 			warmVia = addr
 		}
 		warmKeys(t, warmVia, user, password, "loss", keys)
-		load := startHostLoad(t, targets, user, password, "loss", keys)
+		load := startHostLoad(t, targets, user, password, "loss", keys, false)
 		time.Sleep(5 * time.Second)
 		load.event("node-stop %s", victim)
 		start := time.Now()

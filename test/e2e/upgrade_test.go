@@ -30,8 +30,10 @@ const upgradeMarkers = 300
 // every node's containerd, with the default InPlace strategy. The pods are patched one node at a time, in node order, each after
 // the previous one is Ready again with restarted containers, and keep their names; the keys
 // written before the upgrade are all there after it; the hit ratio over the 10 s after the
-// rollout is at least 0.9x the one over the 10 s before the change; the clients' failures
-// stay within upgradeFailureBound; the TenantSLO ends Ready. The table has a row per second.
+// rollout is at least 0.9x the one over the 10 s before the change; no request fails or hangs,
+// the clients retrying a request once on a new connection when theirs breaks under it (as redis
+// clients do: a restarting sidecar closes the connections it serves); the TenantSLO ends
+// Ready. The table has a row per second.
 func testUpgradeUnderLoad(t *testing.T) {
 	localClusterOnly(t)
 	c, s, user, password := routableTenant(t, "upgrade", 3)
@@ -54,7 +56,7 @@ func testUpgradeUnderLoad(t *testing.T) {
 	}
 	const keys = 1000
 	warmKeys(t, addr, user, password, "upgrade", keys)
-	load := startHostLoad(t, map[string]string{"client-1": addr, "client-2": addr, "client-3": addr}, user, password, "upgrade", keys)
+	load := startHostLoad(t, map[string]string{"client-1": addr, "client-2": addr, "client-3": addr}, user, password, "upgrade", keys, true)
 	time.Sleep(10 * time.Second)
 	changed := time.Now()
 	before := load.between(changed.Add(-10*time.Second), changed.Add(-time.Second))
@@ -127,22 +129,18 @@ func testUpgradeUnderLoad(t *testing.T) {
 		t.Errorf("pods patched in the order %v, want node name order", order)
 	}
 
-	t.Logf("hit ratio over 10 s before the change %.3f (%d requests), during the rollout %.3f (%d requests, %d failures: errors %d, resets %d, hangs %d), over 10 s after %.3f (%d requests); ratio after/before %.2f (goal at least 0.9)",
-		before.hitRatio(), before.requests(), during.hitRatio(), during.requests(), during.failures(), during.errors, during.resets, during.hangs,
+	t.Logf("hit ratio over 10 s before the change %.3f (%d requests), during the rollout %.3f (%d requests, %d failures: errors %d, resets %d, hangs %d; %d retried on a new connection), over 10 s after %.3f (%d requests); ratio after/before %.2f (goal at least 0.9)",
+		before.hitRatio(), before.requests(), during.hitRatio(), during.requests(), during.failures(), during.errors, during.resets, during.hangs, during.retried,
 		after.hitRatio(), after.requests(), after.hitRatio()/before.hitRatio())
 	if after.hitRatio() < 0.9*before.hitRatio() {
 		t.Errorf("hit ratio after the upgrade %.3f, below 0.9x the %.3f before", after.hitRatio(), before.hitRatio())
 	}
-	bound := int(float64(during.requests()) / rolledOut.Sub(changed).Seconds() * upgradeOutage.Seconds())
-	t.Logf("failures during the rollout: %d, bound %d (%s of requests at the measured rate)", during.failures(), bound, upgradeOutage)
-	if during.failures() > bound {
-		t.Errorf("%d of %d requests failed during the rollout, more than %s of requests (%d)", during.failures(), during.requests(), upgradeOutage, bound)
+	if during.failures() > 0 {
+		t.Errorf("%d of %d requests failed during the rollout (errors %d, resets after a retry %d, hangs %d), want none",
+			during.failures(), during.requests(), during.errors, during.resets, during.hangs)
 	}
 	if after.failures() > 0 {
-		t.Errorf("%d requests failed after the rollout", after.failures())
-	}
-	if during.hangs+after.hangs > 0 {
-		t.Errorf("%d requests hung (no reply within %s)", during.hangs+after.hangs, hostLoadTimeout)
+		t.Errorf("%d requests failed after the rollout (errors %d, resets after a retry %d, hangs %d)", after.failures(), after.errors, after.resets, after.hangs)
 	}
 
 	reader := login(t, addr, user, password)
@@ -159,17 +157,6 @@ func testUpgradeUnderLoad(t *testing.T) {
 	}
 	waitCondition(t, tenantObject{s}, v1.ConditionReady, metav1.ConditionTrue, "", 2*time.Minute)
 }
-
-// upgradeOutage bounds the failures of an InPlace rollout, as the clients' requests over this
-// much time. While one node's sidecar container restarts (it stops serving, saves its redis
-// partitions, and the new container loads them), the requests for the keys that node holds
-// fail: those forwarded to it with an error reply, those on connections to it with a broken
-// connection. With the tenant's keys spread evenly over the nodes, each of the n restarts
-// costs 1/n of the requests for as long as it lasts, so the whole rollout costs as many
-// requests as arrive during one restart. A restart measured 2-3 s here (about 100 small
-// keys per partition); 5 s leaves room for a loaded machine and still fails a rollout that
-// loses a node for longer, or that fails requests for keys the restarting node does not hold.
-const upgradeOutage = 5 * time.Second
 
 // sidecarImageOf is the sidecar image a sidecar pod runs: its install-sidecar init container's,
 // or, when the engine image is the sidecar's, its container's.
