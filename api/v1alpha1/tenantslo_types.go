@@ -376,7 +376,8 @@ type TenantAllocation struct {
 
 	// decision says why the tenant's memory is what the last allocation made it: Placed (it
 	// had none), Kept (unchanged), Protected (it met its objective and keeps at least the
-	// memory that met it), Learning (a strict tenant whose miss-ratio curve is not learned yet
+	// memory that met it, or was just given memory for its objective and keeps it until that
+	// memory is measured warm), Learning (a strict tenant whose miss-ratio curve is not learned yet
 	// holds a fair share), RaisedForTarget (more memory to reach its target), Raised (spare
 	// memory), LoweredForPriority (a higher-priority objective needed its memory), Lowered
 	// (the memory meets another objective or earns more hits elsewhere). The Allocated

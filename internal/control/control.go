@@ -163,7 +163,7 @@ func (l *Loop) remember(s *planning.Snapshot, inForce *planning.Plan) {
 	}
 	for i := range s.Tenants {
 		t := &s.Tenants[i]
-		if st := l.tenants[t.ID]; st != nil && st.target > 0 {
+		if st := l.tenants[t.ID]; st != nil && t.Class == planning.ClassStrict && t.Objective != nil {
 			st.promised = l.meetsOwnTarget(t, inForce)
 		}
 	}
@@ -346,8 +346,11 @@ func (l *Loop) score(s *planning.Snapshot, p *planning.Plan) int64 {
 	return l.scoreWith(s, p, false)
 }
 
-// observedScore is score for the plan in force, where a strict tenant that met its objective
-// under it in the interval measured counts as met whatever its curve predicts.
+// observedScore is score for the plan in force, where a strict tenant measured under it
+// counts as the measurement judged it whatever its curve predicts: met if it met its
+// objective, missed if it missed it on warm partitions. (A curve a little above what the
+// engine gives would otherwise keep a plan that misses by a hair for good: the new plan that
+// gives the tenant more is never scored higher.)
 func (l *Loop) observedScore(s *planning.Snapshot, inForce *planning.Plan) int64 {
 	return l.scoreWith(s, inForce, true)
 }
@@ -356,7 +359,14 @@ func (l *Loop) scoreWith(s *planning.Snapshot, p *planning.Plan, observed bool) 
 	var total int64
 	for i := range s.Tenants {
 		t := &s.Tenants[i]
-		if t.Class == planning.ClassStrict && t.Objective != nil && (observed && l.tenants[t.ID].met || l.meetsOwnTarget(t, p)) {
+		if t.Class != planning.ClassStrict || t.Objective == nil {
+			continue
+		}
+		met := l.meetsOwnTarget(t, p)
+		if st := l.tenants[t.ID]; observed && (st.met || st.missedWarm) {
+			met = st.met
+		}
+		if met {
 			total += 1 + int64(t.Priority)
 		}
 	}

@@ -445,3 +445,86 @@ func TestLearningTenantHoldsAFairShare(t *testing.T) {
 		})
 	}
 }
+
+// A strict tenant given memory for its objective is first measured while that memory fills
+// (a loop hits only after a whole pass). Missing its objective then, with a curve that shows
+// less reuse than the one it was raised on, it keeps the memory until a warm interval is
+// measured; a miss measured warm, or at memory the plan never promised would meet the
+// objective, is acted on.
+func TestRaisedTenantAwaitsAWarmMeasurement(t *testing.T) {
+	needSolver(t)
+	coldCurve := [][2]float64{{10, 0}, {30, 0.3}, {100, 0.35}}
+	cases := []struct {
+		name     string
+		heldMiB  int64 // what the tenant held the interval before the one measured
+		promised bool
+		wantKeep bool
+	}{
+		{"measured right after the raise", 2, true, true},
+		{"measured warm", 30, true, false},
+		{"never promised", 2, false, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			loop := tenant("ns/loop", 100, 0.9, coldCurve, 30*mib, 0)
+			// The other tenant earns more hits from every byte than the loop's cold curve.
+			other := tenant("ns/other", 100, 0, [][2]float64{{25, 0.5}, {50, 0.8}, {100, 0.99}}, 70*mib, 0.8)
+			other.Class, other.Objective = planning.ClassBestEffort, nil
+			other.Rates[0].RequestsPerSecond = 5000
+			snap := snapshot(loop, other)
+			l := New()
+			l.tenants["ns/loop"] = &tenantState{seen: true, samples: maxLearnSamples, promised: tc.promised,
+				placed: []planning.CurrentPartition{{Node: "n1", MemoryBytes: tc.heldMiB * mib}}}
+			in := Input{Snapshot: snap, Current: currentOf(snap), Measured: map[string]Measurement{"ns/loop": {Reads: 10000}, "ns/other": {Reads: 10000}}}
+			d, err := l.Decide(context.Background(), config(DefaultMechanisms()), in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, td := allocated(d.Desired["ns/loop"]), d.Tenants["ns/loop"]
+			if tc.wantKeep {
+				if got < 29*mib || td.Reason != ReasonKept && td.Reason != ReasonProtected {
+					t.Errorf("loop has %d MiB (%s: %s), want at least 29 MiB, Kept or Protected", got/mib, td.Reason, td.Message)
+				}
+				if d.Fed.Tenants[0].Memory.MinBytes != 29*mib {
+					t.Errorf("loop was fed a minimum of %d bytes, want what it holds less the noise floor, 29 MiB", d.Fed.Tenants[0].Memory.MinBytes)
+				}
+				return
+			}
+			if got >= 29*mib {
+				t.Errorf("loop kept %d MiB (%s: %s); its miss should have been acted on", got/mib, td.Reason, td.Message)
+			}
+		})
+	}
+}
+
+// A strict tenant that missed its objective on warm partitions counts as missed by the plan in
+// force, whatever its curve predicts there: a curve a little above what the engine gives must
+// not keep a plan that misses by a hair for good. The new plan that gives it more is taken.
+func TestWarmMissIsNotCountedAsMet(t *testing.T) {
+	needSolver(t)
+	// web's curve says 0.462 at the 20 MiB it holds; it measured 0.446 there. Damped, the
+	// correction takes the curve only halfway down, still above the target.
+	web := tenant("ns/web", 100, 0.45, [][2]float64{{10, 0.3}, {20, 0.462}, {40, 0.6}, {80, 0.7}}, 20*mib, 0.446)
+	other := tenant("ns/other", 100, 0, [][2]float64{{20, 0.5}, {80, 0.8}}, 80*mib, 0.8)
+	other.Class, other.Objective = planning.ClassBestEffort, nil
+	other.Rates[0].RequestsPerSecond = 20000
+	for _, warm := range []bool{true, false} {
+		snap := snapshot(web, other)
+		l := New()
+		held := 20 * mib
+		if !warm {
+			held = 10 * mib
+		}
+		l.tenants["ns/web"] = &tenantState{seen: true, samples: maxLearnSamples, placed: []planning.CurrentPartition{{Node: "n1", MemoryBytes: held}}}
+		l.tenants["ns/other"] = &tenantState{seen: true, samples: maxLearnSamples, placed: []planning.CurrentPartition{{Node: "n1", MemoryBytes: 80 * mib}}}
+		in := Input{Snapshot: snap, Current: currentOf(snap), Measured: map[string]Measurement{"ns/web": {Reads: 10000}, "ns/other": {Reads: 10000}}}
+		d, err := l.Decide(context.Background(), config(DefaultMechanisms()), in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		td := d.Tenants["ns/web"]
+		if raised := d.Taken && td.ToBytes > 20*mib+l.cfg.MinChangeBytes; raised != warm {
+			t.Errorf("warm %v: web %s (%s), taken %v (%s); want it raised only when its miss was measured warm", warm, td.Reason, td.Message, d.Taken, d.Kept)
+		}
+	}
+}

@@ -60,9 +60,10 @@ type tenantState struct {
 	// tighten is the feedback for a latency or degradation objective: the share by which
 	// the target the allocator sees is tightened.
 	tighten float64
-	// met and observed are last interval's judgement and hit ratio (observed < 0: none).
-	met      bool
-	observed float64
+	// met and observed are last interval's judgement and hit ratio (observed < 0: none);
+	// missedWarm reports a measured miss on the memory in force the interval before too.
+	met, missedWarm bool
+	observed        float64
 	// curve is the sampled curve measured when the tenant last kept its nodes, and moved
 	// reports that it holds memory on a node now where it held none the interval before:
 	// that partition's tracker started empty, so until it has seen the tenant's longer reuse
@@ -76,9 +77,10 @@ type tenantState struct {
 	// one (a loop shows none until one pass has been sampled, which can take intervals).
 	sinceMove int
 	held      bool
-	// promised reports that the plan in force was predicted to meet the tenant's own
-	// hit-ratio target: only then is a shortfall the curve's error, for feedback to
-	// integrate, and not just memory the plan did not give.
+	// promised reports that the plan in force was predicted to meet the tenant's objective
+	// (its own hit-ratio target, not the raised one): only then is a shortfall the curve's
+	// error, for feedback to integrate, and not just memory the plan did not give; and a
+	// shortfall measured on cold partitions is awaited rather than acted on (pending).
 	promised bool
 }
 
@@ -90,6 +92,10 @@ type protection struct {
 	// to the nodes it holds only once it holds that much (before, it has few warm keys to
 	// keep and may need other nodes to get its share).
 	learning bool
+	// pending: the plan in force gave the tenant memory predicted to meet its objective, and
+	// it missed it while those partitions were still filling; it keeps that memory until a
+	// warm measurement says whether it meets it.
+	pending bool
 }
 
 // shaped is the snapshot as the mechanisms feed it to the allocator, in layers the planner
@@ -133,6 +139,7 @@ func (l *Loop) observe(in Input) {
 		}
 		m := in.Measured[t.ID]
 		st.met, st.observed = m.Met, -1
+		st.missedWarm = !m.Met && m.Reads > 0 && st.warm
 		if m.Met {
 			st.boost /= 2
 			st.tighten /= 2
@@ -378,6 +385,7 @@ func (l *Loop) protections(s *planning.Snapshot, curves []*curve.Curve) (map[str
 		extra    int64
 		prio     int32
 		learning bool
+		pending  bool
 	}
 	var cands []cand
 	fair := capacity / int64(max(1, len(s.Tenants)))
@@ -392,10 +400,15 @@ func (l *Loop) protections(s *planning.Snapshot, curves []*curve.Curve) (map[str
 			}
 			mins += t.Memory.MinBytes
 			if amount > t.Memory.MinBytes {
-				cands = append(cands, cand{t.ID, amount - t.Memory.MinBytes, t.Priority, true})
+				cands = append(cands, cand{t.ID, amount - t.Memory.MinBytes, t.Priority, true, false})
 			}
 			continue
 		}
+		// A tenant whose memory the plan in force changed for its objective is measured on
+		// cold partitions: a loop refills only after a whole pass. Judged by that, it would
+		// lose the memory before its first warm interval and take turns with others at their
+		// cliffs.
+		pending := t.Class == planning.ClassStrict && t.Objective != nil && !st.met && !st.warm && st.promised && total > 0
 		// Changes under MinChangeBytes are noise: leaving them to the allocator keeps a
 		// fully allocated cluster plannable (its sizes are discrete; minimums at exactly
 		// what every tenant holds may not pack).
@@ -408,20 +421,23 @@ func (l *Loop) protections(s *planning.Snapshot, curves []*curve.Curve) (map[str
 		if t.Memory.MaxBytes > 0 {
 			amount = min(amount, t.Memory.MaxBytes)
 		}
-		if t.Class != planning.ClassStrict || t.Objective == nil || !st.met || amount <= t.Memory.MinBytes {
-			mins += t.Memory.MinBytes
+		mins += t.Memory.MinBytes
+		if t.Class != planning.ClassStrict || t.Objective == nil || !st.met && !pending || amount <= t.Memory.MinBytes {
 			continue
 		}
-		mins += t.Memory.MinBytes
-		cands = append(cands, cand{t.ID, amount - t.Memory.MinBytes, t.Priority, false})
+		cands = append(cands, cand{t.ID, amount - t.Memory.MinBytes, t.Priority, false, pending})
 	}
-	// Highest priority first, among equals a proven need before a fair share held while
-	// learning; the ones that do not fit lose their protection.
+	// Highest priority first, among equals a proven need, then memory awaiting its first warm
+	// measurement, then a fair share held while learning; the ones that do not fit lose
+	// their protection.
 	slices.SortStableFunc(cands, func(a, b cand) int {
 		if a.prio != b.prio {
 			return int(b.prio) - int(a.prio)
 		}
-		return boolOrder(a.learning, b.learning)
+		if a.learning != b.learning {
+			return boolOrder(a.learning, b.learning)
+		}
+		return boolOrder(a.pending, b.pending)
 	})
 	// first is the highest-priority tenant protected: whoever does not fit after it lost its
 	// protection to it (and to those after it). One that does not fit with no protection
@@ -439,7 +455,7 @@ func (l *Loop) protections(s *planning.Snapshot, curves []*curve.Curve) (map[str
 		}
 		mins += c.extra
 		i := slices.IndexFunc(s.Tenants, func(t planning.Tenant) bool { return t.ID == c.id })
-		out[c.id] = protection{bytes: s.Tenants[i].Memory.MinBytes + c.extra, priority: c.prio, learning: c.learning}
+		out[c.id] = protection{bytes: s.Tenants[i].Memory.MinBytes + c.extra, priority: c.prio, learning: c.learning, pending: c.pending}
 	}
 	return out, unfit
 }

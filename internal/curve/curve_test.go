@@ -302,3 +302,23 @@ func TestCorrectedIgnoresSamplingNoise(t *testing.T) {
 		t.Error("an observed 0.97 where the curve predicts 1 left the curve as it was")
 	}
 }
+
+// TestNoiseBelowACliffCorrectsNothing: a few hits observed below a loop's cliff, where the curve
+// predicts none, are noise on both sides: the curve stays as it is (rescaled on them it once
+// needed 16 times the memory: fleet 0x88380128b7a10323).
+func TestNoiseBelowACliffCorrectsNothing(t *testing.T) {
+	c := mustFit(t, []Point{{2_965_821, 0}, {4_776_426, 0.856}})
+	for _, obs := range []float64{0, 0.002, SamplingTolerance} {
+		at := Point{SizeBytes: 1_818_623, HitRatio: obs}
+		if got := c.Corrected(at); got != c {
+			t.Errorf("observed %v below the cliff: the curve was corrected to %v", obs, got.Points())
+		}
+		if f, ok := c.CorrectionFactor(at); ok {
+			t.Errorf("observed %v below the cliff: correction factor %v", obs, f)
+		}
+	}
+	// Above the noise it is a real correction.
+	if _, ok := c.CorrectionFactor(Point{SizeBytes: 4_776_426, HitRatio: 0.5}); !ok {
+		t.Error("an observation of 0.5 where the curve predicts 0.856 was not corrected")
+	}
+}
