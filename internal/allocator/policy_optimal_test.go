@@ -55,9 +55,10 @@ func tinySnapshot(rng *rand.Rand) *planning.Snapshot {
 	return snapshotOf(nodes, tenants...)
 }
 
-// exhaustiveBest enumerates every level and every split of every tenant over its candidates
-// and returns the best objective of a solution satisfying every constraint.
-func exhaustiveBest(o *optInstance) (int64, bool) {
+// exhaustiveBest enumerates every level (only fixed[k] for tenant k, with fixed levels) and
+// every split of every tenant over its candidates and returns the best objective of a
+// solution satisfying every constraint.
+func exhaustiveBest(o *optInstance, fixed []int) (int64, bool) {
 	type option struct {
 		level int
 		units []int64
@@ -78,6 +79,9 @@ func exhaustiveBest(o *optInstance) (int64, bool) {
 	options := make([][]option, len(o.p.tenants))
 	for k := range o.p.tenants {
 		for t := range o.levels[k].len() {
+			if fixed != nil && t != fixed[k] {
+				continue
+			}
 			for _, units := range compositions(o.units[k], len(o.cands[k])) {
 				options[k] = append(options[k], option{level: t, units: units})
 			}
@@ -115,7 +119,7 @@ func TestOptimalEqualsExhaustiveSearch(t *testing.T) {
 		o := newOptInstance(p)
 		levels, parts := o.greedyPlace(o.greedySizing())
 		o.chooseCandidates(parts)
-		want, feasible := exhaustiveBest(o)
+		want, feasible := exhaustiveBest(o, nil)
 		res, err := o.solveJoint(context.Background(), time.Now().Add(20*time.Second), optCandidate{levels: levels, parts: parts, obj: o.objective(levels, parts)})
 		if !feasible {
 			if err == nil {
@@ -133,6 +137,78 @@ func TestOptimalEqualsExhaustiveSearch(t *testing.T) {
 	}
 	if compared < 6 {
 		t.Errorf("only %d of 8 random instances were feasible: the generator needs slack", compared)
+	}
+}
+
+// TestColdStartPlacementAtTheBoundIsNotSolved runs the decomposed method's placement stage
+// (levels fixed by the greedy sizing) on small fleets: at a cold start where the greedy
+// placement reaches the stage's bound, the stage says its placement is optimal and not solved,
+// and its answer is the one the solve gives and the exhaustive search's optimum; otherwise
+// the solve runs.
+func TestColdStartPlacementAtTheBoundIsNotSolved(t *testing.T) {
+	needSolver(t)
+	nodes := func(ops int64) []planning.Node {
+		return []planning.Node{
+			{Name: "n1", MemoryBytes: 200, OpsPerSecond: ops, BandwidthBytesPerSecond: bigRate},
+			{Name: "n2", MemoryBytes: 200, OpsPerSecond: ops, BandwidthBytesPerSecond: bigRate},
+		}
+	}
+	tenant := func(id, node string, rps float64, current int64) planning.Tenant {
+		t := planning.Tenant{ID: id, Rates: rates(node, rps), MissRatioCurve: mrc(20, 0.3, 80, 0.7, 160, 0.9),
+			Spread: planning.Spread{MinNodes: 1, MaxNodes: 1}}
+		if current > 0 {
+			t.Current = on(node, current)
+		}
+		return t
+	}
+	for _, tc := range []struct {
+		name   string
+		s      *planning.Snapshot
+		solved bool
+	}{
+		{name: "cold start, room for everyone", solved: false,
+			s: snapshotOf(nodes(bigRate), tenant("t/a", "n1", 5, 0), tenant("t/b", "n1", 5, 0), tenant("t/c", "n2", 5, 0))},
+		// Three tenants of 8 requests/s on two nodes under 9: the greedy placement overloads a
+		// node, which the bound (no tenant alone overloads a node) does not count.
+		{name: "cold start, a node overloaded", solved: true,
+			s: snapshotOf(nodes(10), tenant("t/a", "n1", 8, 0), tenant("t/b", "n1", 8, 0), tenant("t/c", "n2", 8, 0))},
+		{name: "plan in force", solved: true,
+			s: snapshotOf(nodes(bigRate), tenant("t/a", "n1", 5, 40), tenant("t/b", "n1", 5, 0), tenant("t/c", "n2", 5, 0))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := newProblem(tc.s, Options{SizeLevels: 4, Workers: 1, ProveOptimal: true, TimeLimit: 20 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := newOptInstance(p)
+			levels, reserved := o.greedyPlace(o.greedySizing())
+			parts := o.trimToLevels(levels, reserved)
+			o.chooseCandidates(reserved)
+			placed := optCandidate{levels: levels, parts: parts, obj: o.objective(levels, parts)}
+			deadline := time.Now().Add(20 * time.Second)
+			got, notes := o.placementStage(context.Background(), deadline, placed, placed, false, cpsat.Optimal)
+			solved, solvedNotes := o.solvePlacement(context.Background(), deadline, placed, placed, false, cpsat.Optimal)
+			said := strings.Join(notes, "\n")
+			if skipped := strings.Contains(said, "not solved"); skipped == tc.solved {
+				t.Fatalf("placement solve skipped: %v, want %v; notes %q", skipped, !tc.solved, notes)
+			}
+			if !strings.Contains(said, "placement Optimal") || !strings.Contains(strings.Join(solvedNotes, "\n"), "placement Optimal") {
+				t.Errorf("stage notes %q, the solve's %q: want placement Optimal in both", notes, solvedNotes)
+			}
+			if !reflect.DeepEqual(got, solved) {
+				t.Errorf("stage answer %+v, the solve's %+v", got, solved)
+			}
+			best, feasible := exhaustiveBest(o, placed.levels)
+			if !feasible {
+				t.Fatal("exhaustive search finds no placement of the greedy levels")
+			}
+			if bound := o.placementBound(placed.levels); o.coldStart() && best > bound {
+				t.Errorf("exhaustive optimum %d above the stage's bound %d", best, bound)
+			}
+			if obj := o.modelObjective(o.toSolution(got.levels, got.parts)); obj != best {
+				t.Errorf("stage answer's model objective %d, exhaustive optimum %d", obj, best)
+			}
+		})
 	}
 }
 
