@@ -398,19 +398,18 @@ func (o *optInstance) stopped(res *cpsat.Result) string {
 }
 
 // solveModel solves a placement model, rebuilding it without the churn cap when that cap
-// makes it infeasible, and checks the answer.
+// makes it infeasible, and checks the answer against the constraints of the model solved
+// (with the churn cap only when that model has it).
 func (o *optInstance) solveModel(ctx context.Context, pm *placementModel, hint solution, params cpsat.Params) (solution, *cpsat.Result, []string, error) {
 	var notes []string
-	churn := o.churnUnits >= 0
 	for {
 		pm.hint(hint)
 		res, err := o.solve(ctx, pm.m, params)
 		if err != nil {
 			return solution{}, nil, notes, fmt.Errorf("solver error: %w", err)
 		}
-		if res.Status == cpsat.Infeasible && churn {
+		if res.Status == cpsat.Infeasible && pm.churn {
 			notes = append(notes, fmt.Sprintf("optimal: no plan moves at most %s; planned without the churn cap", bytesHuman(o.p.opts.MaxChurnBytes)))
-			churn = false
 			pm = o.buildPlacementModel(pm.levels, false)
 			continue
 		}
@@ -424,7 +423,7 @@ func (o *optInstance) solveModel(ctx context.Context, pm *placementModel, hint s
 			notes = append(notes, "optimal: "+o.stopped(res)+"; using the best solution found so far")
 		}
 		s := pm.read(res)
-		if err := o.check(s, churn); err != nil {
+		if err := o.check(s, pm.churn); err != nil {
 			return solution{}, res, notes, fmt.Errorf("solver answer rejected: %w", err)
 		}
 		res.BestBound -= float64(pm.constMove)
