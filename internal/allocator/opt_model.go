@@ -43,6 +43,8 @@ type placementModel struct {
 	// constMove is the movement off the candidates (memory on nodes that are not candidates
 	// any more), a constant subtracted from the model's objective.
 	constMove int64
+	// churn says whether the model caps the total movement at the churn cap.
+	churn bool
 }
 
 type overload struct {
@@ -54,7 +56,7 @@ type overload struct {
 func (o *optInstance) buildPlacementModel(levels []int, churn bool) *placementModel {
 	p := o.p
 	nt := len(p.tenants)
-	pm := &placementModel{o: o, m: cpsat.NewModel(), levels: levels,
+	pm := &placementModel{o: o, m: cpsat.NewModel(), levels: levels, churn: churn && o.churnUnits >= 0,
 		active: make([][]int, nt), x: make([][]cpsat.Var, nt), w: make([][][]cpsat.Var, nt),
 		y: make([][]cpsat.Var, nt), d: make([][]cpsat.Var, nt)}
 	m := pm.m
@@ -148,7 +150,7 @@ func (o *optInstance) buildPlacementModel(levels []int, churn bool) *placementMo
 			pm.over = append(pm.over, overload{v: over, terms: load.terms, capacity: load.capacity})
 		}
 	}
-	if churn && o.churnUnits >= 0 {
+	if pm.churn {
 		m.AddLinear(allMoves, math.MinInt64, max(0, o.churnUnits-pm.constMove))
 	}
 	m.Maximize(objective)

@@ -398,19 +398,18 @@ func (o *optInstance) stopped(res *cpsat.Result) string {
 }
 
 // solveModel solves a placement model, rebuilding it without the churn cap when that cap
-// makes it infeasible, and checks the answer.
+// makes it infeasible, and checks the answer against the constraints of the model solved
+// (with the churn cap only when that model has it).
 func (o *optInstance) solveModel(ctx context.Context, pm *placementModel, hint solution, params cpsat.Params) (solution, *cpsat.Result, []string, error) {
 	var notes []string
-	churn := o.churnUnits >= 0
 	for {
 		pm.hint(hint)
 		res, err := o.solve(ctx, pm.m, params)
 		if err != nil {
 			return solution{}, nil, notes, fmt.Errorf("solver error: %w", err)
 		}
-		if res.Status == cpsat.Infeasible && churn {
+		if res.Status == cpsat.Infeasible && pm.churn {
 			notes = append(notes, fmt.Sprintf("optimal: no plan moves at most %s; planned without the churn cap", bytesHuman(o.p.opts.MaxChurnBytes)))
-			churn = false
 			pm = o.buildPlacementModel(pm.levels, false)
 			continue
 		}
@@ -424,7 +423,7 @@ func (o *optInstance) solveModel(ctx context.Context, pm *placementModel, hint s
 			notes = append(notes, "optimal: "+o.stopped(res)+"; using the best solution found so far")
 		}
 		s := pm.read(res)
-		if err := o.check(s, churn); err != nil {
+		if err := o.check(s, pm.churn); err != nil {
 			return solution{}, res, notes, fmt.Errorf("solver answer rejected: %w", err)
 		}
 		res.BestBound -= float64(pm.constMove)
@@ -510,24 +509,77 @@ func (o *optInstance) solveDecomposed(ctx context.Context, deadline time.Time, g
 	placedLevels, reserved := o.greedyPlace(levels)
 	parts := o.trimToLevels(placedLevels, reserved)
 	placed := optCandidate{levels: placedLevels, parts: parts, obj: o.objective(placedLevels, parts)}
-	r.candidate = placed
 	o.chooseCandidates(reserved)
-	if !o.timeForModel(deadline, 3) {
-		r.notes = append(r.notes, fmt.Sprintf("optimal: sizing %v; no time left for the placement model (greedy placement kept)", sizingStatus))
-		return r, nil
-	}
-	pm := o.buildPlacementModel(placedLevels, churn)
-	s, res, notes, err := o.solveModel(ctx, pm, o.toSolution(placedLevels, parts), o.params(deadline, stagePlacement, greedy, pm.m))
+	var notes []string
+	r.candidate, notes = o.placementStage(ctx, deadline, greedy, placed, churn, sizingStatus)
 	r.notes = append(r.notes, notes...)
-	if err == nil {
-		improved := o.partsOf(s)
-		if obj := o.objective(s.level, improved); obj >= placed.obj {
-			placed = optCandidate{levels: s.level, parts: improved, obj: obj}
-		}
-		r.notes = append(r.notes, fmt.Sprintf("optimal: sizing %v, placement %v", sizingStatus, res.Status))
-	} else {
-		r.notes = append(r.notes, fmt.Sprintf("optimal: sizing %v; placement model: %v (greedy placement kept)", sizingStatus, err))
-	}
-	r.candidate = placed
 	return r, nil
+}
+
+// placementStage is the decomposed method's last stage: it improves placed, the greedy
+// placement of the sized levels, with the placement model, unless placed is already an
+// optimum of that model at a cold start (the solve would only return a placement of the same
+// objective, as it does from this hint) or no time is left. It returns the stage's answer and
+// notes.
+func (o *optInstance) placementStage(ctx context.Context, deadline time.Time, greedy, placed optCandidate, churn bool, sizingStatus cpsat.Status) (optCandidate, []string) {
+	if hint := o.toSolution(placed.levels, placed.parts); o.placementAtBound(hint, churn) {
+		return o.adoptPlacement(placed, hint), []string{fmt.Sprintf("optimal: sizing %v, placement %v (the greedy placement reaches the stage's bound at a cold start; not solved)", sizingStatus, cpsat.Optimal)}
+	}
+	if !o.timeForModel(deadline, 3) {
+		return placed, []string{fmt.Sprintf("optimal: sizing %v; no time left for the placement model (greedy placement kept)", sizingStatus)}
+	}
+	return o.solvePlacement(ctx, deadline, greedy, placed, churn, sizingStatus)
+}
+
+// solvePlacement is the placement stage's solve: the placement model over placed's levels,
+// warm-started from placed. It returns the better of placed and the solver's answer, and the
+// stage's notes.
+func (o *optInstance) solvePlacement(ctx context.Context, deadline time.Time, greedy, placed optCandidate, churn bool, sizingStatus cpsat.Status) (optCandidate, []string) {
+	pm := o.buildPlacementModel(placed.levels, churn)
+	s, res, notes, err := o.solveModel(ctx, pm, o.toSolution(placed.levels, placed.parts), o.params(deadline, stagePlacement, greedy, pm.m))
+	if err != nil {
+		return placed, append(notes, fmt.Sprintf("optimal: sizing %v; placement model: %v (greedy placement kept)", sizingStatus, err))
+	}
+	return o.adoptPlacement(placed, s), append(notes, fmt.Sprintf("optimal: sizing %v, placement %v", sizingStatus, res.Status))
+}
+
+// adoptPlacement is the placement stage's answer s in bytes when it scores at least as well
+// as the greedy placement placed, else placed.
+func (o *optInstance) adoptPlacement(placed optCandidate, s solution) optCandidate {
+	parts := o.partsOf(s)
+	if obj := o.objective(s.level, parts); obj >= placed.obj {
+		return optCandidate{levels: s.level, parts: parts, obj: obj}
+	}
+	return placed
+}
+
+// placementAtBound reports whether s, a placement of fixed levels, is an optimum of the
+// placement model at a cold start (no tenant holds memory now), so that solving the model
+// cannot improve it: s keeps every constraint of the model and its objective reaches
+// placementBound.
+func (o *optInstance) placementAtBound(s solution, churn bool) bool {
+	return o.coldStart() && o.check(s, churn) == nil && o.modelObjective(s) >= o.placementBound(s.level)
+}
+
+// coldStart reports whether no tenant holds memory now.
+func (o *optInstance) coldStart() bool {
+	for _, t := range o.p.tenants {
+		if t.currentTotal > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// placementBound bounds the placement model's objective over the fixed levels at a cold
+// start: the levels' first two tiers, less the overload no placement avoids, less the least
+// movement. With nothing in force a tenant's movement is the memory it gets, and the
+// ceilings per node add up to at least the ceiling of its level's quanta.
+func (o *optInstance) placementBound(levels []int) int64 {
+	bound := -o.sc.w2 * o.overloadLowerBound()
+	for k, t := range levels {
+		l := &o.levels[k]
+		bound += o.sc.w1*l.slo[t] + o.sc.w2*l.hits[t] - ceilDiv(l.quanta[t], o.sc.moveUnit)
+	}
+	return bound
 }

@@ -215,8 +215,12 @@ func startOperator(b *testing.B, cfg *rest.Config, promURL string, api, queries 
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	opts := controllers.Options{
-		Images:     cachecluster.Images{Sidecar: "bench/cache-sidecar:v1", Redis: "bench/redis:v1", Memcached: "bench/memcached:v1"},
-		Allocation: allocation.Options{DefaultPrometheusURL: promURL, HTTPClient: &http.Client{Timeout: 30 * time.Second, Transport: queries.Wrap(http.DefaultTransport)}},
+		Images: cachecluster.Images{Sidecar: "bench/cache-sidecar:v1", Redis: "bench/redis:v1", Memcached: "bench/memcached:v1"},
+		Allocation: allocation.Options{
+			DefaultPrometheusURL: promURL,
+			HTTPClient:           &http.Client{Timeout: 30 * time.Second, Transport: queries.Wrap(http.DefaultTransport)},
+			SolverMemoryLimit:    solverMemoryLimit(b),
+		},
 	}
 	if _, err := controllers.Setup(ctx, mgr, opts); err != nil {
 		cancel()
@@ -230,6 +234,22 @@ func startOperator(b *testing.B, cfg *rest.Config, promURL string, api, queries 
 			b.Log("operator:", err)
 		}
 	}
+}
+
+// solverMemoryLimit is the operator's --solver-memory-limit: BENCH_SOLVER_MEMORY_LIMIT_MIB
+// MiB, or none when unset (the benchmark's process has no cgroup limit for the operator's
+// default to follow).
+func solverMemoryLimit(b *testing.B) int64 {
+	v := os.Getenv("BENCH_SOLVER_MEMORY_LIMIT_MIB")
+	if v == "" {
+		return 0
+	}
+	mib, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || mib <= 0 {
+		b.Fatalf("BENCH_SOLVER_MEMORY_LIMIT_MIB=%q: want a positive number of MiB", v)
+	}
+	b.Logf("solver memory limit: %d MiB", mib)
+	return mib << 20
 }
 
 // createFleet creates the nodes, their sidecar pods (envtest runs no DaemonSet controller),
