@@ -1,9 +1,12 @@
 package mrc
 
 import (
+	"fmt"
 	"strconv"
 	"sync/atomic"
 	"testing"
+
+	"github.com/cacheqos/cacheqos/internal/keyhash"
 )
 
 // BenchmarkTrackerAccess measures the hot-path cost per access at several sampling rates, on a
@@ -94,5 +97,53 @@ func BenchmarkExactLRUAccess(b *testing.B) {
 		a := &trace[i&(len(trace)-1)]
 		e.Access(a.key, a.size)
 		i++
+	}
+}
+
+// BenchmarkLookAsidePair is the accounting the sidecar does for one look-aside pair (a read
+// that hits, then a write of the same key): the recorder's read and write and the ghost
+// list's two accesses, at the default sampling rate of 0.1, on keys the tracker does not
+// sample and on keys it does, with a ghost list that remembers evictions of other keys. Run
+// with -benchmem: the unsampled path, which most requests take, must not allocate.
+func BenchmarkLookAsidePair(b *testing.B) {
+	models := map[string]func() (*EngineModel, error){
+		"redis":     func() (*EngineModel, error) { return NewRedisModel(), nil },
+		"memcached": func() (*EngineModel, error) { return NewMemcachedModel(DefaultMemcachedSettings) },
+	}
+	for _, engine := range []string{"redis", "memcached"} {
+		for _, sampled := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%s/sampled=%t", engine, sampled), func(b *testing.B) {
+				model, err := models[engine]()
+				if err != nil {
+					b.Fatal(err)
+				}
+				r, err := NewRecorder(Config{Sizes: []int64{1 << 20}, SampleRate: 0.1}, model)
+				if err != nil {
+					b.Fatal(err)
+				}
+				g, err := NewGhost(GhostConfig{WindowBytes: 1 << 30})
+				if err != nil {
+					b.Fatal(err)
+				}
+				for i := range 1024 {
+					g.RecordEvictionHash(keyhash.Sum64String("evicted:"+strconv.Itoa(i)), 200)
+				}
+				limit := r.Tracker().limit.Load()
+				var hashes []uint64
+				for i := 0; len(hashes) < 1024; i++ {
+					h := keyhash.Sum64String("key:" + strconv.Itoa(i))
+					if keyhash.Derive(h, samplingSalt) <= limit == sampled {
+						hashes = append(hashes, h)
+					}
+				}
+				i := 0
+				for b.Loop() {
+					h := hashes[i&(len(hashes)-1)]
+					g.AccessHash(h, r.Read(h, true, 12, 100))
+					g.AccessHash(h, r.Write(h, 12, 100))
+					i++
+				}
+			})
+		}
 	}
 }
