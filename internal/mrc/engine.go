@@ -46,7 +46,7 @@ func jemallocSize(n int64) int64 {
 		return (n + 15) &^ 15
 	}
 	spacing := int64(1) << (bits.Len64(uint64(n-1)) - 3)
-	return (n + spacing - 1) / spacing * spacing
+	return (n + spacing - 1) &^ (spacing - 1) // a mask, not a division: this runs per request
 }
 
 // sdsBytes is the allocation of a redis dynamic string of n bytes: header, bytes, NUL.
@@ -283,6 +283,12 @@ func (m *EngineModel) Slabs() *MemcachedSettings {
 type memcachedSlabs struct {
 	settings MemcachedSettings
 	chunks   []int64
+	// chunkBytes[i] is an item's share of slab memory in class i (objectBytes).
+	chunkBytes []int64
+	// classOf[(n+7)/8] is the class of an item of n bytes, for items up to
+	// memcachedClassTableMax and the largest chunk below slab_chunk_max (those chunks are
+	// multiples of 8): objectBytes runs per request.
+	classOf []uint8
 }
 
 // MemcachedSettings are the `stats settings` memcached sizes its slab classes from.
@@ -311,6 +317,10 @@ const (
 	memcachedMaxSlabClasses = 63
 )
 
+// memcachedClassTableMax is the largest item whose class a model looks up in a table (of one
+// byte per 8 item bytes) rather than by binary search.
+const memcachedClassTableMax = 16 << 10
+
 // NewMemcachedModel returns the model of a memcached engine with settings s.
 func NewMemcachedModel(s MemcachedSettings) (*EngineModel, error) {
 	switch {
@@ -337,6 +347,20 @@ func NewMemcachedModel(s MemcachedSettings) (*EngineModel, error) {
 	if len(slabs.chunks) > 1 && slabs.chunks[len(slabs.chunks)-2] >= s.SlabChunkMax {
 		return nil, errors.New("mrc: memcached slab classes do not increase")
 	}
+	for _, chunk := range slabs.chunks {
+		slabs.chunkBytes = append(slabs.chunkBytes, s.PageSize/(s.PageSize/chunk))
+	}
+	aligned := slabs.chunks[:len(slabs.chunks)-1]
+	if len(aligned) > 0 {
+		slabs.classOf = make([]uint8, min(aligned[len(aligned)-1], memcachedClassTableMax)/memcachedChunkAlign+1)
+		class := 0
+		for i := range slabs.classOf {
+			for aligned[class] < int64(i)*memcachedChunkAlign {
+				class++
+			}
+			slabs.classOf[i] = uint8(class)
+		}
+	}
 	return &EngineModel{slabs: slabs, scale: 1}, nil
 }
 
@@ -347,12 +371,19 @@ func (s *memcachedSlabs) objectBytes(key, value int64) int64 {
 	if s.settings.CASEnabled {
 		total += 8
 	}
+	return s.bytesOfItem(total)
+}
+
+// bytesOfItem is objectBytes of an item of total bytes, header included.
+func (s *memcachedSlabs) bytesOfItem(total int64) int64 {
+	if slot := (total + memcachedChunkAlign - 1) / memcachedChunkAlign; slot < int64(len(s.classOf)) {
+		return s.chunkBytes[s.classOf[slot]]
+	}
 	i, _ := slices.BinarySearch(s.chunks, total)
 	if i == len(s.chunks) {
 		// Chained from the largest chunks.
 		largest := s.chunks[len(s.chunks)-1]
 		return (total + largest - 1) / largest * largest
 	}
-	page := s.settings.PageSize
-	return page / (page / s.chunks[i])
+	return s.chunkBytes[i]
 }

@@ -2,6 +2,8 @@ package mrc
 
 import (
 	"math"
+	"math/bits"
+	"slices"
 	"strconv"
 	"testing"
 )
@@ -78,6 +80,13 @@ func TestJemallocSize(t *testing.T) {
 	for n, want := range map[int64]int64{1: 8, 9: 16, 24: 32, 128: 128, 129: 160, 260: 320, 513: 640, 4097: 5120} {
 		if got := jemallocSize(n); got != want {
 			t.Errorf("jemallocSize(%d) = %d, want %d", n, got, want)
+		}
+	}
+	// Above 128 bytes the size is n rounded up to a multiple of its class spacing.
+	for n := int64(129); n < 1<<40; n += 1 + n/4099 {
+		spacing := int64(1) << (bits.Len64(uint64(n-1)) - 3)
+		if got, want := jemallocSize(n), (n+spacing-1)/spacing*spacing; got != want {
+			t.Fatalf("jemallocSize(%d) = %d, want %d", n, got, want)
 		}
 	}
 }
@@ -177,5 +186,32 @@ func TestIntegerObjectBytes(t *testing.T) {
 	}
 	if got, want := mc.ObjectBytes(10, IntegerValue), mc.ObjectBytes(10, maxIntegerDigits); got != want {
 		t.Errorf("memcached integer: %d bytes, want %d (20 digits)", got, want)
+	}
+}
+
+// TestMemcachedClassTable: the class table objectBytes reads gives every item size the
+// smallest chunk that holds it, as a search of the chunks does, for default and odd settings.
+func TestMemcachedClassTable(t *testing.T) {
+	for _, s := range []MemcachedSettings{
+		DefaultMemcachedSettings,
+		{ChunkSize: 1, GrowthFactor: 1.2, SlabChunkMax: 64 << 10, PageSize: 1 << 20},
+		{ChunkSize: 500, GrowthFactor: 3, SlabChunkMax: 1000, PageSize: 1000, CASEnabled: true},
+		{ChunkSize: 48, GrowthFactor: 2, SlabChunkMax: 1 << 20, PageSize: 1 << 20},
+	} {
+		m, err := NewMemcachedModel(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		chunks := m.slabs.chunks
+		for total := int64(1); total <= 2*chunks[len(chunks)-1]; total++ {
+			// The reference: the smallest chunk that holds the item, or whole largest chunks.
+			want := (total + chunks[len(chunks)-1] - 1) / chunks[len(chunks)-1] * chunks[len(chunks)-1]
+			if i, _ := slices.BinarySearch(chunks, total); i < len(chunks) {
+				want = s.PageSize / (s.PageSize / chunks[i])
+			}
+			if got := m.slabs.bytesOfItem(total); got != want {
+				t.Fatalf("%+v: item of %d bytes takes %d, want %d", s, total, got, want)
+			}
+		}
 	}
 }

@@ -56,13 +56,13 @@ func (r *Recorder) Model() *EngineModel { return r.model.Load() }
 // SetModel counts the sizes of later requests with model.
 func (r *Recorder) SetModel(model *EngineModel) { r.model.Store(model) }
 
-// objectBytes is the engine bytes of an object of keyLen and valueLen bytes (or IntegerValue,
-// RawValue, GrownRawValue, ExtendedRawValue), 0 when valueLen is UnknownValue.
-func (r *Recorder) objectBytes(keyLen, valueLen int) int64 {
+// knownObjectBytes is the engine bytes of an object of keyLen and valueLen bytes (or
+// IntegerValue, RawValue, GrownRawValue, ExtendedRawValue), 0 when valueLen is UnknownValue.
+func (m *EngineModel) knownObjectBytes(keyLen, valueLen int) int64 {
 	if _, _, raw := rawValue(valueLen); valueLen < 0 && valueLen != IntegerValue && !raw {
 		return 0
 	}
-	return r.model.Load().ObjectBytes(keyLen, valueLen)
+	return m.ObjectBytes(keyLen, valueLen)
 }
 
 // Read records a read of the key hashed h (keyhash.Sum64) whose key is keyLen bytes: hit is
@@ -73,11 +73,12 @@ func (r *Recorder) objectBytes(keyLen, valueLen int) int64 {
 // integer, the same digits APPENDed a raw string), so for redis the read's size only stands in
 // for a key whose size the curve does not know, and the size the last write told stays.
 func (r *Recorder) Read(h uint64, hit bool, keyLen, valueLen int) int64 {
+	model := r.model.Load()
 	var size int64
 	if hit {
-		size = r.objectBytes(keyLen, valueLen)
+		size = model.knownObjectBytes(keyLen, valueLen)
 	}
-	if r.model.Load().slabs == nil {
+	if model.slabs == nil {
 		r.tracker.ReadHashGuess(h, size, hit)
 	} else {
 		r.tracker.ReadHash(h, size, hit)
@@ -90,10 +91,11 @@ func (r *Recorder) Read(h uint64, hit bool, keyLen, valueLen int) int64 {
 // redis string whose bytes depend on the allocation it had, judged from the size the curve
 // knows for the key). It returns the object's engine bytes, 0 when unknown.
 func (r *Recorder) Write(h uint64, keyLen, valueLen int) int64 {
-	if n, how, raw := rawValue(valueLen); raw && r.model.Load().slabs == nil {
+	model := r.model.Load()
+	if n, how, raw := rawValue(valueLen); raw && model.slabs == nil {
 		return r.tracker.RewriteHash(h, newRedisRewrite(int64(max(keyLen, 0)), int64(n), how).size)
 	}
-	size := r.objectBytes(keyLen, valueLen)
+	size := model.knownObjectBytes(keyLen, valueLen)
 	r.tracker.WriteHash(h, size)
 	return size
 }
@@ -101,7 +103,7 @@ func (r *Recorder) Write(h uint64, keyLen, valueLen int) int64 {
 // Grow records a write that leaves the key hashed h a value of at least valueLen bytes
 // (memcached's incr and decr, which tell the number but pad it to the length it had).
 func (r *Recorder) Grow(h uint64, keyLen, valueLen int) int64 {
-	size := r.objectBytes(keyLen, valueLen)
+	size := r.model.Load().knownObjectBytes(keyLen, valueLen)
 	r.tracker.GrowHash(h, size)
 	return size
 }
