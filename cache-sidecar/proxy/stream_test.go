@@ -437,3 +437,33 @@ func TestStreamedLongLinesFromRedis(t *testing.T) {
 		}
 	}
 }
+
+// TestLongLineBufferIsDropped: a line longer than the chunk buffer's spare room grows a
+// buffer of its own, about the line's size, which the next flush drops: the stream is back to
+// its pooled chunk buffer.
+func TestLongLineBufferIsDropped(t *testing.T) {
+	line := "+" + strings.Repeat("s", 900_000)
+	input := []byte("*2\r\n" + line + "\r\n:1\r\n")
+	br := bufio.NewReaderSize(bytes.NewReader(input), ioBufferSize)
+	l := &link{p: &Proxy{}, br: br, replies: resp.NewReplyReader(br, resp.ReplyLimits{})}
+	sc := newStreamCopy(&replyStream{l: l}, nil)
+	defer sc.release()
+	pooled := cap(sc.buf)
+	var f respFrame
+	f.start()
+	for range 2 {
+		if err := sc.copyHeader(&f, -1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if grown := cap(sc.buf); grown < len(line) || grown > 2*len(line) {
+		t.Errorf("buffer of %d bytes for a line of %d", grown, len(line))
+	}
+	sc.flush()
+	if cap(sc.buf) != pooled {
+		t.Errorf("after the flush the buffer holds %d bytes, want the pooled %d", cap(sc.buf), pooled)
+	}
+	if err := sc.copyHeader(&f, -1); err != nil || !f.done() || sc.total != int64(len(input)-len(":1\r\n")) {
+		t.Errorf("rest of the reply: %v, done %v, %d bytes passed on", err, f.done(), sc.total)
+	}
+}
