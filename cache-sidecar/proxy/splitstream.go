@@ -29,7 +29,6 @@ import (
 // partCopy is one streamed part of a split read being merged.
 type partCopy struct {
 	sc *streamCopy
-	bp *[]byte
 	// redis: where the copy is in the part's array (opened once its header is read).
 	frame  respFrame
 	opened bool
@@ -55,8 +54,9 @@ func (c *conn) copySplit(p *pending) {
 			cancelled = true // the connection ended: the link reads the part away itself
 			continue
 		}
-		bp := streamBuffers.Get().(*[]byte)
-		copies[i] = &partCopy{sc: &streamCopy{s: s, br: s.l.br, dst: c, merging: true, buf: (*bp)[:0]}, bp: bp}
+		sc := newStreamCopy(s, c)
+		sc.merging = true
+		copies[i] = &partCopy{sc: sc}
 	}
 	cut := cancelled
 	if !cancelled && !c.clientGone {
@@ -78,8 +78,7 @@ func (c *conn) copySplit(p *pending) {
 			pc.sc.count(int64(len(pc.sc.buf)))
 			pc.sc.flush()
 		}
-		*pc.bp = pc.sc.buf[:0]
-		streamBuffers.Put(pc.bp)
+		pc.sc.release()
 		pc.sc.s.done <- pc.err
 	}
 	if cut && !c.clientGone {
@@ -286,7 +285,7 @@ func (c *conn) mergeMemcacheParts(p *pending, copies []*partCopy) (cut bool) {
 // END, else the client's failure (the part is then read away).
 func (pc *partCopy) openResponse() []byte {
 	line := peekLine(pc.sc.br)
-	if bytes.HasPrefix(line, []byte("VALUE ")) || string(line) == "END" {
+	if valueLineSize(line) >= 0 || string(line) == "END" {
 		return nil
 	}
 	text := string(line)
@@ -309,14 +308,14 @@ func (pc *partCopy) copyValueOf(h uint64) (hit bool, keyLen, size int, err error
 		}
 		return false, 0, 0, errors.New("bad response from engine: no line where a VALUE or END was due")
 	}
-	rest, ok := bytes.CutPrefix(line, []byte("VALUE "))
-	key, _, _ := bytes.Cut(rest, []byte(" "))
-	if !ok || keyhash.Sum64(key) != h {
-		return false, 0, 0, nil
-	}
-	n := valueLineSize(line)
-	if n < 0 || n > maxStreamBlock {
+	key, n, ok := parseValueLine(line)
+	switch {
+	case endsRetrieval(line):
+		return false, 0, 0, nil // END: the key is a miss
+	case !ok || n > maxStreamBlock:
 		return false, 0, 0, fmt.Errorf("bad response from engine: bad VALUE line %q", line)
+	case keyhash.Sum64(key) != h:
+		return false, 0, 0, nil
 	}
 	keyLen = len(key)
 	if _, err := sc.line(); err != nil {
@@ -362,18 +361,19 @@ func responseBuffered(br *bufio.Reader) bool {
 
 // bufferedResponseLen is the length of the memcached retrieval response at the start of b
 // (VALUE blocks up to END, or an error line), or 0 when b holds only part of it or a VALUE
-// line the stream copy would refuse.
+// line the stream copy would refuse. b is at most a link's read buffer, shorter than the
+// longest line a response may hold.
 func bufferedResponseLen(b []byte) int {
 	pos := 0
 	for {
-		eol := bytes.IndexByte(b[pos:min(len(b), pos+maxStreamLine)], '\n')
+		eol := bytes.IndexByte(b[pos:], '\n')
 		if eol < 1 || b[pos+eol-1] != '\r' {
 			return 0
 		}
 		line := b[pos : pos+eol-1]
 		pos += eol + 1
-		if !bytes.HasPrefix(line, []byte("VALUE ")) {
-			return pos // END, or the error line that ends a retrieval
+		if endsRetrieval(line) {
+			return pos
 		}
 		n := valueLineSize(line)
 		if n < 0 || int64(len(b)-pos) < n+2 {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,10 +26,15 @@ import (
 // connection's reply order, and the link reads its next reply once the copy is done. So the
 // proxy holds one chunk of such a reply, whatever its size; a reply read whole is under
 // streamChunk, or within the link's read buffer.
+//
+// A streamed reply's lines (headers, simple strings, errors, numbers) may be as long as the
+// ordinary reader takes (streamLineLimit), so that streaming refuses no reply it would take.
+// Lines up to maxStreamLine (all a memcached VALUE line with its 250-byte key or a RESP length
+// needs) fit the chunk buffer's spare room; a longer one is read into a buffer of its own,
+// dropped once the line is passed on: while it is copied, a stream holds up to about
+// streamLineLimit more.
 const (
-	streamChunk = 64 << 10
-	// maxStreamLine bounds a header line of a streamed reply: a memcached VALUE line with a
-	// 250-byte key, a RESP length.
+	streamChunk   = 64 << 10
 	maxStreamLine = 1024
 	// maxStreamDepth bounds the nesting of a streamed RESP reply: the ordinary reply reader's
 	// bound, so that streaming refuses no reply it would take.
@@ -59,6 +65,15 @@ var streamBuffers = sync.Pool{New: func() any {
 	b := make([]byte, 0, streamChunk+maxStreamLine)
 	return &b
 }}
+
+// streamLineLimit is the longest line a streamed reply may hold: the ordinary reader's (RESP
+// 1 MiB, memcached 64 KiB; the link reads with the default limits).
+func (l *link) streamLineLimit() int {
+	if l.replies != nil {
+		return resp.DefaultReplyMaxLineLen
+	}
+	return memcache.DefaultMaxLineLen
+}
 
 // streams reports whether the reply due to w is one to stream. It looks at the reply's first
 // byte, and for a value its first line (already buffered, or read into the buffer), without
@@ -109,12 +124,13 @@ func replyBuffered(br *bufio.Reader) bool {
 }
 
 // bufferedReplyLen is the length of the RESP reply at the start of b, or 0 when b holds only
-// part of it or its framing is not one the stream copies (the copy then reports it).
+// part of it or its framing is not one the stream copies (the copy then reports it). b is at
+// most a link's read buffer, shorter than the longest line a reply may hold.
 func bufferedReplyLen(b []byte) int {
 	pos := 0
 	var f respFrame
 	for f.start(); !f.done(); {
-		eol := bytes.IndexByte(b[pos:min(len(b), pos+maxStreamLine)], '\n')
+		eol := bytes.IndexByte(b[pos:], '\n')
 		if eol < 2 || b[pos+eol-1] != '\r' {
 			return 0
 		}
@@ -143,10 +159,11 @@ type respFrame struct {
 
 // respHeader is what a header line tells of the value it starts.
 type respHeader struct {
-	depth int   // the value's nesting level: 0 for the reply itself
-	blob  int64 // the bytes that follow a bulk, verbatim string or blob error (and a CRLF); else -1
-	null  bool  // a null: RESP3's, or RESP2's null bulk string (not the null array)
-	count int64 // the elements of an array, set, map or push; else -1
+	depth    int   // the value's nesting level: 0 for the reply itself
+	blob     int64 // the bytes that follow a bulk, verbatim string or blob error (and a CRLF); else -1
+	verbatim bool  // the blob is a verbatim string: a 3-byte format and ':' lead it
+	null     bool  // a null: RESP3's, or RESP2's null bulk string (not the null array)
+	count    int64 // the elements of an array, set, map or push; else -1
 }
 
 func (f *respFrame) start()     { f.pending = append(f.stack[:0], 1) }
@@ -168,9 +185,15 @@ func (f *respFrame) header(line []byte) (respHeader, error) {
 		if !ok || n < 0 || n > maxStreamBlock {
 			return h, fmt.Errorf("invalid %s length in the reply", t)
 		}
-		h.blob = n
+		h.blob, h.verbatim = n, t == resp.TypeVerbatim
+		if h.verbatim && n < verbatimPrefixLen {
+			return h, errVerbatimPrefix
+		}
 	case resp.TypeNull:
 		h.null = true
+		if err := resp.CheckScalar(t, body); err != nil {
+			return h, err
+		}
 	case resp.TypeArray, resp.TypeSet, resp.TypeMap, resp.TypePush, resp.TypeAttribute:
 		n, ok := protocol.ParseInt(body)
 		if ok && n == -1 && t == resp.TypeArray {
@@ -194,7 +217,11 @@ func (f *respFrame) header(line []byte) (respHeader, error) {
 			}
 			f.pending = append(f.pending, int(n))
 		}
-	case resp.TypeSimpleString, resp.TypeError, resp.TypeInteger, resp.TypeBigNumber, resp.TypeDouble, resp.TypeBoolean:
+	case resp.TypeSimpleString, resp.TypeError:
+	case resp.TypeInteger, resp.TypeBigNumber, resp.TypeDouble, resp.TypeBoolean:
+		if err := resp.CheckScalar(t, body); err != nil {
+			return h, err
+		}
 	default:
 		return h, fmt.Errorf("unknown reply type %q", line[0])
 	}
@@ -204,18 +231,68 @@ func (f *respFrame) header(line []byte) (respHeader, error) {
 	return h, nil
 }
 
+// verbatimPrefixLen is the length of a verbatim string's "<format>:" prefix.
+const verbatimPrefixLen = 4
+
+var errVerbatimPrefix = errors.New("verbatim string without a 3-byte format prefix")
+
 // valueLineSize is the data size a memcached "VALUE <key> <flags> <bytes> [<cas>]" line
 // announces, or -1.
 func valueLineSize(line []byte) int64 {
-	rest, ok := bytes.CutPrefix(line, []byte("VALUE "))
-	for range 2 {
-		i := bytes.IndexByte(rest, ' ')
-		if !ok || i < 0 {
-			return -1
-		}
-		rest = rest[i+1:]
+	_, size, ok := parseValueLine(line)
+	if !ok {
+		return -1
 	}
-	return sizeField(rest)
+	return size
+}
+
+// endsRetrieval reports whether a line of a memcached retrieval response ends it: END, or an
+// error line (the ordinary reader's ERROR, CLIENT_ERROR and SERVER_ERROR).
+func endsRetrieval(line []byte) bool {
+	if string(line) == "END" || string(line) == "ERROR" {
+		return true
+	}
+	for _, prefix := range []string{"CLIENT_ERROR", "SERVER_ERROR"} {
+		if rest, ok := bytes.CutPrefix(line, []byte(prefix)); ok && (len(rest) == 0 || rest[0] == ' ') {
+			return true
+		}
+	}
+	return false
+}
+
+// parseValueLine reads a memcached "VALUE <key> <flags> <bytes> [<cas>]" line as the ordinary
+// response reader does (fields apart at runs of spaces, flags within 32 bits): its key and
+// data size, or ok false.
+func parseValueLine(line []byte) (key []byte, size int64, ok bool) {
+	rest, ok := bytes.CutPrefix(line, []byte("VALUE "))
+	if !ok {
+		return nil, 0, false
+	}
+	var fields [4][]byte // key, flags, size, cas
+	n := 0
+	for ; n < len(fields); n++ {
+		rest = bytes.TrimLeft(rest, " ")
+		if len(rest) == 0 {
+			break
+		}
+		end := bytes.IndexByte(rest, ' ')
+		if end < 0 {
+			end = len(rest)
+		}
+		fields[n], rest = rest[:end], rest[end:]
+	}
+	if n < 3 || len(bytes.TrimLeft(rest, " ")) > 0 {
+		return nil, 0, false
+	}
+	flags, flagsOK := protocol.ParseUint(fields[1])
+	size, sizeOK := protocol.ParseInt(fields[2])
+	if !flagsOK || flags > math.MaxUint32 || !sizeOK || size < 0 {
+		return nil, 0, false
+	}
+	if _, casOK := protocol.ParseUint(fields[3]); n == 4 && !casOK {
+		return nil, 0, false
+	}
+	return fields[0], size, true
 }
 
 // metaValueSize is the data size a memcached meta "VA <bytes> <flags>*" line announces, or -1.
@@ -313,7 +390,10 @@ type streamCopy struct {
 	// merging: the copy is one part of a split read the writer merges (copySplit): chunks go
 	// to dst's reply buffer, between the other parts' values, instead of straight to the client.
 	merging bool
-	buf     []byte
+	// buf holds what is still to pass on: the pooled chunk buffer, or after a long line one of
+	// its own, which the next flush drops.
+	buf    []byte
+	pooled *[]byte
 	// total is the reply's bytes; values what it told of the keys read (local partition
 	// only), in order.
 	total  int64
@@ -334,8 +414,8 @@ type streamedValue struct {
 // copyTo copies the reply to dst (nil: reads it away), pacing it through the tenant's
 // bandwidth bucket when the local partition serves a limited tenant, and then counts it.
 func (s *replyStream) copyTo(dst *conn) error {
-	bp := streamBuffers.Get().(*[]byte)
-	sc := &streamCopy{s: s, br: s.l.br, dst: dst, buf: (*bp)[:0]}
+	sc := newStreamCopy(s, dst)
+	defer sc.release()
 	var err error
 	if s.l.replies != nil {
 		err = sc.copyRESP()
@@ -348,9 +428,19 @@ func (s *replyStream) copyTo(dst *conn) error {
 		sc.count(int64(len(sc.buf)))
 		sc.flush()
 	}
-	*bp = sc.buf[:0]
-	streamBuffers.Put(bp)
 	return err
+}
+
+// newStreamCopy starts copying s to dst (nil: reading it away) with a pooled chunk buffer.
+func newStreamCopy(s *replyStream, dst *conn) *streamCopy {
+	bp := streamBuffers.Get().(*[]byte)
+	return &streamCopy{s: s, br: s.l.br, dst: dst, buf: (*bp)[:0], pooled: bp}
+}
+
+// release returns the chunk buffer to the pool.
+func (sc *streamCopy) release() {
+	streamBuffers.Put(sc.pooled)
+	sc.buf, sc.pooled = nil, nil
 }
 
 // copyRESP copies one RESP reply, recording the values of a read: the reply itself for a one
@@ -383,6 +473,13 @@ func (sc *streamCopy) copyHeader(f *respFrame, valueDepth int) error {
 	counted := h.depth == valueDepth
 	switch {
 	case h.blob >= 0:
+		if h.verbatim {
+			// Checked before the copy, whose chunks may pass the prefix on before it ends.
+			prefix, err := sc.br.Peek(verbatimPrefixLen)
+			if err == nil && prefix[verbatimPrefixLen-1] != ':' {
+				return errVerbatimPrefix
+			}
+		}
 		if err := sc.block(h.blob); err != nil {
 			return err
 		}
@@ -408,20 +505,17 @@ func (sc *streamCopy) copyMemcache() error {
 		if err != nil {
 			return err
 		}
-		if string(line) == "END" || string(line) == "ERROR" ||
-			bytes.HasPrefix(line, []byte("SERVER_ERROR ")) || bytes.HasPrefix(line, []byte("CLIENT_ERROR ")) {
+		if endsRetrieval(line) {
 			return nil
 		}
-		rest, ok := bytes.CutPrefix(line, []byte("VALUE "))
-		fields := bytes.Fields(rest)
-		if !ok || len(fields) < 3 || len(fields) > 4 {
+		key, n, ok := parseValueLine(line)
+		switch {
+		case !bytes.HasPrefix(line, []byte("VALUE ")):
 			return fmt.Errorf("bad response from engine: expected VALUE or END, got %q", line)
-		}
-		n, ok := protocol.ParseInt(fields[2])
-		if !ok || n < 0 || n > maxStreamBlock {
+		case !ok || n > maxStreamBlock:
 			return fmt.Errorf("bad response from engine: bad VALUE line %q", line)
 		}
-		sc.value(true, streamedValue{keyHash: keyhash.Sum64(fields[0]), keyLen: len(fields[0]), len: n, hit: true})
+		sc.value(true, streamedValue{keyHash: keyhash.Sum64(key), keyLen: len(key), len: n, hit: true})
 		if err := sc.block(n); err != nil {
 			return err
 		}
@@ -470,19 +564,20 @@ func (sc *streamCopy) value(counted bool, v streamedValue) {
 // many keys (memcached's and redis' argument limits are lower).
 const maxStreamedValues = 1 << 20
 
-// line reads the next CRLF-terminated line into the chunk buffer and returns it without its
-// CRLF; it is valid until the next flush.
+// line reads the next CRLF-terminated line into the chunk buffer (one longer than its spare
+// room grows it) and returns it without its CRLF; it is valid until the next flush.
 func (sc *streamCopy) line() ([]byte, error) {
 	if len(sc.buf)+maxStreamLine > cap(sc.buf) {
 		sc.flush()
 	}
 	start := len(sc.buf)
 	sc.s.l.progressed()
-	buf, err := protocol.AppendLine(sc.br, sc.buf, maxStreamLine)
+	limit := sc.s.l.streamLineLimit()
+	buf, err := protocol.AppendLine(sc.br, sc.buf, limit)
 	sc.buf = buf
 	switch {
 	case errors.Is(err, protocol.ErrLineTooLong):
-		return nil, fmt.Errorf("reply line longer than %d bytes", maxStreamLine)
+		return nil, fmt.Errorf("reply line longer than %d bytes", limit)
 	case errors.Is(err, io.EOF):
 		return nil, io.ErrUnexpectedEOF
 	case err != nil:
@@ -534,7 +629,7 @@ func (sc *streamCopy) flush() {
 		// would grow it goes out on its own, after what the buffer holds.
 		if len(c.out)+n <= streamChunk {
 			c.write(sc.buf)
-			sc.buf = sc.buf[:0]
+			sc.buf = (*sc.pooled)[:0]
 			return
 		}
 		c.flushClient()
@@ -549,7 +644,7 @@ func (sc *streamCopy) flush() {
 			sc.dst = nil
 		}
 	}
-	sc.buf = sc.buf[:0]
+	sc.buf = (*sc.pooled)[:0] // drops a buffer a long line grew
 }
 
 // pace takes a chunk's bytes from the bandwidth bucket of a limited tenant served by the local

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"io"
 	"slices"
@@ -16,29 +17,33 @@ var ErrLineTooLong = errors.New("line too long")
 const growStep = 64 << 10
 
 // AppendLine reads through the next '\n' and appends the bytes read, terminator included, to dst.
-// It fails with ErrLineTooLong as soon as more than limit bytes arrive without a '\n' (without
-// waiting for the rest of the line), with io.EOF when the stream ends before any byte of the line,
-// and with io.ErrUnexpectedEOF when it ends inside the line.
+// It fails with ErrLineTooLong as soon as more than limit bytes arrive without a '\n' (checked
+// after every read, without waiting for the rest of the line or for br's buffer to fill), with
+// io.EOF when the stream ends before any byte of the line, and with io.ErrUnexpectedEOF when it
+// ends inside the line.
 func AppendLine(br *bufio.Reader, dst []byte, limit int) ([]byte, error) {
 	start := len(dst)
 	for {
-		frag, err := br.ReadSlice('\n')
-		if len(dst)-start+len(frag) > limit {
+		if br.Buffered() == 0 {
+			if _, err := br.Peek(1); err != nil {
+				if errors.Is(err, io.EOF) && len(dst) > start {
+					err = io.ErrUnexpectedEOF
+				}
+				return dst, err
+			}
+		}
+		b, _ := br.Peek(br.Buffered()) // cannot fail: the bytes are buffered
+		n, found := len(b), false
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			n, found = i+1, true
+		}
+		if len(dst)-start+n > limit {
 			return dst, ErrLineTooLong
 		}
-		dst = append(dst, frag...)
-		switch {
-		case err == nil:
+		dst = append(dst, b[:n]...)
+		_, _ = br.Discard(n)
+		if found {
 			return dst, nil
-		case errors.Is(err, bufio.ErrBufferFull):
-			continue
-		case errors.Is(err, io.EOF):
-			if len(dst) == start {
-				return dst, io.EOF
-			}
-			return dst, io.ErrUnexpectedEOF
-		default:
-			return dst, err
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+	"time"
 )
 
 func oneByte(s string) *bufio.Reader {
@@ -42,6 +43,27 @@ func TestAppendLine(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestAppendLineUnterminated: a line over the limit fails once the bytes read pass it, while
+// the sender still holds the stream open and br's buffer is not full.
+func TestAppendLineUnterminated(t *testing.T) {
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	go func() { _, _ = pw.Write([]byte(strings.Repeat("x", 70_000))) }()
+	done := make(chan error, 1)
+	go func() {
+		_, err := AppendLine(bufio.NewReaderSize(pr, 16<<10), nil, 64<<10)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrLineTooLong) {
+			t.Fatalf("err %v, want ErrLineTooLong", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no error 10s after 70,000 bytes without a line end")
 	}
 }
 

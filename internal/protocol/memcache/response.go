@@ -393,7 +393,7 @@ func (r *ResponseReader) parseValue(line []byte) error {
 	start := r.lineStart(line)
 	r.tokens = appendTokens(r.tokens[:0], line, start)
 	n := len(r.tokens)
-	if n < 4 || n > 5 || string(r.tok(0)) != "VALUE" {
+	if n < 4 || n > 5 || !bytes.HasPrefix(line, []byte("VALUE ")) {
 		return responseErrorf("expected VALUE or END, got %q", line)
 	}
 	v := valueSpan{key: r.tokens[1]}

@@ -118,6 +118,7 @@ func TestReadResponseRejectsMismatches(t *testing.T) {
 	}{
 		{Expect{Command: CmdGet}, "STORED\r\n", ResponseLimits{}},
 		{Expect{Command: CmdGet}, "VALUE a 0\r\n", ResponseLimits{}},
+		{Expect{Command: CmdGet}, " VALUE a 0 1\r\nx\r\nEND\r\n", ResponseLimits{}},
 		{Expect{Command: CmdGet}, "VALUE a x 1\r\nx\r\nEND\r\n", ResponseLimits{}},
 		{Expect{Command: CmdGet}, "VALUE a 0 1\r\nxy\r\nEND\r\n", ResponseLimits{}},
 		{Expect{Command: CmdGet}, "VALUE a 0 -1\r\n", ResponseLimits{}},

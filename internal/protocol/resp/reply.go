@@ -173,7 +173,7 @@ func (r *ReplyReader) readElement(raw *[]byte) (Type, int, error) {
 	case TypeSimpleString, TypeError:
 		return t, 0, nil
 	case TypeInteger, TypeBigNumber, TypeDouble, TypeBoolean, TypeNull:
-		if err := checkScalar(t, body); err != nil {
+		if err := CheckScalar(t, body); err != nil {
 			return 0, 0, err
 		}
 		return t, 0, nil
@@ -235,8 +235,9 @@ func aggregateLen(t Type, header []byte, limit int) (int, error) {
 	return int(n), nil
 }
 
-// checkScalar validates the text of a one-line scalar.
-func checkScalar(t Type, body []byte) error {
+// CheckScalar validates the text of a one-line scalar (t an integer, big number, double, boolean or
+// null; other types pass): the check ReplyReader makes, for code that copies replies without it.
+func CheckScalar(t Type, body []byte) error {
 	ok := true
 	switch t {
 	case TypeInteger:

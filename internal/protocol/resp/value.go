@@ -88,7 +88,7 @@ func (d *decoder) value(depth int) (Value, error) {
 	case TypeSimpleString, TypeError:
 		v.Str = body
 	case TypeInteger, TypeBigNumber, TypeDouble, TypeBoolean, TypeNull:
-		if err := checkScalar(v.Type, body); err != nil {
+		if err := CheckScalar(v.Type, body); err != nil {
 			return Value{}, err
 		}
 		switch v.Type {
