@@ -211,8 +211,9 @@ type Options struct {
 	// DialTimeout bounds connecting to an engine or a peer sidecar (default 2s).
 	DialTimeout time.Duration
 	// PeerRetryWindow is how long a request for a peer sidecar that cannot be dialed (the
-	// connection or the peer handshake refused, or timed out) waits while the proxy redials it (every 50 ms at first, backing off to 250 ms), before it is
-	// answered with the dial's error (default 5s). A sidecar restarting in place (an InPlace
+	// connection or the peer handshake refused, or timed out) waits while the proxy redials
+	// it (every 50 ms at first, backing off to 250 ms), before it is answered with the
+	// dial's error (default 5s). A sidecar restarting in place (an InPlace
 	// upgrade) refuses connections for a few seconds; its requests are then served late
 	// instead of failing. Once a peer has been unreachable for this long its requests fail at
 	// once (one dial a second tells when it is back).

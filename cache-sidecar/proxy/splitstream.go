@@ -308,9 +308,10 @@ func (pc *partCopy) copyValueOf(h uint64) (hit bool, keyLen, size int, err error
 		}
 		return false, 0, 0, errors.New("bad response from engine: no line where a VALUE or END was due")
 	}
-	key, n, ok := parseValueLine(line)
+	v, ok := memcache.ParseValueLine(line)
+	key, n := v.Key, v.Size
 	switch {
-	case endsRetrieval(line):
+	case memcache.EndsRetrieval(line):
 		return false, 0, 0, nil // END: the key is a miss
 	case !ok || n > maxStreamBlock:
 		return false, 0, 0, fmt.Errorf("bad response from engine: bad VALUE line %q", line)
@@ -372,7 +373,7 @@ func bufferedResponseLen(b []byte) int {
 		}
 		line := b[pos : pos+eol-1]
 		pos += eol + 1
-		if endsRetrieval(line) {
+		if memcache.EndsRetrieval(line) {
 			return pos
 		}
 		n := valueLineSize(line)

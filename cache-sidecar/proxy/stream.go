@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -239,60 +238,10 @@ var errVerbatimPrefix = errors.New("verbatim string without a 3-byte format pref
 // valueLineSize is the data size a memcached "VALUE <key> <flags> <bytes> [<cas>]" line
 // announces, or -1.
 func valueLineSize(line []byte) int64 {
-	_, size, ok := parseValueLine(line)
-	if !ok {
-		return -1
+	if v, ok := memcache.ParseValueLine(line); ok {
+		return v.Size
 	}
-	return size
-}
-
-// endsRetrieval reports whether a line of a memcached retrieval response ends it: END, or an
-// error line (the ordinary reader's ERROR, CLIENT_ERROR and SERVER_ERROR).
-func endsRetrieval(line []byte) bool {
-	if string(line) == "END" || string(line) == "ERROR" {
-		return true
-	}
-	for _, prefix := range []string{"CLIENT_ERROR", "SERVER_ERROR"} {
-		if rest, ok := bytes.CutPrefix(line, []byte(prefix)); ok && (len(rest) == 0 || rest[0] == ' ') {
-			return true
-		}
-	}
-	return false
-}
-
-// parseValueLine reads a memcached "VALUE <key> <flags> <bytes> [<cas>]" line as the ordinary
-// response reader does (fields apart at runs of spaces, flags within 32 bits): its key and
-// data size, or ok false.
-func parseValueLine(line []byte) (key []byte, size int64, ok bool) {
-	rest, ok := bytes.CutPrefix(line, []byte("VALUE "))
-	if !ok {
-		return nil, 0, false
-	}
-	var fields [4][]byte // key, flags, size, cas
-	n := 0
-	for ; n < len(fields); n++ {
-		rest = bytes.TrimLeft(rest, " ")
-		if len(rest) == 0 {
-			break
-		}
-		end := bytes.IndexByte(rest, ' ')
-		if end < 0 {
-			end = len(rest)
-		}
-		fields[n], rest = rest[:end], rest[end:]
-	}
-	if n < 3 || len(bytes.TrimLeft(rest, " ")) > 0 {
-		return nil, 0, false
-	}
-	flags, flagsOK := protocol.ParseUint(fields[1])
-	size, sizeOK := protocol.ParseInt(fields[2])
-	if !flagsOK || flags > math.MaxUint32 || !sizeOK || size < 0 {
-		return nil, 0, false
-	}
-	if _, casOK := protocol.ParseUint(fields[3]); n == 4 && !casOK {
-		return nil, 0, false
-	}
-	return fields[0], size, true
+	return -1
 }
 
 // metaValueSize is the data size a memcached meta "VA <bytes> <flags>*" line announces, or -1.
@@ -505,10 +454,11 @@ func (sc *streamCopy) copyMemcache() error {
 		if err != nil {
 			return err
 		}
-		if endsRetrieval(line) {
+		if memcache.EndsRetrieval(line) {
 			return nil
 		}
-		key, n, ok := parseValueLine(line)
+		v, ok := memcache.ParseValueLine(line)
+		key, n := v.Key, v.Size
 		switch {
 		case !bytes.HasPrefix(line, []byte("VALUE ")):
 			return fmt.Errorf("bad response from engine: expected VALUE or END, got %q", line)

@@ -311,24 +311,43 @@ func (r *ResponseReader) parse(cmd Command, line []byte) error {
 
 // parseError recognises the three error lines, which may answer any request.
 func (r *ResponseReader) parseError(line []byte) bool {
-	start := r.lineStart(line)
+	status, text, ok := errorLine(line)
+	if !ok {
+		return false
+	}
+	r.resp.Status = status
+	if text > 0 {
+		start := r.lineStart(line)
+		r.text = span{start + text, start + len(line)}
+	}
+	return true
+}
+
+// errorLine recognises the three error lines: their status and where their text starts in
+// line (0: no text).
+func errorLine(line []byte) (status Status, text int, ok bool) {
 	for _, e := range []struct {
 		prefix string
 		status Status
 	}{{"CLIENT_ERROR", StatusClientError}, {"SERVER_ERROR", StatusServerError}} {
 		if bytes.HasPrefix(line, []byte(e.prefix)) && (len(line) == len(e.prefix) || line[len(e.prefix)] == ' ') {
-			r.resp.Status = e.status
 			if len(line) > len(e.prefix) {
-				r.text = span{start + len(e.prefix) + 1, start + len(line)}
+				text = len(e.prefix) + 1
 			}
-			return true
+			return e.status, text, true
 		}
 	}
 	if string(line) == "ERROR" {
-		r.resp.Status = StatusError
-		return true
+		return StatusError, 0, true
 	}
-	return false
+	return 0, 0, false
+}
+
+// EndsRetrieval reports whether a line (without its CRLF) of a retrieval response ends it, as
+// the response reader takes it: END, or an error line.
+func EndsRetrieval(line []byte) bool {
+	_, _, isError := errorLine(line)
+	return string(line) == "END" || isError
 }
 
 func classicStatus(line []byte) (Status, bool) {
@@ -391,32 +410,60 @@ func (r *ResponseReader) parseRetrieval(line []byte) error {
 // parseValue reads "VALUE <key> <flags> <bytes> [<cas unique>]" and the data block after it.
 func (r *ResponseReader) parseValue(line []byte) error {
 	start := r.lineStart(line)
-	r.tokens = appendTokens(r.tokens[:0], line, start)
-	n := len(r.tokens)
-	if n < 4 || n > 5 || !bytes.HasPrefix(line, []byte("VALUE ")) {
-		return responseErrorf("expected VALUE or END, got %q", line)
-	}
-	v := valueSpan{key: r.tokens[1]}
-	flags, ok1 := protocol.ParseUint(r.tok(2))
-	size, ok2 := protocol.ParseInt(r.tok(3))
-	if !ok1 || !ok2 || flags > math.MaxUint32 {
+	r.tokens = appendTokens(r.tokens[:0], line, 0)
+	vl, ok := valueLineOf(line, r.tokens)
+	if !ok {
+		if len(r.tokens) < 4 || len(r.tokens) > 5 || !bytes.HasPrefix(line, []byte("VALUE ")) {
+			return responseErrorf("expected VALUE or END, got %q", line)
+		}
 		return responseErrorf("bad VALUE line %q", line)
 	}
-	v.flags = uint32(flags)
-	if n == 5 {
-		var ok bool
-		if v.cas, ok = protocol.ParseUint(r.tok(4)); !ok {
-			return responseErrorf("bad VALUE line %q", line)
-		}
-		v.hasCas = true
-	}
+	key := r.tokens[1]
+	v := valueSpan{key: span{start + key.start, start + key.end}, flags: vl.Flags, cas: vl.CAS, hasCas: vl.HasCAS}
 	var err error
-	if v.data, err = r.readBlock(size); err != nil {
+	if v.data, err = r.readBlock(vl.Size); err != nil {
 		return err
 	}
 	v.raw = span{start, len(r.raw)}
 	r.values = append(r.values, v)
 	return nil
+}
+
+// ValueLine is what a retrieval's "VALUE <key> <flags> <bytes> [<cas unique>]" line says.
+type ValueLine struct {
+	Key    []byte // within the line
+	Flags  uint32
+	Size   int64
+	CAS    uint64
+	HasCAS bool
+}
+
+// ParseValueLine reads a VALUE line (without its CRLF) as the response reader does: fields
+// apart at runs of spaces, flags within 32 bits; ok is false for any other line.
+func ParseValueLine(line []byte) (v ValueLine, ok bool) {
+	var tokens [5]span
+	return valueLineOf(line, appendTokens(tokens[:0], line, 0))
+}
+
+// valueLineOf is ParseValueLine of a line split into tokens (positions within line).
+func valueLineOf(line []byte, tokens []span) (ValueLine, bool) {
+	n := len(tokens)
+	if n < 4 || n > 5 || !bytes.HasPrefix(line, []byte("VALUE ")) {
+		return ValueLine{}, false
+	}
+	tok := func(i int) []byte { return line[tokens[i].start:tokens[i].end:tokens[i].end] }
+	flags, flagsOK := protocol.ParseUint(tok(2))
+	size, sizeOK := protocol.ParseInt(tok(3))
+	if !flagsOK || !sizeOK || flags > math.MaxUint32 || size < 0 {
+		return ValueLine{}, false
+	}
+	v := ValueLine{Key: tok(1), Flags: uint32(flags), Size: size}
+	if n == 5 {
+		if v.CAS, v.HasCAS = protocol.ParseUint(tok(4)); !v.HasCAS {
+			return ValueLine{}, false
+		}
+	}
+	return v, true
 }
 
 // parseStats reads "STAT <name> <value>" lines until END.

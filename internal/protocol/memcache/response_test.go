@@ -226,3 +226,41 @@ func TestRequestWritersRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestParseValueLine: the VALUE lines ParseValueLine takes are those the response reader
+// takes, and EndsRetrieval the lines that end a retrieval for it.
+func TestParseValueLine(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		ok   bool
+		key  string
+		size int64
+	}{
+		{"VALUE k 5 12", true, "k", 12},
+		{"VALUE k  0  12 99 ", true, "k", 12},
+		{" VALUE k 0 12", false, "", 0},
+		{"VALUE k 4294967296 12", false, "", 0},
+		{"VALUE k 0 -1", false, "", 0},
+		{"VALUE k 0 12 x", false, "", 0},
+		{"VALUE k 0 12 9 9", false, "", 0},
+		{"VALUE k 0", false, "", 0},
+		{"END", false, "", 0},
+	} {
+		v, ok := ParseValueLine([]byte(tc.line))
+		if ok != tc.ok || ok && (string(v.Key) != tc.key || v.Size != tc.size) {
+			t.Errorf("ParseValueLine(%q) = %+v, %v; want key %q size %d, %v", tc.line, v, ok, tc.key, tc.size, tc.ok)
+		}
+		if !ok || tc.size < 0 {
+			continue
+		}
+		rr := NewResponseReader(bufio.NewReader(strings.NewReader(tc.line+"\r\n"+strings.Repeat("x", int(tc.size))+"\r\nEND\r\n")), ResponseLimits{})
+		if _, err := rr.ReadResponse(Expect{Command: CmdGet}); err != nil {
+			t.Errorf("%q: the response reader refuses what ParseValueLine takes: %v", tc.line, err)
+		}
+	}
+	for line, want := range map[string]bool{"END": true, "ERROR": true, "SERVER_ERROR out of memory": true, "CLIENT_ERROR": true, "CLIENT_ERRORS": false, "VALUE k 0 1": false, "ENDS": false} {
+		if got := EndsRetrieval([]byte(line)); got != want {
+			t.Errorf("EndsRetrieval(%q) = %v, want %v", line, got, want)
+		}
+	}
+}
