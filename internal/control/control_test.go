@@ -448,32 +448,39 @@ func TestLearningTenantHoldsAFairShare(t *testing.T) {
 
 // A strict tenant given memory for its objective is first measured while that memory fills
 // (a loop hits only after a whole pass). Missing its objective then, with a curve that shows
-// less reuse than the one it was raised on, it keeps the memory until a warm interval is
-// measured; a miss measured warm, or at memory the plan never promised would meet the
-// objective, is acted on.
+// less reuse than the one it was raised on, it keeps the memory until a settled interval is
+// measured (warm, and its hit ratio no longer rising clearly); a settled miss, or one at memory
+// the plan never promised would meet the objective, is acted on.
 func TestRaisedTenantAwaitsAWarmMeasurement(t *testing.T) {
 	needSolver(t)
 	coldCurve := [][2]float64{{10, 0}, {30, 0.3}, {100, 0.35}}
 	cases := []struct {
-		name     string
-		heldMiB  int64 // what the tenant held the interval before the one measured
-		promised bool
-		wantKeep bool
+		name    string
+		heldMiB int64 // what the tenant held the interval before the one measured
+		// before and now are the hit ratios measured the interval before and in the one
+		// measured last.
+		before, now float64
+		promised    bool
+		wantKeep    bool
 	}{
-		{"measured right after the raise", 2, true, true},
-		{"measured warm", 30, true, false},
-		{"never promised", 2, false, false},
+		{"measured right after the raise", 2, 0, 0, true, true},
+		{"measured warm", 30, 0, 0, true, false},
+		{"never promised", 2, 0, 0, false, false},
+		// A uniform tenant's partition fills over several intervals: warm, but its hit ratio
+		// still rises clearly, so the measurement is not yet what the memory gives.
+		{"warm and still filling", 30, 0.15, 0.25, true, true},
+		{"warm, rising within the noise", 30, 0.24, 0.25, true, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			loop := tenant("ns/loop", 100, 0.9, coldCurve, 30*mib, 0)
+			loop := tenant("ns/loop", 100, 0.9, coldCurve, 30*mib, tc.now)
 			// The other tenant earns more hits from every byte than the loop's cold curve.
 			other := tenant("ns/other", 100, 0, [][2]float64{{25, 0.5}, {50, 0.8}, {100, 0.99}}, 70*mib, 0.8)
 			other.Class, other.Objective = planning.ClassBestEffort, nil
 			other.Rates[0].RequestsPerSecond = 5000
 			snap := snapshot(loop, other)
 			l := New()
-			l.tenants["ns/loop"] = &tenantState{seen: true, samples: maxLearnSamples, promised: tc.promised,
+			l.tenants["ns/loop"] = &tenantState{seen: true, samples: maxLearnSamples, promised: tc.promised, observed: tc.before,
 				placed: []planning.CurrentPartition{{Node: "n1", MemoryBytes: tc.heldMiB * mib}}}
 			in := Input{Snapshot: snap, Current: currentOf(snap), Measured: map[string]Measurement{"ns/loop": {Reads: 10000}, "ns/other": {Reads: 10000}}}
 			d, err := l.Decide(context.Background(), config(DefaultMechanisms()), in)
@@ -515,8 +522,8 @@ func TestWarmMissIsNotCountedAsMet(t *testing.T) {
 		if !warm {
 			held = 10 * mib
 		}
-		l.tenants["ns/web"] = &tenantState{seen: true, samples: maxLearnSamples, placed: []planning.CurrentPartition{{Node: "n1", MemoryBytes: held}}}
-		l.tenants["ns/other"] = &tenantState{seen: true, samples: maxLearnSamples, placed: []planning.CurrentPartition{{Node: "n1", MemoryBytes: 80 * mib}}}
+		l.tenants["ns/web"] = &tenantState{seen: true, samples: maxLearnSamples, observed: 0.446, placed: []planning.CurrentPartition{{Node: "n1", MemoryBytes: held}}}
+		l.tenants["ns/other"] = &tenantState{seen: true, samples: maxLearnSamples, observed: 0.8, placed: []planning.CurrentPartition{{Node: "n1", MemoryBytes: 80 * mib}}}
 		in := Input{Snapshot: snap, Current: currentOf(snap), Measured: map[string]Measurement{"ns/web": {Reads: 10000}, "ns/other": {Reads: 10000}}}
 		d, err := l.Decide(context.Background(), config(DefaultMechanisms()), in)
 		if err != nil {
@@ -527,4 +534,58 @@ func TestWarmMissIsNotCountedAsMet(t *testing.T) {
 			t.Errorf("warm %v: web %s (%s), taken %v (%s); want it raised only when its miss was measured warm", warm, td.Reason, td.Message, d.Taken, d.Kept)
 		}
 	}
+}
+
+// A tenant the plan in force gave memory for its objective is judged on that memory only once
+// it is measured settled. Until then it keeps the memory, even while its curve is still
+// learned and the memory is more than a fair share, and it is fed the curve that promised
+// it: the curves of partitions that just grew are read while they fill, and one that looks
+// hopeless would hand its memory to another objective before it was ever measured full.
+func TestPromiseAwaitedWithItsCurve(t *testing.T) {
+	needSolver(t)
+	promising := [][2]float64{{10, 0}, {50, 0.5}, {58, 0.91}, {100, 0.95}}
+	filling := [][2]float64{{10, 0}, {30, 0.3}, {100, 0.35}}
+	cases := []struct {
+		name     string
+		samples  int
+		heldMiB  int64 // what loop held the interval before the one measured
+		wantKeep bool
+	}{
+		{"raised, measured cold", maxLearnSamples, 2, true},
+		{"raised while learning, measured cold", 0, 2, true},
+		{"measured settled", maxLearnSamples, 60, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			loop := tenant("ns/loop", 100, 0.9, filling, 60*mib, 0.2)
+			// other's objective is met only with most of loop's memory.
+			other := tenant("ns/other", 100, 0.8, [][2]float64{{25, 0.5}, {40, 0.6}, {75, 0.81}, {100, 0.9}}, 40*mib, 0.6)
+			snap := snapshot(loop, other)
+			l := New()
+			l.tenants["ns/loop"] = &tenantState{seen: true, samples: tc.samples, promised: true, observed: 0.2, curve: curvePoints(promising), sinceMove: relearnIntervals,
+				placed: []planning.CurrentPartition{{Node: "n1", MemoryBytes: tc.heldMiB * mib}}}
+			l.tenants["ns/other"] = &tenantState{seen: true, samples: maxLearnSamples, observed: 0.6,
+				placed: []planning.CurrentPartition{{Node: "n1", MemoryBytes: 40 * mib}}}
+			in := Input{Snapshot: snap, Current: currentOf(snap), Measured: map[string]Measurement{"ns/loop": {Reads: 10000}, "ns/other": {Reads: 10000}}}
+			d, err := l.Decide(context.Background(), config(DefaultMechanisms()), in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, td := allocated(d.Desired["ns/loop"]), d.Tenants["ns/loop"]
+			if kept := got >= 59*mib; kept != tc.wantKeep {
+				t.Errorf("loop has %d MiB (%s: %s); want kept %v", got/mib, td.Reason, td.Message, tc.wantKeep)
+			}
+			if min := d.Fed.Tenants[0].Memory.MinBytes; tc.wantKeep && min != 59*mib {
+				t.Errorf("loop was fed a minimum of %d bytes, want what it holds less the noise floor, 59 MiB", min)
+			}
+		})
+	}
+}
+
+func curvePoints(pts [][2]float64) []planning.MissRatioPoint {
+	out := make([]planning.MissRatioPoint, len(pts))
+	for i, p := range pts {
+		out[i] = planning.MissRatioPoint{SizeBytes: int64(p[0] * float64(mib)), MissRatio: 1 - p[1]}
+	}
+	return out
 }

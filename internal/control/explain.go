@@ -63,7 +63,7 @@ func (l *Loop) explain(in Input, c *candidate, d *Decision) map[string]TenantDec
 			td.Message = fmt.Sprintf("holds at least a fair share, %s, while its curve is learned: %s", planning.FormatBytes(c.protected[t.ID].bytes), learningText(st))
 		case protected && c.protected[t.ID].pending && to >= from-l.cfg.MinChangeBytes:
 			td.Reason = ReasonProtected
-			td.Message = fmt.Sprintf("was given %s for its objective and missed it%s while that memory was still filling: keeps at least %s until a warm interval is measured", planning.FormatBytes(from), observedText(st), planning.FormatBytes(c.protected[t.ID].bytes))
+			td.Message = fmt.Sprintf("was given %s for its objective and missed it%s while that memory was still filling: keeps at least %s until it is measured settled", planning.FormatBytes(from), observedText(st), planning.FormatBytes(c.protected[t.ID].bytes))
 		case protected && to >= from-l.cfg.MinChangeBytes:
 			td.Reason = ReasonProtected
 			td.Message = fmt.Sprintf("met its objective%s with %s: keeps at least %s", observedText(st), planning.FormatBytes(from), planning.FormatBytes(c.protected[t.ID].bytes))

@@ -39,6 +39,11 @@ const (
 	// relearnIntervals bounds how long after a move the curve from before it stands for the
 	// new partition's.
 	relearnIntervals = 3
+	// fillingRise is the least rise of the observed hit ratio over the interval before that
+	// says a partition is still filling (a uniform tenant's fills as fast as its misses
+	// insert, over several intervals); a larger rise is required when the reads' binomial
+	// error is larger.
+	fillingRise = 0.02
 )
 
 // tenantState is what the loop remembers about a tenant between intervals.
@@ -49,6 +54,10 @@ type tenantState struct {
 	placed []planning.CurrentPartition
 	seen   bool
 	warm   bool
+	// filling reports a warm interval whose hit ratio still rose clearly over the one before:
+	// the partitions are still filling, so the measurement is not yet what the memory gives;
+	// settled is warm and not filling.
+	filling, settled bool
 	// factor is the damped correction factor of the tenant's curve (0: none yet).
 	factor float64
 	// mean and variance of the observed hit ratio over settled intervals (EWMA).
@@ -94,7 +103,7 @@ type protection struct {
 	learning bool
 	// pending: the plan in force gave the tenant memory predicted to meet its objective, and
 	// it missed it while those partitions were still filling; it keeps that memory until a
-	// warm measurement says whether it meets it.
+	// settled measurement says whether it meets it.
 	pending bool
 }
 
@@ -128,7 +137,15 @@ func (l *Loop) observe(in Input) {
 		if st.moved {
 			st.sinceMove = 0
 		}
-		st.held = st.curve != nil && (st.moved || st.sinceMove < relearnIntervals && topOf(t.MissRatioCurve) < topOf(st.curve)-noReuse)
+		m := in.Measured[t.ID]
+		st.filling = st.warm && t.Observed.HitRatio != nil && st.observed >= 0 && rising(st.observed, *t.Observed.HitRatio, m.Reads)
+		st.settled = st.warm && !st.filling
+		// A tenant given memory for its objective keeps the curve that promised it until a
+		// settled measurement judges the promise: the curves of partitions that just grew
+		// are read while they fill, and one that dropped the promise would take the memory
+		// away before it was ever measured full.
+		awaiting := st.promised && !m.Met && !st.settled
+		st.held = st.curve != nil && (st.moved || awaiting || st.sinceMove < relearnIntervals && topOf(t.MissRatioCurve) < topOf(st.curve)-noReuse)
 		if !st.held && len(t.MissRatioCurve) > 0 {
 			st.curve = slices.Clone(t.MissRatioCurve)
 		}
@@ -137,13 +154,12 @@ func (l *Loop) observe(in Input) {
 		if t.Class == planning.ClassStrict && t.Objective != nil && t.Objective.HitRatio != nil {
 			st.target = *t.Objective.HitRatio
 		}
-		m := in.Measured[t.ID]
 		st.met, st.observed = m.Met, -1
-		st.missedWarm = !m.Met && m.Reads > 0 && st.warm
+		st.missedWarm = !m.Met && m.Reads > 0 && st.settled
 		if m.Met {
 			st.boost /= 2
 			st.tighten /= 2
-		} else if st.warm && t.Class == planning.ClassStrict && t.Objective != nil && st.target == 0 && in.Measured[t.ID] != (Measurement{}) {
+		} else if st.settled && t.Class == planning.ClassStrict && t.Objective != nil && st.target == 0 && in.Measured[t.ID] != (Measurement{}) {
 			st.tighten = math.Min(maxTighten, st.tighten+tightenStep)
 		}
 		if t.Observed.HitRatio == nil {
@@ -151,7 +167,7 @@ func (l *Loop) observe(in Input) {
 		}
 		obs := *t.Observed.HitRatio
 		st.observed = obs
-		if !st.warm {
+		if !st.settled {
 			continue
 		}
 		if st.samples == 0 {
@@ -171,6 +187,16 @@ func (l *Loop) observe(in Input) {
 			delete(l.tenants, id)
 		}
 	}
+}
+
+// rising reports that the hit ratio rose from before to now by more than fillingRise and
+// by more than twice the binomial error of reads samples.
+func rising(before, now float64, reads int64) bool {
+	tol := fillingRise
+	if reads > 0 {
+		tol = math.Max(tol, 2*math.Sqrt(now*(1-now)/float64(reads)))
+	}
+	return now > before+tol
 }
 
 // uncertainty is one standard deviation of the observed hit ratio: the binomial error of
@@ -343,7 +369,7 @@ func (l *Loop) damp(t *planning.Tenant, c *curve.Curve) *curve.Curve {
 		}
 		f = 1
 	}
-	if st.warm {
+	if st.settled {
 		prev := st.factor
 		if prev == 0 {
 			prev = 1
@@ -393,7 +419,14 @@ func (l *Loop) protections(s *planning.Snapshot, curves []*curve.Curve) (map[str
 		t := &s.Tenants[i]
 		st := l.tenants[t.ID]
 		total := totalOf(t.Current.Partitions)
-		if t.Class == planning.ClassStrict && t.Objective != nil && !st.met && learning(st, curves[i]) {
+		// A tenant whose memory the plan in force changed for its objective is measured on
+		// cold partitions: a loop refills only after a whole pass, a uniform tenant over
+		// several intervals. Judged by that, it would lose the memory before its first
+		// settled interval and take turns with others at their cliffs. The same holds for a
+		// tenant still learning that the plan gave more than a fair share: held at the fair
+		// share, it would lose memory it had no time to fill, and never settle.
+		pending := t.Class == planning.ClassStrict && t.Objective != nil && !st.met && !st.settled && st.promised && total > 0
+		if t.Class == planning.ClassStrict && t.Objective != nil && !st.met && learning(st, curves[i]) && !(pending && total > fair) {
 			amount := fair
 			if t.Memory.MaxBytes > 0 {
 				amount = min(amount, t.Memory.MaxBytes)
@@ -404,11 +437,6 @@ func (l *Loop) protections(s *planning.Snapshot, curves []*curve.Curve) (map[str
 			}
 			continue
 		}
-		// A tenant whose memory the plan in force changed for its objective is measured on
-		// cold partitions: a loop refills only after a whole pass. Judged by that, it would
-		// lose the memory before its first warm interval and take turns with others at their
-		// cliffs.
-		pending := t.Class == planning.ClassStrict && t.Objective != nil && !st.met && !st.warm && st.promised && total > 0
 		// Changes under MinChangeBytes are noise: leaving them to the allocator keeps a
 		// fully allocated cluster plannable (its sizes are discrete; minimums at exactly
 		// what every tenant holds may not pack).
