@@ -133,6 +133,11 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*allocation.Loo
 	}); err != nil {
 		return nil, err
 	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1.TenantSLO{}, objects.TenantWaitingIndex, func(obj client.Object) []string {
+		return objects.TenantWaitingIndexValues(obj.(*v1.TenantSLO))
+	}); err != nil {
+		return nil, err
+	}
 	reportUndecodable(mgr)
 	loop := allocation.New(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorderFor("cacheqos-allocator"), mgr.GetLogger().WithName("allocation"), opts.Allocation)
 	if err := mgr.Add(loop); err != nil {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -99,6 +100,21 @@ const TenantClusterIndex = "spec.clusterRef.key"
 // TenantClusterIndexValue is the TenantClusterIndex value of t.
 func TenantClusterIndexValue(t *v1.TenantSLO) string {
 	return t.ClusterKey().String()
+}
+
+// TenantWaitingIndex indexes the TenantSLOs that are not admitted (and not being deleted) by
+// the "<namespace>/<name>" of their CacheCluster; admitted tenants are not in it. The
+// TenantSLO reconciler wakes them when room may have been freed, and listing only them, not
+// every tenant of the cluster, on every TenantSLO event keeps that cheap once they are admitted.
+const TenantWaitingIndex = "cacheqos.io/waiting-on-cluster"
+
+// TenantWaitingIndexValues are the TenantWaitingIndex values of t: its cluster while it is
+// neither admitted nor being deleted, none otherwise.
+func TenantWaitingIndexValues(t *v1.TenantSLO) []string {
+	if !t.DeletionTimestamp.IsZero() || meta.IsStatusConditionTrue(t.Status.Conditions, v1.ConditionAdmitted) {
+		return nil
+	}
+	return []string{TenantClusterIndexValue(t)}
 }
 
 // PlanTrigger is how reconcilers ask the allocation loop for a new plan soon.

@@ -134,3 +134,35 @@ func TestListNames(t *testing.T) {
 		t.Errorf("ListNames = %q", got)
 	}
 }
+
+func TestTenantWaitingIndexValues(t *testing.T) {
+	now := metav1.Now()
+	admitted := func(status metav1.ConditionStatus) []metav1.Condition {
+		return []metav1.Condition{{Type: v1.ConditionAdmitted, Status: status, Reason: "R"}}
+	}
+	for _, tt := range []struct {
+		name       string
+		conditions []metav1.Condition
+		deleting   bool
+		want       []string
+	}{
+		{name: "never reconciled", want: []string{"cache/shared"}},
+		{name: "refused", conditions: admitted(metav1.ConditionFalse), want: []string{"cache/shared"}},
+		{name: "not decided", conditions: admitted(metav1.ConditionUnknown), want: []string{"cache/shared"}},
+		{name: "admitted", conditions: admitted(metav1.ConditionTrue)},
+		{name: "refused and being deleted", conditions: admitted(metav1.ConditionFalse), deleting: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tenant := &v1.TenantSLO{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "t"},
+				Spec:   v1.TenantSLOSpec{ClusterRef: v1.ClusterReference{Namespace: "cache", Name: "shared"}},
+				Status: v1.TenantSLOStatus{Conditions: tt.conditions}}
+			if tt.deleting {
+				tenant.DeletionTimestamp = &now
+			}
+			got := TenantWaitingIndexValues(tenant)
+			if strings.Join(got, ",") != strings.Join(tt.want, ",") {
+				t.Errorf("TenantWaitingIndexValues = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
