@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -29,28 +27,14 @@ type admissionWait struct {
 }
 
 // awaitingAdmission counts the cluster's tenants whose admission for their current spec the
-// TenantSLO reconciler has not decided yet: a status for an older generation, no decided
-// Admitted condition, or one refused for a missing cluster (the loop is allocating that
-// cluster, so it exists now and the tenant will be reconsidered). It reads the cache without
-// copying: it runs every debounce while admissions are under way.
+// TenantSLO reconciler has not decided yet (objects.TenantAwaitingAdmissionIndex). It lists
+// only those, and without deep copies: it runs every debounce while admissions are under way.
 func (l *Loop) awaitingAdmission(ctx context.Context, cluster types.NamespacedName) (int, error) {
 	var tenants v1.TenantSLOList
-	if err := l.client.List(ctx, &tenants, client.MatchingFields{objects.TenantClusterIndex: cluster.String()}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := l.client.List(ctx, &tenants, client.MatchingFields{objects.TenantAwaitingAdmissionIndex: cluster.String()}, client.UnsafeDisableDeepCopy); err != nil {
 		return 0, fmt.Errorf("listing TenantSLOs: %w", err)
 	}
-	n := 0
-	for i := range tenants.Items {
-		t := &tenants.Items[i]
-		if !t.DeletionTimestamp.IsZero() {
-			continue
-		}
-		admitted := meta.FindStatusCondition(t.Status.Conditions, v1.ConditionAdmitted)
-		if t.Status.ObservedGeneration != t.Generation || admitted == nil || admitted.Status == metav1.ConditionUnknown ||
-			(admitted.Status == metav1.ConditionFalse && admitted.Reason == v1.ReasonClusterNotFound) {
-			n++
-		}
-	}
-	return n, nil
+	return len(tenants.Items), nil
 }
 
 // holdForAdmission reports whether the allocation should wait for admissions under way
