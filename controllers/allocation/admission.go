@@ -21,7 +21,7 @@ type admissionWait struct {
 	// since is when allocations started waiting; zero when none is waited for.
 	since time.Time
 	// awaiting is how many tenants awaited admission at the last look, changedAt when that
-	// number last changed.
+	// number last changed (zero while it has not changed since the wait began).
 	awaiting  int
 	changedAt time.Time
 }
@@ -42,18 +42,24 @@ func (l *Loop) awaitingAdmission(ctx context.Context, cluster types.NamespacedNa
 // sees a few more admitted rewrites every plan: a cold start of 2,000 tenants, admitted at the
 // client's rate limit, wrote each of 200 plans about five times. The allocation waits while
 // the number awaiting keeps changing, and stops waiting once it has not changed for an
-// interval (a reconcile that keeps failing) or after maxAdmissionWaitIntervals intervals.
+// interval after it first did (decisions stopped: a reconcile that keeps failing), or after
+// maxAdmissionWaitIntervals intervals. Before the first decision it waits up to that bound:
+// at a cold start the reconciler may take longer than an interval to decide the first tenant
+// (2,000 finalizers and credentials come first at the same rate limit).
 func (s *clusterState) holdForAdmission(awaiting int, interval time.Duration, now time.Time) bool {
 	w := &s.admission
 	if awaiting == 0 {
 		*w = admissionWait{}
 		return false
 	}
-	if w.since.IsZero() {
-		w.since = now
-	}
-	if awaiting != w.awaiting {
+	switch {
+	case w.since.IsZero():
+		w.since, w.awaiting = now, awaiting
+	case awaiting != w.awaiting:
 		w.awaiting, w.changedAt = awaiting, now
 	}
-	return now.Sub(w.changedAt) < interval && now.Sub(w.since) < maxAdmissionWaitIntervals*interval
+	if now.Sub(w.since) >= maxAdmissionWaitIntervals*interval {
+		return false
+	}
+	return w.changedAt.IsZero() || now.Sub(w.changedAt) < interval
 }
