@@ -113,7 +113,10 @@ func (o *optInstance) resizeWith(ctx context.Context, deadline time.Time, work f
 		}
 		rt.hintLo = ceilDiv(floor+rt.slack, q)
 		rt.lo = ceilDiv(t.minBytes+rt.slack, q)
-		rt.hi = t.maxBytes / q
+		// Rounded up, as the sizes at a tenant's maximum (often where its margin is) would
+		// otherwise be out of reach and the tenant fixed; the bytes are cut back to the
+		// maximum below.
+		rt.hi = ceilDiv(t.maxBytes, q)
 		if (!freeSplit && slices.Contains(weights, 0)) || rt.hintLo > rt.hi || len(ps) == 0 {
 			rt.fixed = true
 			for _, pt := range ps {
@@ -175,9 +178,10 @@ func (o *optInstance) resizeWith(ctx context.Context, deadline time.Time, work f
 					parts[k] = append(parts[k], part{node: j, bytes: res.Value(rt.mem[i]) * q})
 				}
 			}
+			trimToMax(parts[k], p.tenants[k].maxBytes)
 			parts[k] = routedByBytes(parts[k])
 		default:
-			bytes := res.Value(rt.size) * q
+			bytes := min(res.Value(rt.size)*q, p.tenants[k].maxBytes)
 			for i, j := range rt.nodes {
 				// floor(bytes * w / 1e6) without overflowing int64
 				share := bytes/routingPPM*rt.weight[i] + bytes%routingPPM*rt.weight[i]/routingPPM
@@ -196,6 +200,21 @@ func (o *optInstance) resizeWith(ctx context.Context, deadline time.Time, work f
 		return c, fmt.Sprintf("%s %s: nothing better", label, status)
 	}
 	return resized, fmt.Sprintf("%s %s", label, status)
+}
+
+// trimToMax takes what parts hold above maxBytes (less than a quantum) from the largest part.
+func trimToMax(parts []part, maxBytes int64) {
+	over := totalBytes(parts) - maxBytes
+	if over <= 0 {
+		return
+	}
+	largest := 0
+	for i, pt := range parts {
+		if pt.bytes > parts[largest].bytes {
+			largest = i
+		}
+	}
+	parts[largest].bytes -= over
 }
 
 // addFreeSplit gives tenant k a memory variable per candidate node (quanta) and a Boolean for
