@@ -133,6 +133,16 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) (*allocation.Loo
 	}); err != nil {
 		return nil, err
 	}
+	for index, values := range map[string]func(*v1.TenantSLO) []string{
+		objects.TenantWaitingIndex:           objects.TenantWaitingIndexValues,
+		objects.TenantAwaitingAdmissionIndex: objects.TenantAwaitingAdmissionIndexValues,
+	} {
+		if err := mgr.GetFieldIndexer().IndexField(ctx, &v1.TenantSLO{}, index, func(obj client.Object) []string {
+			return values(obj.(*v1.TenantSLO))
+		}); err != nil {
+			return nil, err
+		}
+	}
 	reportUndecodable(mgr)
 	loop := allocation.New(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorderFor("cacheqos-allocator"), mgr.GetLogger().WithName("allocation"), opts.Allocation)
 	if err := mgr.Add(loop); err != nil {

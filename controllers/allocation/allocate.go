@@ -96,6 +96,14 @@ func (l *Loop) allocate(ctx context.Context, key types.NamespacedName) (time.Dur
 		return retryAfterError, err
 	}
 	interval := cluster.Spec.Allocation.IntervalOrDefault()
+	st := l.stateOf(key)
+	awaiting, err := l.awaitingAdmission(ctx, key)
+	if err != nil {
+		return retryAfterError, err
+	}
+	if st.holdForAdmission(awaiting, interval, time.Now()) {
+		return l.opts.Debounce, nil
+	}
 	in, err := l.gather(ctx, cluster)
 	if err != nil {
 		return interval, err
@@ -105,7 +113,6 @@ func (l *Loop) allocate(ctx context.Context, key types.NamespacedName) (time.Dur
 		opmetrics.PublishAllocation(key.String(), &cluster.Spec.Capacity, nil, publishedTenants(in, nil))
 		return interval, nil
 	}
-	st := l.stateOf(key)
 	st.restore(in.admitted)
 	metrics := l.measure(ctx, in, st)
 	out := l.decide(ctx, in, metrics, st)

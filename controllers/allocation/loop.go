@@ -183,6 +183,8 @@ type clusterState struct {
 	control *control.Loop
 	// prometheus is the client spec.monitoring.prometheusHTTPConfig configured last.
 	prometheus *secretHTTPClient
+	// admission is how long allocations have waited for admissions under way.
+	admission admissionWait
 }
 
 // restore takes, once after the operator starts, the isolated tenants and their demand from

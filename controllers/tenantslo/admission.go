@@ -34,9 +34,9 @@ func isAdmitted(t *v1.TenantSLO) bool {
 // admissionOrder sorts tenants for admission: those admitted already keep their guarantees,
 // so they come first; then first come, first served by creation time, then by namespace and
 // name so the order never depends on the cache.
-func admissionOrder(tenants []v1.TenantSLO) {
-	slices.SortStableFunc(tenants, func(a, b v1.TenantSLO) int {
-		if aa, ba := isAdmitted(&a), isAdmitted(&b); aa != ba {
+func admissionOrder(tenants []*v1.TenantSLO) {
+	slices.SortStableFunc(tenants, func(a, b *v1.TenantSLO) int {
+		if aa, ba := isAdmitted(a), isAdmitted(b); aa != ba {
 			if aa {
 				return -1
 			}
@@ -70,21 +70,22 @@ func admission(cluster *v1.CacheCluster, tenants []v1.TenantSLO, target *v1.Tena
 	perNodeBandwidth := cluster.Spec.Capacity.Bandwidth.Value()
 	memoryCapacity, bandwidthCapacity := nodes*perNodeMemory, nodes*perNodeBandwidth
 
-	candidates := make([]v1.TenantSLO, 0, len(tenants)+1)
-	for _, t := range tenants {
-		if t.DeletionTimestamp.IsZero() && t.TenantID() != target.TenantID() && supported(cluster, &t) &&
-			governanceRefusal(cluster, &t, allowedNamespace) == nil {
+	// Pointers, not copies: this runs on every reconcile, over every tenant of the cluster.
+	candidates := make([]*v1.TenantSLO, 0, len(tenants)+1)
+	for i := range tenants {
+		t := &tenants[i]
+		if t.DeletionTimestamp.IsZero() && t.TenantID() != target.TenantID() && supported(cluster, t) &&
+			governanceRefusal(cluster, t, allowedNamespace) == nil {
 			candidates = append(candidates, t)
 		}
 	}
-	candidates = append(candidates, *target)
+	candidates = append(candidates, target)
 	admissionOrder(candidates)
 
 	var usedMemory, usedBandwidth int64
 	admittedBefore := 0
 	namespaceTenants, namespaceMemory := map[string]int32{}, map[string]int64{}
-	for i := range candidates {
-		t := &candidates[i]
+	for _, t := range candidates {
 		g := guaranteesOf(t)
 		reason, refusal := "", v1.ReasonInsufficientCapacity
 		switch {

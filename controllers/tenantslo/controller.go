@@ -434,14 +434,12 @@ func (r *Reconciler) waitingTenants(ctx context.Context, obj client.Object) []re
 	if !ok {
 		return nil
 	}
-	tenants, err := r.tenantsOf(ctx, changed.ClusterKey())
-	if err != nil {
+	var waiting v1.TenantSLOList
+	if err := r.Client.List(ctx, &waiting, client.MatchingFields{objects.TenantWaitingIndex: objects.TenantClusterIndexValue(changed)}, client.UnsafeDisableDeepCopy); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "mapping a TenantSLO to the waiting tenants of its cluster")
 		return nil
 	}
-	return requestsFor(tenants, func(t *v1.TenantSLO) bool {
-		return t.TenantID() != changed.TenantID() && !isAdmitted(t)
-	})
+	return requestsFor(waiting.Items, func(t *v1.TenantSLO) bool { return t.TenantID() != changed.TenantID() })
 }
 
 // tenantsInNamespace enqueues the TenantSLOs of a namespace whose labels changed, so each is

@@ -7,8 +7,10 @@ import (
 	"math"
 	"math/bits"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -285,11 +287,14 @@ type exactComparison struct {
 	instances, infeasible, violations int
 	tier1Below, tier1Above            int
 	hitsGaps                          []float64 // relative, where the first tier equals the optimum's
-	worst                             string
+	// optimalWithGap counts plans reported Optimal that are more than the solver's tolerance
+	// (0.05%) below the optimum's expected hits.
+	optimalWithGap int
+	worst          string
 }
 
-func compareWithExact(t testing.TB, n int, opts Options) exactComparison {
-	rng := rand.New(rand.NewPCG(2026, 16))
+func compareWithExact(t testing.TB, seed uint64, n int, opts Options) exactComparison {
+	rng := rand.New(rand.NewPCG(seed, 16))
 	var c exactComparison
 	for i := range n {
 		s := tightSnapshot(rng)
@@ -325,6 +330,7 @@ func compareWithExact(t testing.TB, n int, opts Options) exactComparison {
 		switch {
 		case got.tier1 < opt.tier1:
 			c.tier1Below++
+			t.Logf("instance %d: strict tier %d, the optimum's %d (%s, %s)", i, got.tier1, opt.tier1, plan.Solver.Status, plan.Solver.Fallback)
 		case got.tier1 > opt.tier1 || got.hits > opt.hits*(1+1e-9)+1e-9:
 			c.tier1Above++
 			t.Errorf("instance %d: the plan (%+v) beats the exact optimum (%+v): the checker is wrong", i, got, opt)
@@ -342,6 +348,9 @@ func compareWithExact(t testing.TB, n int, opts Options) exactComparison {
 			}
 			if r := plan.Solver; r.Gap > 1 || (same && r.Gap < gap-1e-6) {
 				t.Errorf("instance %d: reported gap %v, the true gap is %v: the bound is not valid", i, r.Gap, gap)
+			}
+			if plan.Solver.Status == "Optimal" && gap > 0.0005 {
+				c.optimalWithGap++
 			}
 			if gap >= slices.Max(append([]float64{0}, c.hitsGaps[:len(c.hitsGaps)-1]...)) {
 				c.worst = fmt.Sprintf("instance %d: %.2f hits/s of %.2f", i, got.hits, opt.hits)
@@ -373,19 +382,19 @@ func (c exactComparison) summary() string {
 	for _, x := range g {
 		mean += x
 	}
-	median, worst, over := 0.0, 0.0, 0
+	median, worst := 0.0, 0.0
 	if len(g) > 0 {
 		mean /= float64(len(g))
 		median, worst = g[len(g)/2], g[len(g)-1]
 	}
-	for _, x := range g {
-		if x > 0.005 {
-			over++
-		}
+	above := func(limit float64) int {
+		return len(g) - sort.SearchFloat64s(g, math.Nextafter(limit, 1))
 	}
 	return fmt.Sprintf("%d instances (%d infeasible, proven by both): constraint violations %d; strict tier below the optimum %d; "+
-		"expected-hits gap where the strict tier is optimal: median %.3f%%, mean %.3f%%, worst %.3f%% (%s), %d above 0.5%%",
-		c.instances, c.infeasible, c.violations, c.tier1Below, 100*median, 100*mean, 100*worst, c.worst, over)
+		"expected-hits gap where the strict tier is optimal (%d plans): median %.3f%%, mean %.3f%%, worst %.3f%% (%s), "+
+		"above 0.05%% %d, above 0.5%% %d, above 1%% %d; reported Optimal above 0.05%% %d",
+		c.instances, c.infeasible, c.violations, c.tier1Below, len(g), 100*median, 100*mean, 100*worst, c.worst,
+		above(0.0005), above(0.005), above(0.01), c.optimalWithGap)
 }
 
 // The checker against brute force on tiny instances: one node, two tenants, sizes enumerated
@@ -431,11 +440,25 @@ func TestExactCheckerMatchesEnumeration(t *testing.T) {
 // gives them; a wall-clock limit of 2 s failed under load).
 func TestOptimalAgainstExactChecker(t *testing.T) {
 	needSolver(t)
-	c := compareWithExact(t, 60, Options{Workers: 1, WorkLimit: 1, TimeLimit: time.Minute})
+	c := compareWithExact(t, 2026, 60, Options{Workers: 1, WorkLimit: 1, TimeLimit: time.Minute})
 	t.Log(c.summary())
 	if c.violations > 0 || c.tier1Above > 0 || c.tier1Below > 0 || slices.Max(append(c.hitsGaps, 0)) > 0.005 {
 		t.Errorf("want no violation, never below the optimum's strict tier, within 0.5%% of its expected hits: %s", c.summary())
 	}
+}
+
+// exactSeed is the random instances' seed: 2026, or CACHEQOS_EXACT_SEED to draw another 200
+// (a check that the policy is not tuned to one set).
+func exactSeed(b *testing.B) uint64 {
+	v := os.Getenv("CACHEQOS_EXACT_SEED")
+	if v == "" {
+		return 2026
+	}
+	seed, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		b.Fatalf("CACHEQOS_EXACT_SEED %q: %v", v, err)
+	}
+	return seed
 }
 
 // BenchmarkExactGap prints the distribution of the gap to the exact optimum over 200 random
@@ -446,7 +469,7 @@ func BenchmarkExactGap(b *testing.B) {
 	for range b.N {
 		for _, opts := range []Options{{Workers: 1}, {DisableSolver: true}, {Workers: 1, levelsOnly: true}} {
 			start := time.Now()
-			c := compareWithExact(b, 200, opts)
+			c := compareWithExact(b, exactSeed(b), 200, opts)
 			label := "optimal"
 			switch {
 			case opts.DisableSolver:
@@ -456,5 +479,72 @@ func BenchmarkExactGap(b *testing.B) {
 			}
 			b.Logf("%s (%.1fs): %s", label, time.Since(start).Seconds(), c.summary())
 		}
+	}
+}
+
+// Two strict tenants on two nodes of 2 GiB, where the true optimum and the split units' plan
+// have the same strict score but spend the margins differently: t/1 (priority 0, allowed on n0
+// only) meets its objective with its margin, t/2 (priority 1, spread over both nodes, a steep
+// curve) without; moving t/1's margin (30 MB) to t/2 gives t/2 its margin and ~49 hits/s more.
+// The split units cannot express the optimum (t/2's twelfths do not fit beside t/1 and t/0),
+// and a resize that kept each tenant's strict tier could not trade the margins. It was
+// reported Optimal 9% below the true optimum (random instance 89 of seed 7).
+const marginTradeSnapshot = `{"apiVersion":"cacheqos.io/planning/v1","kind":"PlanningSnapshot","nodes":[{"name":"n0","memoryBytes":2147483648,"bandwidthBytesPerSecond":1000000000,"opsPerSecond":1000000},{"name":"n1","memoryBytes":2147483648,"bandwidthBytesPerSecond":1000000000,"opsPerSecond":1000000}],"tenants":[{"id":"t/0","class":"strict","objective":{"hitRatio":0.6236097599897725},"memory":{"minBytes":603680807},"rates":[{"node":"n0","requestsPerSecond":806.995506109454}],"missRatioCurve":[{"sizeBytes":893284253,"missRatio":0.9},{"sizeBytes":1339926379,"missRatio":0.4},{"sizeBytes":2679852759,"missRatio":0.30000000000000004}],"current":{"partitions":[{"node":"n0","memoryBytes":536638566}]}},{"id":"t/1","class":"strict","objective":{"hitRatio":0.44330467753782665},"memory":{"minBytes":644587925},"allowedNodes":["n0"],"rates":[{"node":"n1","requestsPerSecond":255.08394126036518}],"missRatioCurve":[{"sizeBytes":587846340,"missRatio":0.7},{"sizeBytes":1175692680,"missRatio":0.5},{"sizeBytes":2351385360,"missRatio":0.30000000000000004},{"sizeBytes":4702770721,"missRatio":0.19999999999999996}],"current":{"partitions":[{"node":"n0","memoryBytes":1758733953}]}},{"id":"t/2","class":"strict","priority":1,"objective":{"hitRatio":0.45166040158559395},"rates":[{"node":"n1","requestsPerSecond":527.5159894717358}],"missRatioCurve":[{"sizeBytes":2463167963,"missRatio":0.99},{"sizeBytes":2736853293,"missRatio":0.09999999999999998}]}]}`
+
+// With the strict tiers only held in the resize (not valued), the joint model's plan, which
+// could not give t/1 its margin in whole split units, stayed at that tier: 21 against the
+// optimum's 22 (random instance 55 of seed 2026).
+const strictTierInResizeSnapshot = `{"apiVersion":"cacheqos.io/planning/v1","kind":"PlanningSnapshot","nodes":[{"name":"n0","memoryBytes":1073741824,"bandwidthBytesPerSecond":1000000000,"opsPerSecond":1000000},{"name":"n1","memoryBytes":2147483648,"bandwidthBytesPerSecond":1000000000,"opsPerSecond":1000000}],"tenants":[{"id":"t/0","class":"strict","priority":2,"objective":{"hitRatio":0.5301502401916975},"memory":{"minBytes":381148939,"maxBytes":1509035415},"rates":[{"node":"n1","requestsPerSecond":462.02434850196477}],"missRatioCurve":[{"sizeBytes":281971619,"missRatio":0.7},{"sizeBytes":563943238,"missRatio":0.5},{"sizeBytes":1127886476,"missRatio":0.30000000000000004},{"sizeBytes":2255772952,"missRatio":0.19999999999999996}],"current":{"partitions":[{"node":"n1","memoryBytes":507040097}]}},{"id":"t/1","class":"strict","priority":1,"objective":{"hitRatio":0.6466926730607898},"memory":{"minBytes":804720097,"maxBytes":2692161077},"allowedNodes":["n1"],"rates":[{"node":"n1","requestsPerSecond":492.55575353666273}],"missRatioCurve":[{"sizeBytes":471860245,"missRatio":0.7},{"sizeBytes":943720490,"missRatio":0.5},{"sizeBytes":1887440980,"missRatio":0.30000000000000004},{"sizeBytes":3774881961,"missRatio":0.19999999999999996}],"current":{"partitions":[{"node":"n1","memoryBytes":614985450}]}},{"id":"t/2","class":"strict","priority":1,"objective":{"hitRatio":0.6754941691068534},"memory":{"minBytes":855307098},"rates":[{"node":"n1","requestsPerSecond":257.5919527401435}],"missRatioCurve":[{"sizeBytes":3486518873,"missRatio":0.99},{"sizeBytes":3873909859,"missRatio":0.09999999999999998}],"current":{"partitions":[{"node":"n1","memoryBytes":806928793}]}}]}`
+
+// t/0's maximum is also its safe size, which is not a whole number of the resize's quanta:
+// rounded down, the margin was out of the resize's reach, so t/0 kept the split units' memory
+// on n0, the only node t/1 may use, and t/1 stayed 81 MB short of its curve's breakpoint:
+// 0.49% below the optimum (random instance 81 of seed 9).
+const maxNotAQuantumSnapshot = `{"apiVersion":"cacheqos.io/planning/v1","kind":"PlanningSnapshot","nodes":[{"name":"n0","memoryBytes":3221225472,"bandwidthBytesPerSecond":1000000000,"opsPerSecond":1000000},{"name":"n1","memoryBytes":1073741824,"bandwidthBytesPerSecond":1000000000,"opsPerSecond":1000000},{"name":"n2","memoryBytes":2147483648,"bandwidthBytesPerSecond":1000000000,"opsPerSecond":1000000}],"tenants":[{"id":"t/0","class":"strict","priority":1,"objective":{"hitRatio":0.6940691042020011},"memory":{"maxBytes":3808699770},"spread":{"minNodes":2,"maxNodes":3},"rates":[{"node":"n1","requestsPerSecond":193.57184212341883}],"missRatioCurve":[{"sizeBytes":952174942,"missRatio":0.7},{"sizeBytes":1904349885,"missRatio":0.5},{"sizeBytes":3808699770,"missRatio":0.30000000000000004},{"sizeBytes":7617399540,"missRatio":0.19999999999999996}]},{"id":"t/1","class":"strict","priority":1,"objective":{"hitRatio":0.44318735768258155},"allowedNodes":["n0"],"rates":[{"node":"n1","requestsPerSecond":262.06288250714704}],"missRatioCurve":[{"sizeBytes":587553369,"missRatio":0.7},{"sizeBytes":1175106739,"missRatio":0.5},{"sizeBytes":2350213478,"missRatio":0.30000000000000004},{"sizeBytes":4700426957,"missRatio":0.19999999999999996}]},{"id":"t/2","memory":{"maxBytes":3844279941},"rates":[{"node":"n1","requestsPerSecond":638.4437992299027}],"missRatioCurve":[{"sizeBytes":2562853294,"missRatio":0.9},{"sizeBytes":3844279941,"missRatio":0.4},{"sizeBytes":7688559882,"missRatio":0.30000000000000004}],"current":{"partitions":[{"node":"n2","memoryBytes":1896014880}]}}]}`
+
+// t/2 must be on all three nodes, and t/1's minimum leaves n1 9 MB: no twelfth of t/2 fits
+// there, so the joint model is infeasible. The resize, which is not bound to split units, did
+// not run after a failed solve, and the repaired greedy plan was 0.076% below the optimum
+// (random instance 154 of seed 9).
+const jointInfeasibleSnapshot = `{"apiVersion":"cacheqos.io/planning/v1","kind":"PlanningSnapshot","nodes":[{"name":"n0","memoryBytes":3221225472,"bandwidthBytesPerSecond":1000000000,"opsPerSecond":1000000},{"name":"n1","memoryBytes":1073741824,"bandwidthBytesPerSecond":1000000000,"opsPerSecond":1000000},{"name":"n2","memoryBytes":3221225472,"bandwidthBytesPerSecond":1000000000,"opsPerSecond":1000000}],"tenants":[{"id":"t/0","memory":{"minBytes":1013495760},"spread":{"minNodes":1,"maxNodes":1},"rates":[{"node":"n2","requestsPerSecond":384.80018754706435}],"missRatioCurve":[{"sizeBytes":1866724871,"missRatio":0.9},{"sizeBytes":2800087306,"missRatio":0.4},{"sizeBytes":5600174613,"missRatio":0.30000000000000004}]},{"id":"t/1","class":"strict","priority":2,"objective":{"hitRatio":0.31553076970832045},"memory":{"minBytes":1064112885},"allowedNodes":["n1"],"rates":[{"node":"n1","requestsPerSecond":447.4807194514693}],"missRatioCurve":[{"sizeBytes":384781957,"missRatio":0.7},{"sizeBytes":769563915,"missRatio":0.5},{"sizeBytes":1539127830,"missRatio":0.30000000000000004},{"sizeBytes":3078255660,"missRatio":0.19999999999999996}]},{"id":"t/2","memory":{"minBytes":702413457},"spread":{"minNodes":3,"maxNodes":3},"rates":[{"node":"n2","requestsPerSecond":899.1575034955553}],"missRatioCurve":[{"sizeBytes":5754581337,"missRatio":0.99},{"sizeBytes":6393979264,"missRatio":0.09999999999999998}]},{"id":"t/3","memory":{"minBytes":1277784726},"rates":[{"node":"n1","requestsPerSecond":542.2858101538461}],"missRatioCurve":[{"sizeBytes":1584072332,"missRatio":0.9},{"sizeBytes":2376108498,"missRatio":0.4},{"sizeBytes":4752216997,"missRatio":0.30000000000000004}]},{"id":"t/4","memory":{"minBytes":1336490417},"allowedNodes":["n0"],"rates":[{"node":"n1","requestsPerSecond":535.7730002293564}],"missRatioCurve":[{"sizeBytes":1022090300,"missRatio":0.7},{"sizeBytes":2044180600,"missRatio":0.5},{"sizeBytes":4088361200,"missRatio":0.30000000000000004},{"sizeBytes":8176722400,"missRatio":0.19999999999999996}]}]}`
+
+// The optimal policy's plans for these snapshots keep every hard constraint, reach the exact
+// optimum's strict tier and are within the solver's tolerance of its expected hits.
+func TestOptimalMatchesExactOnFoundCases(t *testing.T) {
+	needSolver(t)
+	for _, tc := range []struct{ name, snapshot string }{
+		{"margins traded between tenants", marginTradeSnapshot},
+		{"strict tier raised in the resize", strictTierInResizeSnapshot},
+		{"maximum not a whole number of quanta", maxNotAQuantumSnapshot},
+		{"joint model infeasible in split units", jointInfeasibleSnapshot},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := planning.DecodeSnapshot([]byte(tc.snapshot))
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts := Options{Workers: 1, WorkLimit: 1, TimeLimit: time.Minute}
+			p, err := newProblem(s, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := newExactChecker(p)
+			opt, _, ok := e.optimum()
+			if !ok {
+				t.Fatal("the checker finds no packing")
+			}
+			plan := mustPlan(t, s, opts)
+			sizes := make([]int64, len(plan.Tenants))
+			for k, tp := range plan.Tenants {
+				sizes[k] = tp.MemoryBytes
+			}
+			if v := newPlanViolations(p, s, plan); len(v) > 0 {
+				t.Errorf("violations: %v", v)
+			}
+			if got := e.value(sizes); got.tier1 != opt.tier1 || got.hits < opt.hits*(1-targetHitsGap) {
+				t.Errorf("plan %+v (sizes %v, %s), exact optimum %+v: want the same strict tier and within 0.05%% of its hits",
+					got, sizes, plan.Solver.Status, opt)
+			}
+		})
 	}
 }

@@ -16,8 +16,9 @@ import (
 // tenant's nodes and routing fractions kept, so its loads, spread and allowed nodes do not
 // change. Each tenant's expected hits are its curve, piecewise linear in its size: on a
 // concave stretch bounded by the upper hull's lines, elsewhere by one Boolean per segment
-// (the segment its size is in). No tenant's first tier (objective met, margin) may drop, and
-// memory minimums and maximums hold exactly. The levels' coarse grid, which left memory
+// (the segment its size is in). The first tier (objectives met, margins) may not drop in
+// total, though a margin may move from one tenant to another, and memory minimums and maximums
+// hold exactly. The levels' coarse grid, which left memory
 // unused or spent on a tenant worth less, no longer limits the sizes.
 
 // resizeScale is what the largest possible total of expected hits is worth in the resize
@@ -38,6 +39,11 @@ type resizeTenant struct {
 	lo, hi int64   // size bounds in quanta
 	size   cpsat.Var
 	hint   int64 // the size in quanta the search starts from
+	// hintLo is the floor the hint is raised to: the size at which the tenant keeps its strict
+	// tier of c (lo is only its minimum, as the tier may move to another tenant).
+	hintLo int64
+	// slack is the bytes a size may lose to rounding each node's share down.
+	slack int64
 	// mem and use are the free split's memory (quanta) and use of each of nodes.
 	mem, use []cpsat.Var
 }
@@ -103,11 +109,15 @@ func (o *optInstance) resizeWith(ctx context.Context, deadline time.Time, work f
 		}
 		if !freeSplit {
 			// Each node's bytes are rounded down from its share: a byte per node of slack.
-			floor += int64(len(ps))
+			rt.slack = int64(len(ps))
 		}
-		rt.lo = ceilDiv(floor, q)
-		rt.hi = t.maxBytes / q
-		if (!freeSplit && slices.Contains(weights, 0)) || rt.lo > rt.hi || len(ps) == 0 {
+		rt.hintLo = ceilDiv(floor+rt.slack, q)
+		rt.lo = ceilDiv(t.minBytes+rt.slack, q)
+		// Rounded up, as the sizes at a tenant's maximum (often where its margin is) would
+		// otherwise be out of reach and the tenant fixed; the bytes are cut back to the
+		// maximum below.
+		rt.hi = ceilDiv(t.maxBytes, q)
+		if (!freeSplit && slices.Contains(weights, 0)) || rt.hintLo > rt.hi || len(ps) == 0 {
 			rt.fixed = true
 			for _, pt := range ps {
 				capacity[pt.node] -= ceilDiv(pt.bytes, q) * scale
@@ -115,7 +125,7 @@ func (o *optInstance) resizeWith(ctx context.Context, deadline time.Time, work f
 			continue
 		}
 		rt.size = m.NewIntVar(rt.lo, rt.hi, fmt.Sprintf("s_%d", k))
-		rt.hint = min(max(total/q-int64(len(ps)), rt.lo), rt.hi)
+		rt.hint = min(max(total/q-int64(len(ps)), rt.hintLo), rt.hi)
 		if freeSplit {
 			moveTerms = append(moveTerms, o.addFreeSplit(m, k, rt, ps, nodeTerms)...)
 		} else {
@@ -132,19 +142,20 @@ func (o *optInstance) resizeWith(ctx context.Context, deadline time.Time, work f
 			hitsTerms = append(hitsTerms, cpsat.Term{Var: h, Coef: o.sc.w2})
 		}
 	}
+	tierTerms, tierMost := o.addStrictTiers(m, rts, c)
 	for j := range p.nodes {
 		if capacity[j] < 0 {
 			return c, label + " skipped: a tenant it cannot resize overfills a node"
 		}
 		addCapacity(m, nodeTerms[j], capacity[j])
 	}
-	m.Maximize(append(hitsTerms, moveTerms...))
+	m.Maximize(append(append(hitsTerms, moveTerms...), tierTerms...))
 	left := time.Until(deadline) - time.Duration(m.NumVars()+m.NumConstraints())*solverOverheadPerItem
 	if left < 20*time.Millisecond {
 		return c, "no time left for the " + label
 	}
 	res, err := o.solve(ctx, m, cpsat.Params{TimeLimit: left, WorkLimit: work, Workers: p.opts.Workers, Seed: p.opts.Seed,
-		Presolve: m.NumVars() < 5000, RelativeGap: resizeGap(p.opts)})
+		Presolve: m.NumVars() < 5000, RelativeGap: o.resizeGapWithTiers(c, tierMost)})
 	if err != nil {
 		return c, fmt.Sprintf("%s: solver error: %v", label, err)
 	}
@@ -167,9 +178,10 @@ func (o *optInstance) resizeWith(ctx context.Context, deadline time.Time, work f
 					parts[k] = append(parts[k], part{node: j, bytes: res.Value(rt.mem[i]) * q})
 				}
 			}
+			trimToMax(parts[k], p.tenants[k].maxBytes)
 			parts[k] = routedByBytes(parts[k])
 		default:
-			bytes := res.Value(rt.size) * q
+			bytes := min(res.Value(rt.size)*q, p.tenants[k].maxBytes)
 			for i, j := range rt.nodes {
 				// floor(bytes * w / 1e6) without overflowing int64
 				share := bytes/routingPPM*rt.weight[i] + bytes%routingPPM*rt.weight[i]/routingPPM
@@ -190,6 +202,21 @@ func (o *optInstance) resizeWith(ctx context.Context, deadline time.Time, work f
 	return resized, fmt.Sprintf("%s %s", label, status)
 }
 
+// trimToMax takes what parts hold above maxBytes (less than a quantum) from the largest part.
+func trimToMax(parts []part, maxBytes int64) {
+	over := totalBytes(parts) - maxBytes
+	if over <= 0 {
+		return
+	}
+	largest := 0
+	for i, pt := range parts {
+		if pt.bytes > parts[largest].bytes {
+			largest = i
+		}
+	}
+	parts[largest].bytes -= over
+}
+
 // addFreeSplit gives tenant k a memory variable per candidate node (quanta) and a Boolean for
 // using it, within its spread, summing to its size; the current nodes are the hint.
 func (o *optInstance) addFreeSplit(m *cpsat.Model, k int, rt *resizeTenant, current []part, nodeTerms [][]cpsat.Term) (moves []cpsat.Term) {
@@ -203,8 +230,8 @@ func (o *optInstance) addFreeSplit(m *cpsat.Model, k int, rt *resizeTenant, curr
 	}
 	if len(hintedQuanta) > 0 {
 		// Rounding down may leave the hint a quantum short of the tenant's floor.
-		hintedQuanta[0] += max(0, rt.lo-rt.hint)
-		rt.hint = max(rt.hint, rt.lo)
+		hintedQuanta[0] += max(0, rt.hintLo-rt.hint)
+		rt.hint = max(rt.hint, rt.hintLo)
 	}
 	m.Hint(rt.size, rt.hint)
 	rt.nodes = slices.Clone(o.cands[k])
@@ -243,6 +270,78 @@ func (o *optInstance) addFreeSplit(m *cpsat.Model, k int, rt *resizeTenant, curr
 	t := &o.p.tenants[k]
 	m.AddLinear(count, int64(t.spreadMin), int64(t.spreadMax))
 	return moves
+}
+
+// addStrictTiers lets the resized tenants' strict tiers (objective met, margin) move between
+// them as long as their total does not drop: a Boolean per threshold a tenant's size may cross
+// (size >= threshold when it is set), their tier values summing to at least c's. Keeping each
+// tenant's own tier instead missed plans with the same strict score that spend a margin's
+// bytes on a tenant whose hits are worth more (TestOptimalMatchesExactOnFoundCases). It
+// returns the tiers as objective terms weighted above every expected hit and movement, so that
+// a tier the levels could not reach is taken (TestOptimalMatchesExactOnFoundCases), and the
+// most they add to the objective; none when that weight would overflow the objective (then
+// the tier only holds).
+func (o *optInstance) addStrictTiers(m *cpsat.Model, rts []resizeTenant, c optCandidate) ([]cpsat.Term, float64) {
+	p, q := o.p, o.sc.quantum
+	var terms []cpsat.Term
+	var required, most int64
+	for k := range p.tenants {
+		rt := &rts[k]
+		n := p.needs[k]
+		if rt.fixed || !p.tenants[k].strict || !n.reachable {
+			continue
+		}
+		current, _ := p.tierValues(k, totalBytes(c.parts[k]), o.sc)
+		required += current
+		var below int64 // the tier value of the threshold below, met by every size
+		for _, bytes := range []int64{n.bytes, n.safeBytes} {
+			tier, _ := p.tierValues(k, bytes, o.sc)
+			threshold := ceilDiv(bytes+rt.slack, q)
+			switch {
+			case tier == below: // no margin beyond the objective's size
+			case threshold <= rt.lo:
+				required -= tier - below
+			case threshold <= rt.hi:
+				b := m.NewBoolVar(fmt.Sprintf("tier_%d_%d", k, threshold))
+				m.AddLinear([]cpsat.Term{{Var: rt.size, Coef: 1}, {Var: b, Coef: -threshold}}, 0, math.MaxInt64)
+				m.Hint(b, boolToInt(rt.hint >= threshold))
+				terms = append(terms, cpsat.Term{Var: b, Coef: tier - below})
+				most += tier - below
+			}
+			below = tier
+		}
+	}
+	if required > 0 {
+		m.AddLinear(terms, required, math.MaxInt64)
+	}
+	// The hits terms total at most W2 times resizeScale plus a unit per tenant for rounding,
+	// and W2 exceeds any movement.
+	weight := float64(o.sc.w2) * float64(resizeScale+len(p.tenants)+2)
+	if most == 0 || weight*float64(most) > math.MaxInt64/4 {
+		return nil, 0
+	}
+	objective := make([]cpsat.Term, len(terms))
+	for i, t := range terms {
+		objective[i] = cpsat.Term{Var: t.Var, Coef: t.Coef * int64(weight)}
+	}
+	return objective, weight * float64(most)
+}
+
+// resizeGapWithTiers is the resize's relative gap when the strict tiers, worth up to tierMost,
+// are in its objective: the solver's gap is relative to the whole objective, which the tiers
+// would inflate, letting it stop far from the best expected hits; scaled by c's share of hits,
+// the gap stays about the target's share of the expected-hits term.
+func (o *optInstance) resizeGapWithTiers(c optCandidate, tierMost float64) float64 {
+	gap := resizeGap(o.p.opts)
+	if tierMost == 0 || o.sc.hitValueTotal <= 0 {
+		return gap
+	}
+	var hits float64
+	for k, t := range o.p.tenants {
+		hits += resizeScale * o.p.hitValueWeight(k) * t.curve.At(totalBytes(c.parts[k])) / o.sc.hitValueTotal
+	}
+	hits *= float64(o.sc.w2)
+	return gap * hits / (hits + tierMost)
 }
 
 func resizeGap(opts Options) float64 {

@@ -126,10 +126,19 @@ func runOptimal(ctx context.Context, p *problem) (*allocation, error) {
 		}
 		best, bestIsGreedy = current, false
 	}
-	if !p.opts.levelsOnly && !certified && (report.Fallback == "" || strings.Contains(report.Fallback, "scored higher")) {
+	// The resize runs after a failed solve too: the joint model's equal split units can make a
+	// spread infeasible that real sizes allow (a tenant on every node beside one whose minimum
+	// leaves a node a few MB), and the resize, from the repaired greedy plan, is not bound to
+	// them.
+	if !p.opts.levelsOnly && !certified && !p.opts.DisableSolver && cpsat.Available() == nil {
 		best = o.refine(best)
 		resized, note := o.resize(ctx, deadline, best)
 		a.planNotes = append(a.planNotes, "optimal: "+note)
+		if resized.obj > best.obj && report.Fallback != "" && !strings.Contains(report.Fallback, "scored higher") {
+			// The answer is the resize's, not the greedy one; the solve's failure stays in the notes.
+			a.planNotes = append(a.planNotes, "optimal: "+report.Fallback)
+			report.Fallback, report.Status = "", cpsat.Feasible.String()
+		}
 		best, bestIsGreedy = resized, bestIsGreedy && resized.obj == best.obj
 	}
 	if kept, ok := o.keepCurrent(best); ok {

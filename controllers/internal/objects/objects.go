@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -99,6 +101,43 @@ const TenantClusterIndex = "spec.clusterRef.key"
 // TenantClusterIndexValue is the TenantClusterIndex value of t.
 func TenantClusterIndexValue(t *v1.TenantSLO) string {
 	return t.ClusterKey().String()
+}
+
+// TenantWaitingIndex indexes the TenantSLOs that are not admitted (and not being deleted) by
+// the "<namespace>/<name>" of their CacheCluster; admitted tenants are not in it. The
+// TenantSLO reconciler wakes them when room may have been freed, and listing only them, not
+// every tenant of the cluster, on every TenantSLO event keeps that cheap once they are admitted.
+const TenantWaitingIndex = "cacheqos.io/waiting-on-cluster"
+
+// TenantWaitingIndexValues are the TenantWaitingIndex values of t: its cluster while it is
+// neither admitted nor being deleted, none otherwise.
+func TenantWaitingIndexValues(t *v1.TenantSLO) []string {
+	if !t.DeletionTimestamp.IsZero() || meta.IsStatusConditionTrue(t.Status.Conditions, v1.ConditionAdmitted) {
+		return nil
+	}
+	return []string{TenantClusterIndexValue(t)}
+}
+
+// TenantAwaitingAdmissionIndex indexes, by the "<namespace>/<name>" of their CacheCluster, the
+// TenantSLOs whose admission for their current spec the TenantSLO reconciler has not decided
+// yet; the allocation loop waits for them (an allocation that sees a few more admitted
+// rewrites every plan).
+const TenantAwaitingAdmissionIndex = "cacheqos.io/awaiting-admission"
+
+// TenantAwaitingAdmissionIndexValues are the TenantAwaitingAdmissionIndex values of t: its
+// cluster while its status is for an older generation, it has no decided Admitted condition,
+// or it was refused for a missing cluster (whoever asks for a cluster's tenants knows the
+// cluster exists, so the tenant will be reconsidered); none when it is being deleted.
+func TenantAwaitingAdmissionIndexValues(t *v1.TenantSLO) []string {
+	if !t.DeletionTimestamp.IsZero() {
+		return nil
+	}
+	admitted := meta.FindStatusCondition(t.Status.Conditions, v1.ConditionAdmitted)
+	if t.Status.ObservedGeneration != t.Generation || admitted == nil || admitted.Status == metav1.ConditionUnknown ||
+		(admitted.Status == metav1.ConditionFalse && admitted.Reason == v1.ReasonClusterNotFound) {
+		return []string{TenantClusterIndexValue(t)}
+	}
+	return nil
 }
 
 // PlanTrigger is how reconcilers ask the allocation loop for a new plan soon.

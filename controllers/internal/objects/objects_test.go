@@ -134,3 +134,41 @@ func TestListNames(t *testing.T) {
 		t.Errorf("ListNames = %q", got)
 	}
 }
+
+func TestTenantAdmissionIndexValues(t *testing.T) {
+	now := metav1.Now()
+	admitted := func(status metav1.ConditionStatus, reason string) []metav1.Condition {
+		return []metav1.Condition{{Type: v1.ConditionAdmitted, Status: status, Reason: reason}}
+	}
+	cluster := []string{"cache/shared"}
+	for _, tt := range []struct {
+		name               string
+		conditions         []metav1.Condition
+		observedGeneration int64
+		deleting           bool
+		waiting, awaiting  []string
+	}{
+		{name: "never reconciled", observedGeneration: 0, waiting: cluster, awaiting: cluster},
+		{name: "refused for capacity", conditions: admitted(metav1.ConditionFalse, v1.ReasonInsufficientCapacity), observedGeneration: 2, waiting: cluster},
+		{name: "refused for a missing cluster", conditions: admitted(metav1.ConditionFalse, v1.ReasonClusterNotFound), observedGeneration: 2, waiting: cluster, awaiting: cluster},
+		{name: "not decided", conditions: admitted(metav1.ConditionUnknown, v1.ReasonReconciling), observedGeneration: 2, waiting: cluster, awaiting: cluster},
+		{name: "admitted", conditions: admitted(metav1.ConditionTrue, v1.ReasonAdmitted), observedGeneration: 2},
+		{name: "admitted, spec changed since", conditions: admitted(metav1.ConditionTrue, v1.ReasonAdmitted), observedGeneration: 1, awaiting: cluster},
+		{name: "refused and being deleted", conditions: admitted(metav1.ConditionFalse, v1.ReasonInsufficientCapacity), observedGeneration: 1, deleting: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tenant := &v1.TenantSLO{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "t", Generation: 2},
+				Spec:   v1.TenantSLOSpec{ClusterRef: v1.ClusterReference{Namespace: "cache", Name: "shared"}},
+				Status: v1.TenantSLOStatus{Conditions: tt.conditions, ObservedGeneration: tt.observedGeneration}}
+			if tt.deleting {
+				tenant.DeletionTimestamp = &now
+			}
+			if got := TenantWaitingIndexValues(tenant); strings.Join(got, ",") != strings.Join(tt.waiting, ",") {
+				t.Errorf("TenantWaitingIndexValues = %v, want %v", got, tt.waiting)
+			}
+			if got := TenantAwaitingAdmissionIndexValues(tenant); strings.Join(got, ",") != strings.Join(tt.awaiting, ",") {
+				t.Errorf("TenantAwaitingAdmissionIndexValues = %v, want %v", got, tt.awaiting)
+			}
+		})
+	}
+}
