@@ -45,8 +45,10 @@ func (l *Loop) awaitingAdmission(ctx context.Context, cluster types.NamespacedNa
 // interval after it first did (decisions stopped: a reconcile that keeps failing), or after
 // maxAdmissionWaitIntervals intervals. Before the first decision it waits up to that bound:
 // at a cold start the reconciler may take longer than an interval to decide the first tenant
-// (2,000 finalizers and credentials come first at the same rate limit).
-func (s *clusterState) holdForAdmission(awaiting int, interval time.Duration, now time.Time) bool {
+// (2,000 finalizers and credentials come first at the same rate limit). A cluster that already
+// has a plan (planned) waits at most one interval: its tenants' plans must not stall for ten
+// because one new tenant's admission keeps failing.
+func (s *clusterState) holdForAdmission(awaiting int, planned bool, interval time.Duration, now time.Time) bool {
 	w := &s.admission
 	if awaiting == 0 {
 		*w = admissionWait{}
@@ -58,7 +60,11 @@ func (s *clusterState) holdForAdmission(awaiting int, interval time.Duration, no
 	case awaiting != w.awaiting:
 		w.awaiting, w.changedAt = awaiting, now
 	}
-	if now.Sub(w.since) >= maxAdmissionWaitIntervals*interval {
+	longest := maxAdmissionWaitIntervals * interval
+	if planned {
+		longest = interval
+	}
+	if now.Sub(w.since) >= longest {
 		return false
 	}
 	return w.changedAt.IsZero() || now.Sub(w.changedAt) < interval

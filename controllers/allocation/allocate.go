@@ -101,7 +101,7 @@ func (l *Loop) allocate(ctx context.Context, key types.NamespacedName) (time.Dur
 	if err != nil {
 		return retryAfterError, err
 	}
-	if st.holdForAdmission(awaiting, interval, time.Now()) {
+	if st.holdForAdmission(awaiting, cluster.Status.LastPlan != nil, interval, time.Now()) {
 		return l.opts.Debounce, nil
 	}
 	in, err := l.gather(ctx, cluster)
