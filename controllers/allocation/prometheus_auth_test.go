@@ -23,7 +23,8 @@ import (
 // a bearer token and an X-Scope-OrgID header. Neither server answers with the other's
 // credentials, nor with the operator's (none). A missing Secret, then wrong credentials, are
 // reported in MetricsAvailable with their reason; fixing the Secret is picked up by the next
-// allocation.
+// allocation. Cluster B names its own key (prometheusHTTPConfig.key), and its Secret also
+// holds a working configuration under the default key, which must not be read.
 func TestPerClusterPrometheusCredentials(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts Prometheus processes")
@@ -49,11 +50,11 @@ func TestPerClusterPrometheusCredentials(t *testing.T) {
 	}
 
 	nsA, nsB := env.Namespace(t, "promauth-a"), env.Namespace(t, "promauth-b")
-	clusterOn := func(ns, node, url string) {
+	clusterOn := func(ns, node, url, key string) {
 		create(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Labels: map[string]string{"pool": node}}})
 		sidecarPod(t, ns, "shared", node, "10.4.0.1")
 		c := sharedCluster(ns, node, url, 100000, v1.PolicyEqual)
-		c.Spec.Monitoring.PrometheusHTTPConfig = &v1.PrometheusHTTPConfigSecret{SecretName: "prometheus"}
+		c.Spec.Monitoring.PrometheusHTTPConfig = &v1.PrometheusHTTPConfigSecret{SecretName: "prometheus", Key: key}
 		create(t, c)
 	}
 	secret := func(ns string, data map[string]string) *corev1.Secret {
@@ -76,8 +77,9 @@ func TestPerClusterPrometheusCredentials(t *testing.T) {
 		})
 	}
 
-	clusterOn(nsA, "promauth-a", promA.URL)
-	clusterOn(nsB, "promauth-b", gatewayB.URL)
+	const keyB = "gateway.yaml"
+	clusterOn(nsA, "promauth-a", promA.URL, "")
+	clusterOn(nsB, "promauth-b", gatewayB.URL, keyB)
 	metrics(nsA, metav1.ConditionFalse, conditions.ReasonPrometheusHTTPConfigInvalid, "Secret promauth-a/prometheus does not exist")
 
 	const configA = "tls_config:\n  ca_ref: ca.crt\nbasic_auth:\n  username: " + promtest.User + "\n  password_ref: password\n"
@@ -85,18 +87,25 @@ func TestPerClusterPrometheusCredentials(t *testing.T) {
 	create(t, secretA)
 	metrics(nsA, metav1.ConditionFalse, v1.ReasonPrometheusUnavailable, "401 Unauthorized")
 
-	// Cluster B's Secret first holds the right token without the tenant header, then a file
+	// Cluster B's Secret first holds what its gateway requires under the default key only,
+	// then under its own key the right token without the tenant header, then a file
 	// reference, then what its gateway requires.
 	const tokenB = "tls_config:\n  ca_ref: ca.crt\nauthorization:\n  credentials_ref: token\n"
-	secretB := secret(nsB, map[string]string{v1.DefaultPrometheusHTTPConfigKey: tokenB, "ca.crt": string(gatewayB.CAPEM), "token": token})
+	const headerB = "http_headers:\n  X-Scope-OrgID:\n    values: [" + org + "]\n"
+	secretB := secret(nsB, map[string]string{v1.DefaultPrometheusHTTPConfigKey: tokenB + headerB, "ca.crt": string(gatewayB.CAPEM), "token": token})
 	create(t, secretB)
+	metrics(nsB, metav1.ConditionFalse, conditions.ReasonPrometheusHTTPConfigInvalid, `no key "`+keyB+`" (keys: ca.crt, `+v1.DefaultPrometheusHTTPConfigKey+`, token)`)
+	secretB.StringData = map[string]string{keyB: tokenB}
+	if err := env.Client.Update(ctx(), secretB); err != nil {
+		t.Fatal(err)
+	}
 	metrics(nsB, metav1.ConditionFalse, v1.ReasonPrometheusUnavailable, "403 Forbidden")
-	secretB.StringData = map[string]string{v1.DefaultPrometheusHTTPConfigKey: tokenB + "http_headers:\n  X-Scope-OrgID:\n    files: [/etc/hostname]\n"}
+	secretB.StringData = map[string]string{keyB: tokenB + "http_headers:\n  X-Scope-OrgID:\n    files: [/etc/hostname]\n"}
 	if err := env.Client.Update(ctx(), secretB); err != nil {
 		t.Fatal(err)
 	}
 	metrics(nsB, metav1.ConditionFalse, conditions.ReasonPrometheusHTTPConfigInvalid, "http_headers.X-Scope-OrgID.files read files of the operator's file system")
-	secretB.StringData = map[string]string{v1.DefaultPrometheusHTTPConfigKey: tokenB + "http_headers:\n  X-Scope-OrgID:\n    values: [" + org + "]\n"}
+	secretB.StringData = map[string]string{keyB: tokenB + headerB}
 	if err := env.Client.Update(ctx(), secretB); err != nil {
 		t.Fatal(err)
 	}

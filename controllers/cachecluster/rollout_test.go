@@ -32,30 +32,7 @@ var rolloutNodes = []string{"rollout-a", "rollout-b", "rollout-c"}
 func TestInPlaceRollout(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t, "rollout")
-	for _, n := range rolloutNodes {
-		node(t, n, map[string]string{"pool": "rollout"})
-	}
-	// The pods name the chart's priority class, which the API server resolves.
-	class := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: sidecarDefaults.PriorityClassName}, Value: 1000}
-	if err := env.Client.Create(ctx, class); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	c := newCluster(ns, "rolled", "rollout")
-	create(t, c)
-	ds := &appsv1.DaemonSet{}
-	testenv.Eventually(t, timeout, func() error {
-		if err := get(ds, ns, "rolled-sidecar"); err != nil {
-			return err
-		}
-		if got := ds.Spec.UpdateStrategy.Type; got != appsv1.OnDeleteDaemonSetStrategyType {
-			return fmt.Errorf("update strategy %s, want OnDelete", got)
-		}
-		return nil
-	})
-	uids := map[string]types.UID{}
-	for _, n := range rolloutNodes {
-		uids[n] = sidecarPodFromTemplate(t, ds, n).UID
-	}
+	c, ds, uids := startInPlaceRollout(t, ns, "rollout", rolloutNodes, v1.UpdateStrategy{})
 
 	// A new sidecar image: patched in place, node after node.
 	updateCluster(t, c, func(c *v1.CacheCluster) { c.Spec.Images.Sidecar = "test/cache-sidecar:v2" })
@@ -138,6 +115,32 @@ func TestInPlaceRollout(t *testing.T) {
 	})
 }
 
+// TestInPlaceRolloutMaxUnavailable: with maxUnavailable 2, a new sidecar image is patched into
+// two pods at once, but not into a third while both are not Ready again; the third follows
+// once one of them is. With the default of 1 the second pod would wait for the first.
+func TestInPlaceRolloutMaxUnavailable(t *testing.T) {
+	nodes := []string{"burst-a", "burst-b", "burst-c"}
+	ns := env.Namespace(t, "burst")
+	c, _, uids := startInPlaceRollout(t, ns, "burst", nodes, v1.UpdateStrategy{MaxUnavailable: ptr.To[int32](2)})
+
+	updateCluster(t, c, func(c *v1.CacheCluster) { c.Spec.Images.Sidecar = "test/cache-sidecar:v2" })
+	for _, n := range nodes[:2] {
+		testenv.Eventually(t, timeout, podImages(ns, n, "test/cache-sidecar:v2"))
+	}
+	// Neither patched pod is Ready again: the third waits.
+	time.Sleep(time.Second)
+	if err := podImages(ns, nodes[2], "test/cache-sidecar:v1")(); err != nil {
+		t.Fatalf("while two pods are not Ready again: %v", err)
+	}
+	setReady(t, sidecarPod(t, ns, nodes[0]), time.Now().Add(time.Second))
+	testenv.Eventually(t, timeout, podImages(ns, nodes[2], "test/cache-sidecar:v2"))
+	for _, n := range nodes {
+		if sidecarPod(t, ns, n).UID != uids[n] {
+			t.Errorf("pod on %s was replaced, want it patched in place", n)
+		}
+	}
+}
+
 func TestUpdateStrategyValidation(t *testing.T) {
 	ns := env.Namespace(t, "strategy")
 	for _, tc := range []struct {
@@ -154,6 +157,39 @@ func TestUpdateStrategyValidation(t *testing.T) {
 			t.Errorf("%+v: error %v, want one with %q", tc.strategy, err, tc.want)
 		}
 	}
+}
+
+// startInPlaceRollout creates nodes labelled pool=<pool> and the CacheCluster "rolled" on them
+// with strategy (InPlace), waits for its OnDelete DaemonSet, and creates each node's sidecar
+// pod from the template, Ready. It returns the pods' UIDs by node.
+func startInPlaceRollout(t *testing.T, ns, pool string, nodes []string, strategy v1.UpdateStrategy) (*v1.CacheCluster, *appsv1.DaemonSet, map[string]types.UID) {
+	t.Helper()
+	for _, n := range nodes {
+		node(t, n, map[string]string{"pool": pool})
+	}
+	// The pods name the chart's priority class, which the API server resolves.
+	class := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: sidecarDefaults.PriorityClassName}, Value: 1000}
+	if err := env.Client.Create(context.Background(), class); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	c := newCluster(ns, "rolled", pool)
+	c.Spec.UpdateStrategy = strategy
+	create(t, c)
+	ds := &appsv1.DaemonSet{}
+	testenv.Eventually(t, timeout, func() error {
+		if err := get(ds, ns, "rolled-sidecar"); err != nil {
+			return err
+		}
+		if got := ds.Spec.UpdateStrategy.Type; got != appsv1.OnDeleteDaemonSetStrategyType {
+			return fmt.Errorf("update strategy %s, want OnDelete", got)
+		}
+		return nil
+	})
+	uids := map[string]types.UID{}
+	for _, n := range nodes {
+		uids[n] = sidecarPodFromTemplate(t, ds, n).UID
+	}
+	return c, ds, uids
 }
 
 // sidecarPodFromTemplate creates the pod the DaemonSet would run on node, controlled by it, and
