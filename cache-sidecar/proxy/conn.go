@@ -327,7 +327,11 @@ type conn struct {
 	blockUntil   time.Time
 	blockForever bool
 	// watchLost: the pinned link failed while keys were watched on it; the next EXEC aborts.
-	watchLost    bool
+	watchLost bool
+	// reroutes is how many more times the request being dispatched may be routed again
+	// (see reroute); rerouted says it must be.
+	reroutes     int
+	rerouted     bool
 	authFailures int
 	closing      bool
 	readStart    int64 // when the buffered requests were read
@@ -514,6 +518,37 @@ func (c *conn) pushClose(reply []byte) {
 
 // wakeWriter wakes the writer to look at the pipeline again.
 func (c *conn) wakeWriter() { kick(c.writerWake) }
+
+// maxReroutes bounds how often one request is routed again, each time because an Update took
+// the node it waited for out of its tenant's routes.
+const maxReroutes = 3
+
+// startRouting lets the request about to be dispatched be routed again (reroute).
+func (c *conn) startRouting() { c.reroutes, c.rerouted = maxReroutes, false }
+
+// reroute reports whether a request that failed with err is routed again instead of being
+// answered: it waited for a link to a node that an Update meanwhile took out of the routes
+// (errRouteChanged), before anything was queued for it. Requests outside a dispatch
+// (transactions, pinned links) are answered with the error.
+func (c *conn) reroute(err error) bool {
+	if c.reroutes == 0 || !errors.Is(err, errRouteChanged) {
+		return false
+	}
+	c.reroutes--
+	c.rerouted = true
+	return true
+}
+
+// routeAgain reports whether the request just dispatched must be dispatched again under the
+// new routes; once it need not, it can be routed again no more.
+func (c *conn) routeAgain() bool {
+	again := c.rerouted
+	c.rerouted = false
+	if !again {
+		c.reroutes = 0
+	}
+	return again
+}
 
 // errNoPartition answers requests for a local partition that does not exist (yet).
 var errNoPartition = errors.New("the tenant has no partition on this node")

@@ -75,6 +75,16 @@ func (h *memcacheHandler) handle(req *memcache.Request, start int64) {
 	} else {
 		c.tenant.stats.requests[spec.Class].Add(1)
 	}
+	c.startRouting()
+	h.dispatch(spec, req, start)
+	for c.routeAgain() {
+		h.dispatch(spec, req, start)
+	}
+}
+
+// dispatch answers, routes or splits a request by its handling.
+func (h *memcacheHandler) dispatch(spec *memcache.Spec, req *memcache.Request, start int64) {
+	c := h.c
 	switch spec.Handling {
 	case protocol.HandleRefuse:
 		c.pushLocal(protocol.AppendReplyLine(nil, spec.Refusal), start)
@@ -127,8 +137,11 @@ func (h *memcacheHandler) unauthenticated(req *memcache.Request) {
 	}
 }
 
-// failed answers a request that could not be forwarded.
+// failed answers a request that could not be forwarded, unless it is routed again.
 func (h *memcacheHandler) failed(err error, start int64) {
+	if h.c.reroute(err) {
+		return
+	}
 	var reply []byte
 	switch {
 	case errors.Is(err, errThrottledBytes), errors.Is(err, errThrottledOps):

@@ -166,6 +166,15 @@ func (h *redisHandler) handle(cmd *resp.Command, start int64) {
 			return
 		}
 	}
+	c.startRouting()
+	h.dispatch(spec, cmd, start)
+	for c.routeAgain() {
+		h.dispatch(spec, cmd, start)
+	}
+}
+
+// dispatch answers, routes or splits a command by its handling.
+func (h *redisHandler) dispatch(spec *resp.CommandSpec, cmd *resp.Command, start int64) {
 	switch spec.Handling {
 	case protocol.HandleProxy:
 		h.local(spec, cmd.Args, start)
@@ -188,8 +197,11 @@ func (h *redisHandler) replyError(msg string, start int64) {
 	h.c.pushLocal(resp.AppendError(nil, msg), start)
 }
 
-// failed answers a request that could not be forwarded.
+// failed answers a request that could not be forwarded, unless it is routed again.
 func (h *redisHandler) failed(err error, start int64) {
+	if h.c.reroute(err) {
+		return
+	}
 	switch {
 	case errors.Is(err, errThrottledBytes), errors.Is(err, errThrottledOps):
 		h.replyError("ERR cacheqos: throttled: "+err.Error(), start)
