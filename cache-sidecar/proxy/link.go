@@ -594,7 +594,7 @@ type linkSlot struct {
 
 // errRouteChanged answers a request that waited for a link whose slot was retired meanwhile:
 // an Update took the node (or the local engine) out of its tenant's routes. Nothing was queued
-// for the request, so it is routed again under the new routes (see conn.reroutable).
+// for the request, so it is routed again under the new routes (see conn.reroute).
 var errRouteChanged = errors.New("the tenant's routes changed while the request waited for its node")
 
 // dialRetryDelay is how long requests for an unreachable backend are answered with an error
@@ -727,11 +727,11 @@ func (p *Proxy) install(slot *linkSlot, i int, l *link, forwarded func() *atomic
 // sidecar restarting in place refuses connections until it listens again) is redialed with
 // backoff until it has been unreachable for Options.PeerRetryWindow, the requests that need it
 // waiting meanwhile; only then is the failure returned, and the requests of the next
-// dialRetryDelay fail at once. Every dial within the window ends with it (the last one
-// at most firstPeerRedial later), so that a peer that does not answer at all (a lost node)
-// holds no request much longer than the window. Once the
-// window is over, a request dials the peer once, with the full dial timeout, to learn whether
-// it is back. Retiring the slot ends the dial and the wait at once.
+// dialRetryDelay fail at once. Every dial within the window ends with it (the last one at
+// most firstPeerRedial later), so that a peer that does not answer at all (a lost node) holds
+// no request much longer than the window. Once the window is over, a request dials the peer
+// once, with the full dial timeout, to learn whether it is back. Retiring the slot ends the
+// dial and the wait at once.
 func (p *Proxy) dialSlot(slot *linkSlot, key linkKey, node string) (*link, error) {
 	slot.mu.Lock()
 	since := slot.unreachableSince

@@ -1,11 +1,17 @@
 package proxy
 
 import (
+	"bufio"
+	"io"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cacheqos/cacheqos/internal/protocol"
+	"github.com/cacheqos/cacheqos/internal/protocol/resp"
 )
 
 // TestForwardingWaitsForRestartingPeer: node b's sidecar shuts down as on SIGTERM (Shutdown)
@@ -28,7 +34,7 @@ func TestForwardingWaitsForRestartingPeer(t *testing.T) {
 			opts := Options{Protocol: Redis, PeerRetryWindow: tt.window}
 			c := startClusterWith(t, opts, 1, 1)
 			viaA := loginRESP(t, c.a, c.acct)
-			key := keyOnB(t, c, viaA)
+			key := keysOnB(t, c, Redis, 1)[0]
 
 			if err := c.b.p.Shutdown(t.Context()); err != nil {
 				t.Fatal(err)
@@ -106,56 +112,32 @@ func hasOpenPeerLink(p *Proxy) bool {
 	return false
 }
 
-// keyOnB writes keys through c's client until one lands on node b's engine, and returns it.
-func keyOnB(t *testing.T, c *cluster, client *respClient) string {
-	t.Helper()
-	return keysOnB(t, c, client, 1)[0]
-}
-
-// keysOnB writes keys through c's client until n of them landed on node b's engine, and returns
-// those.
-func keysOnB(t *testing.T, c *cluster, client *respClient, n int) []string {
-	t.Helper()
-	var onB []string
-	for i := 0; i < 200 && len(onB) < n; i++ {
-		key := "key:" + strconv.Itoa(i)
-		if got := client.do("SET", key, "v-"+key); got != "+OK\r\n" {
-			t.Fatalf("SET %s: %q", key, got)
-		}
-		if enginesHold(t, []string{c.engB}, []string{key})[0][0] {
-			onB = append(onB, key)
-		}
-	}
-	if len(onB) < n {
-		t.Fatalf("%d of 200 keys landed on node b, want %d", len(onB), n)
-	}
-	return onB
-}
-
 // TestHeldRequestsFollowNewRoutes: node b becomes unreachable, its peer address refusing
 // connections (the sidecar gone) or taking them and never answering (a fake for a host that
 // does not answer: on loopback no connection attempt goes unanswered), while clients of node a
 // read and write keys b held. Node a holds their requests within its peer retry window (10 s
 // here), one dialing b and the other waiting for that dial. Then node a gets a plan without
 // b, as after a node loss: Update returns at once, and the held requests are routed under the
-// new routes right away: the GET of a key b held is a miss answered by a's engine, the SET is
-// stored there.
+// new routes right away: the read of a key b held is a miss answered by a's engine, the write
+// is stored there.
 func TestHeldRequestsFollowNewRoutes(t *testing.T) {
 	tests := []struct {
-		name   string
-		silent bool
+		name     string
+		protocol Protocol
+		silent   bool
+		get, set func(key string) heldRequest
 	}{
-		{name: "peer refuses connections"},
-		{name: "peer never answers", silent: true},
+		{name: "redis, peer refuses connections", protocol: Redis, get: redisGet, set: redisSet},
+		{name: "redis, peer never answers", protocol: Redis, silent: true, get: redisGet, set: redisSet},
+		{name: "memcached, peer refuses connections", protocol: Memcached, get: memcacheGet, set: memcacheSet},
 	}
 	// promptly bounds Update and the answers after it, with a margin for a loaded machine
 	// (the window is 10 s, the dial timeout 2 s).
 	const promptly = 200 * time.Millisecond
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := startClusterWith(t, Options{Protocol: Redis, PeerRetryWindow: 10 * time.Second}, 1, 1)
-			getter, setter := loginRESP(t, c.a, c.acct), loginRESP(t, c.a, c.acct)
-			keys := keysOnB(t, c, getter, 2)
+			c := startClusterWith(t, Options{Protocol: tt.protocol, PeerRetryWindow: 10 * time.Second}, 1, 1)
+			keys := keysOnB(t, c, tt.protocol, 2)
 			if err := c.b.p.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -166,50 +148,124 @@ func TestHeldRequestsFollowNewRoutes(t *testing.T) {
 			}
 			awaitNoPeerLink(t, c.a.p)
 			type answer struct {
-				reply string
-				err   error
-				at    time.Time
+				line string
+				err  error
+				at   time.Time
 			}
-			await := func(client *respClient) chan answer {
+			// send sends a request on a new logged-in connection to node a and returns where
+			// its answer's first line will come.
+			send := func(r heldRequest) chan answer {
+				var nc net.Conn
+				var br *bufio.Reader
+				if tt.protocol == Redis {
+					client := loginRESP(t, c.a, c.acct)
+					nc, br = client.nc, client.br
+				} else {
+					client := loginMC(t, c.a, c.acct)
+					nc, br = client.nc, client.br
+				}
+				if _, err := io.WriteString(nc, r.request); err != nil {
+					t.Fatal(err)
+				}
 				ch := make(chan answer, 1)
 				go func() {
-					reply, err := client.readErr()
-					ch <- answer{reply, err, time.Now()}
+					nc.SetReadDeadline(time.Now().Add(testIOTimeout))
+					line, err := protocol.AppendLine(br, nil, 1024)
+					ch <- answer{string(protocol.TrimEOL(line)), err, time.Now()}
 				}()
 				return ch
 			}
-			getter.send("GET", keys[0])
-			got := await(getter)
-			time.Sleep(100 * time.Millisecond) // the GET dials b: the SET waits for that dial
-			setter.send("SET", keys[1], "after")
-			set := await(setter)
+			get, set := tt.get(keys[0]), tt.set(keys[1])
+			gotGet := send(get)
+			time.Sleep(100 * time.Millisecond) // the read dials b: the write waits for that dial
+			gotSet := send(set)
 			time.Sleep(400 * time.Millisecond)
 			select {
-			case a := <-got:
-				t.Fatalf("GET %s answered before the update: %q %v", keys[0], a.reply, a.err)
-			case a := <-set:
-				t.Fatalf("SET %s answered before the update: %q %v", keys[1], a.reply, a.err)
+			case a := <-gotGet:
+				t.Fatalf("%q answered before the update: %q %v", get.request, a.line, a.err)
+			case a := <-gotSet:
+				t.Fatalf("%q answered before the update: %q %v", set.request, a.line, a.err)
 			default:
 			}
 
 			updated := time.Now()
 			c.a.update(t, Tenant{ID: c.acct.id, CredentialHash: c.acct.hash, LocalEngine: c.engineA, Routes: []Route{c.a.route(1)}})
 			took := time.Since(updated)
-			g, s := <-got, <-set
-			t.Logf("Update took %v; then GET %s answered %q after %v, SET %s %q after %v", took.Round(time.Microsecond),
-				keys[0], g.reply, g.at.Sub(updated).Round(time.Microsecond), keys[1], s.reply, s.at.Sub(updated).Round(time.Microsecond))
+			for _, held := range []struct {
+				r  heldRequest
+				ch chan answer
+			}{{get, gotGet}, {set, gotSet}} {
+				a := <-held.ch
+				after := a.at.Sub(updated)
+				t.Logf("%q answered %q %v after the update", held.r.request, a.line, after.Round(time.Microsecond))
+				if a.err != nil || a.line != held.r.answer || after > promptly {
+					t.Errorf("%q: %q (%v) %v after the update, want %q within %v", held.r.request, a.line, a.err, after, held.r.answer, promptly)
+				}
+			}
+			t.Logf("Update took %v", took.Round(time.Microsecond))
 			if took > promptly {
 				t.Errorf("Update took %v while requests waited for node b, want at most %v", took, promptly)
 			}
-			if g.err != nil || g.reply != "$-1\r\n" || g.at.Sub(updated) > promptly {
-				t.Errorf("GET %s: %q (%v) %v after the update, want a miss within %v", keys[0], g.reply, g.err, g.at.Sub(updated), promptly)
-			}
-			if s.err != nil || s.reply != "+OK\r\n" || s.at.Sub(updated) > promptly {
-				t.Errorf("SET %s: %q (%v) %v after the update, want +OK within %v", keys[1], s.reply, s.err, s.at.Sub(updated), promptly)
-			}
-			if !enginesHold(t, []string{c.engineA}, keys[1:])[0][0] {
+			if !engineHolds(t, tt.protocol, c.engineA, keys[1]) {
 				t.Errorf("node a's engine does not hold %s, written after the update", keys[1])
 			}
 		})
 	}
+}
+
+// heldRequest is a request's wire bytes and the first line of the answer it should get.
+type heldRequest struct{ request, answer string }
+
+func redisGet(key string) heldRequest {
+	return heldRequest{string(resp.AppendCommandStrings(nil, "GET", key)), "$-1"}
+}
+
+func redisSet(key string) heldRequest {
+	return heldRequest{string(resp.AppendCommandStrings(nil, "SET", key, "after")), "+OK"}
+}
+
+func memcacheGet(key string) heldRequest { return heldRequest{"get " + key + "\r\n", "END"} }
+
+func memcacheSet(key string) heldRequest {
+	return heldRequest{"set " + key + " 0 0 5\r\nafter\r\n", "STORED"}
+}
+
+// keysOnB writes keys through node a until n of them landed on node b's engine, and returns
+// those, each holding "v-" and its name.
+func keysOnB(t *testing.T, c *cluster, proto Protocol, n int) []string {
+	t.Helper()
+	var set func(key string)
+	if proto == Redis {
+		client := loginRESP(t, c.a, c.acct)
+		set = func(key string) {
+			if got := client.do("SET", key, "v-"+key); got != "+OK\r\n" {
+				t.Fatalf("SET %s: %q", key, got)
+			}
+		}
+	} else {
+		client := loginMC(t, c.a, c.acct)
+		set = func(key string) { client.set(key, "v-"+key) }
+	}
+	var onB []string
+	for i := 0; i < 200 && len(onB) < n; i++ {
+		key := "key:" + strconv.Itoa(i)
+		set(key)
+		if engineHolds(t, proto, c.engB, key) {
+			onB = append(onB, key)
+		}
+	}
+	if len(onB) < n {
+		t.Fatalf("%d of 200 keys landed on node b, want %d", len(onB), n)
+	}
+	return onB
+}
+
+// engineHolds asks an engine directly whether it holds key.
+func engineHolds(t *testing.T, proto Protocol, socket, key string) bool {
+	t.Helper()
+	if proto == Redis {
+		return enginesHold(t, []string{socket}, []string{key})[0][0]
+	}
+	_, ok := dialMC(t, "unix", socket).get(key)[key]
+	return ok
 }
