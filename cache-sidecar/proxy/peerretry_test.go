@@ -19,15 +19,21 @@ import (
 // node a reads a key that b holds. Within Options.PeerRetryWindow node a keeps redialing b and
 // holds the request: when b listens again on its addresses the client gets the value, late
 // by about the outage. When b stays down, the client gets the dial's error once the window
-// is over, and the requests right after it fail at once.
+// is over, and the requests right after it fail at once. When b's peer address takes
+// connections and never answers (a fake for a host that does not answer, which loopback
+// cannot be), the window still ends the wait, though the dial timeout (2 s) is longer; after
+// it, the request that redials b waits for its dial while the others fail at once.
 func TestForwardingWaitsForRestartingPeer(t *testing.T) {
 	tests := []struct {
-		name   string
-		window time.Duration
-		down   time.Duration // how long b is down; 0: it stays down
+		name    string
+		window  time.Duration
+		down    time.Duration // how long b is down; 0: it stays down
+		silent  bool          // b's peer address takes connections and never answers
+		failure string        // what the error says once the window is over
 	}{
 		{name: "peer back within the window", window: 3 * time.Second, down: 800 * time.Millisecond},
-		{name: "peer down beyond the window", window: time.Second},
+		{name: "peer down beyond the window", window: time.Second, failure: "connection refused"},
+		{name: "peer silent beyond the window", window: time.Second, silent: true, failure: "i/o timeout"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -42,6 +48,10 @@ func TestForwardingWaitsForRestartingPeer(t *testing.T) {
 			// The request below is to find no link open to b, as after a restart: one sent on
 			// the link b closes under it fails with it (see docs/operations.md).
 			awaitNoPeerLink(t, c.a.p)
+			if tt.silent {
+				silent := listenOn(t, c.b.peerAddr) // never accepted: the handshake gets no answer
+				t.Cleanup(func() { silent.Close() })
+			}
 			sent := time.Now()
 			viaA.send("GET", key)
 			if tt.down > 0 {
@@ -67,18 +77,37 @@ func TestForwardingWaitsForRestartingPeer(t *testing.T) {
 				}
 				return
 			}
-			if !strings.HasPrefix(got, "-ERR cacheqos: node node-b: ") || !strings.Contains(got, "connection refused") {
-				t.Fatalf("GET %s with node b down: %q, want an error naming node-b and the refused connection", key, got)
+			if !strings.HasPrefix(got, "-ERR cacheqos: node node-b: ") || !strings.Contains(got, tt.failure) {
+				t.Fatalf("GET %s with node b down: %q, want an error naming node-b and %q", key, got, tt.failure)
 			}
 			if took < tt.window || took > tt.window+time.Second {
 				t.Errorf("GET %s failed after %v, want between the window %v and %v", key, took, tt.window, tt.window+time.Second)
 			}
 			sent = time.Now()
-			if got := viaA.do("GET", key); !strings.Contains(got, "connection refused") {
-				t.Errorf("GET %s again: %q, want the refused connection", key, got)
+			if got := viaA.do("GET", key); !strings.Contains(got, tt.failure) {
+				t.Errorf("GET %s again: %q, want %q", key, got, tt.failure)
 			}
 			if took := time.Since(sent); took > dialRetryDelay/2 {
 				t.Errorf("GET %s again took %v, want an answer at once once the window is over", key, took)
+			}
+			if !tt.silent {
+				return
+			}
+			time.Sleep(dialRetryDelay)
+			probing := time.Now()
+			viaA.send("GET", key) // redials b, for up to the dial timeout
+			time.Sleep(100 * time.Millisecond)
+			sent = time.Now()
+			if got := loginRESP(t, c.a, c.acct).do("GET", key); !strings.Contains(got, tt.failure) {
+				t.Errorf("GET %s on another connection while b is redialed: %q, want %q", key, got, tt.failure)
+			}
+			if took := time.Since(sent); took > dialRetryDelay/2 {
+				t.Errorf("GET %s on another connection while b is redialed took %v, want an answer at once", key, took)
+			}
+			got = viaA.read()
+			t.Logf("the GET that redialed b after the window: %q after %v", got, time.Since(probing).Round(time.Millisecond))
+			if !strings.Contains(got, tt.failure) {
+				t.Errorf("GET %s that redialed b: %q, want %q", key, got, tt.failure)
 			}
 		})
 	}
