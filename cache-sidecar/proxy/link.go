@@ -597,6 +597,38 @@ type linkSlot struct {
 // for the request, so it is routed again under the new routes (see conn.reroute).
 var errRouteChanged = errors.New("the tenant's routes changed while the request waited for its node")
 
+// peerUnreachableError is the failure of a peer that could not be reached (the dial or the
+// handshake failed on the network, not by the peer's answer) for the whole retry window. A
+// plain read of a key the peer owns is then answered as a miss (see missOnUnreachable): the
+// key's value is out of reach, which a look-aside client handles as it handles an eviction.
+type peerUnreachableError struct {
+	node string
+	err  error
+}
+
+func (e *peerUnreachableError) Error() string { return "node " + e.node + ": " + e.err.Error() }
+func (e *peerUnreachableError) Unwrap() error { return e.err }
+
+// dialFailure is the error a failed dial of key answers requests with.
+func dialFailure(key linkKey, node string, err error) error {
+	var alert tls.AlertError
+	var netErr net.Error
+	if key.peer && !errors.As(err, &alert) &&
+		(errors.As(err, &netErr) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) {
+		return &peerUnreachableError{node: node, err: err}
+	}
+	return fmt.Errorf("node %s: %w", node, err)
+}
+
+// unreachablePeer returns the node of a peerUnreachableError in err's chain.
+func unreachablePeer(err error) (string, bool) {
+	var u *peerUnreachableError
+	if errors.As(err, &u) {
+		return u.node, true
+	}
+	return "", false
+}
+
 // dialRetryDelay is how long requests for an unreachable backend are answered with an error
 // at once instead of dialing again, once the peer retry window is over.
 const dialRetryDelay = time.Second
@@ -772,7 +804,7 @@ func (p *Proxy) dialSlot(slot *linkSlot, key linkKey, node string) (*link, error
 		}
 		wait := min(redial, windowEnd.Sub(now))
 		if windowEnd.IsZero() || wait <= 0 {
-			slot.failedAt, slot.failure = now, fmt.Errorf("node %s: %w", node, err)
+			slot.failedAt, slot.failure = now, dialFailure(key, node, err)
 			failure := slot.failure
 			slot.mu.Unlock()
 			return nil, failure

@@ -18,11 +18,12 @@ import (
 // while its engine keeps its data, as a sidecar restarting in place does, and a client of
 // node a reads a key that b holds. Within Options.PeerRetryWindow node a keeps redialing b and
 // holds the request: when b listens again on its addresses the client gets the value, late
-// by about the outage. When b stays down, the client gets the dial's error once the window
-// is over, and the requests right after it fail at once. When b's peer address takes
-// connections and never answers (a fake for a host that does not answer, which loopback
-// cannot be), the window still ends the wait, though the dial timeout (2 s) is longer; after
-// it, the request that redials b waits for its dial while the others fail at once.
+// by about the outage. When b stays down, the client gets a miss once the window is over
+// (see TestUnreachablePeerReadsMiss), and the writes right after it fail at once with the
+// dial's error. When b's peer address takes connections and never answers (a fake for a host
+// that does not answer, which loopback cannot be), the window still ends the wait, though the
+// dial timeout (2 s) is longer; after it, the request that redials b waits for its dial while
+// the others fail at once.
 func TestForwardingWaitsForRestartingPeer(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -77,37 +78,37 @@ func TestForwardingWaitsForRestartingPeer(t *testing.T) {
 				}
 				return
 			}
-			if !strings.HasPrefix(got, "-ERR cacheqos: node node-b: ") || !strings.Contains(got, tt.failure) {
-				t.Fatalf("GET %s with node b down: %q, want an error naming node-b and %q", key, got, tt.failure)
+			if got != "$-1\r\n" {
+				t.Fatalf("GET %s with node b down: %q, want a miss", key, got)
 			}
 			if took < tt.window || took > tt.window+time.Second {
-				t.Errorf("GET %s failed after %v, want between the window %v and %v", key, took, tt.window, tt.window+time.Second)
+				t.Errorf("GET %s answered after %v, want between the window %v and %v", key, took, tt.window, tt.window+time.Second)
 			}
 			sent = time.Now()
-			if got := viaA.do("GET", key); !strings.Contains(got, tt.failure) {
-				t.Errorf("GET %s again: %q, want %q", key, got, tt.failure)
+			if got := viaA.do("SET", key, "lost"); !strings.HasPrefix(got, "-ERR cacheqos: node node-b: ") || !strings.Contains(got, tt.failure) {
+				t.Errorf("SET %s after the window: %q, want an error naming node-b and %q", key, got, tt.failure)
 			}
 			if took := time.Since(sent); took > dialRetryDelay/2 {
-				t.Errorf("GET %s again took %v, want an answer at once once the window is over", key, took)
+				t.Errorf("SET %s after the window took %v, want an answer at once", key, took)
 			}
 			if !tt.silent {
 				return
 			}
 			time.Sleep(dialRetryDelay)
 			probing := time.Now()
-			viaA.send("GET", key) // redials b, for up to the dial timeout
+			viaA.send("SET", key, "lost") // redials b, for up to the dial timeout
 			time.Sleep(100 * time.Millisecond)
 			sent = time.Now()
-			if got := loginRESP(t, c.a, c.acct).do("GET", key); !strings.Contains(got, tt.failure) {
-				t.Errorf("GET %s on another connection while b is redialed: %q, want %q", key, got, tt.failure)
+			if got := loginRESP(t, c.a, c.acct).do("SET", key, "lost"); !strings.Contains(got, tt.failure) {
+				t.Errorf("SET %s on another connection while b is redialed: %q, want %q", key, got, tt.failure)
 			}
 			if took := time.Since(sent); took > dialRetryDelay/2 {
-				t.Errorf("GET %s on another connection while b is redialed took %v, want an answer at once", key, took)
+				t.Errorf("SET %s on another connection while b is redialed took %v, want an answer at once", key, took)
 			}
 			got = viaA.read()
-			t.Logf("the GET that redialed b after the window: %q after %v", got, time.Since(probing).Round(time.Millisecond))
+			t.Logf("the SET that redialed b after the window: %q after %v", got, time.Since(probing).Round(time.Millisecond))
 			if !strings.Contains(got, tt.failure) {
-				t.Errorf("GET %s that redialed b: %q, want %q", key, got, tt.failure)
+				t.Errorf("SET %s that redialed b: %q, want %q", key, got, tt.failure)
 			}
 		})
 	}
@@ -263,6 +264,12 @@ func memcacheSet(key string) heldRequest {
 // those, each holding "v-" and its name.
 func keysOnB(t *testing.T, c *cluster, proto Protocol, n int) []string {
 	t.Helper()
+	return keysOn(t, c, proto, c.engB, n)
+}
+
+// keysOn is keysOnB for the engine at socket.
+func keysOn(t *testing.T, c *cluster, proto Protocol, socket string, n int) []string {
+	t.Helper()
 	var set func(key string)
 	if proto == Redis {
 		client := loginRESP(t, c.a, c.acct)
@@ -279,12 +286,12 @@ func keysOnB(t *testing.T, c *cluster, proto Protocol, n int) []string {
 	for i := 0; i < 200 && len(onB) < n; i++ {
 		key := "key:" + strconv.Itoa(i)
 		set(key)
-		if engineHolds(t, proto, c.engB, key) {
+		if engineHolds(t, proto, socket, key) {
 			onB = append(onB, key)
 		}
 	}
 	if len(onB) < n {
-		t.Fatalf("%d of 200 keys landed on node b, want %d", len(onB), n)
+		t.Fatalf("%d of 200 keys landed on %s, want %d", len(onB), socket, n)
 	}
 	return onB
 }
