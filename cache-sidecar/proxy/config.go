@@ -212,11 +212,15 @@ type Options struct {
 	DialTimeout time.Duration
 	// PeerRetryWindow is how long a request for a peer sidecar that cannot be dialed (the
 	// connection or the peer handshake refused, or timed out) waits while the proxy redials
-	// it (every 50 ms at first, backing off to 250 ms), before it is answered with the
-	// dial's error (default 5s). A sidecar restarting in place (an InPlace
-	// upgrade) refuses connections for a few seconds; its requests are then served late
-	// instead of failing. Once a peer has been unreachable for this long its requests fail at
-	// once (one dial a second tells when it is back).
+	// it (every 50 ms at first, backing off to 250 ms), before it is answered (default 5s):
+	// a plain read (redis GET, MGET; memcached get, gets, mg that only reads) as a miss when
+	// the peer could not be reached on the network, everything else with the dial's error;
+	// dials end with the window, so a peer that does not answer holds no request longer. A sidecar restarting in place (an InPlace upgrade) refuses
+	// connections for a few seconds; its requests are then served late instead of failing.
+	// An Update that takes the peer out of a tenant's routes ends the wait: the requests are
+	// routed under the new routes. Once a peer has been unreachable for this long its
+	// requests are answered so at once (one dial a second, by one request, tells when it is
+	// back).
 	PeerRetryWindow time.Duration
 	// BackendTimeout bounds an engine's or peer's silence while replies are due (a reply that
 	// keeps arriving may take longer), and waiting for it to accept a request (default 10s; it

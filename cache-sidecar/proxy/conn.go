@@ -109,6 +109,9 @@ type split struct {
 	keyLens   []int32
 	// deletes: the command removes its keys (DEL, UNLINK; keyHashes set).
 	deletes bool
+	// missOnUnreachable: a plain read (MGET, get, gets), whose keys on a node unreachable past
+	// the peer retry window are answered as misses.
+	missOnUnreachable bool
 }
 
 // pending is a request in a connection's pipeline, from the moment the reader queues it until
@@ -327,7 +330,11 @@ type conn struct {
 	blockUntil   time.Time
 	blockForever bool
 	// watchLost: the pinned link failed while keys were watched on it; the next EXEC aborts.
-	watchLost    bool
+	watchLost bool
+	// reroutes is how many more times the request being dispatched may be routed again
+	// (see reroute); rerouted says it must be.
+	reroutes     int
+	rerouted     bool
 	authFailures int
 	closing      bool
 	readStart    int64 // when the buffered requests were read
@@ -515,6 +522,37 @@ func (c *conn) pushClose(reply []byte) {
 // wakeWriter wakes the writer to look at the pipeline again.
 func (c *conn) wakeWriter() { kick(c.writerWake) }
 
+// maxReroutes bounds how often one request is routed again, each time because an Update took
+// the node it waited for out of its tenant's routes.
+const maxReroutes = 3
+
+// startRouting lets the request about to be dispatched be routed again (reroute).
+func (c *conn) startRouting() { c.reroutes, c.rerouted = maxReroutes, false }
+
+// reroute reports whether a request that failed with err is routed again instead of being
+// answered: it waited for a link to a node that an Update meanwhile took out of the routes
+// (errRouteChanged), before anything was queued for it. Requests outside a dispatch
+// (transactions, pinned links) are answered with the error.
+func (c *conn) reroute(err error) bool {
+	if c.reroutes == 0 || !errors.Is(err, errRouteChanged) {
+		return false
+	}
+	c.reroutes--
+	c.rerouted = true
+	return true
+}
+
+// routeAgain reports whether the request just dispatched must be dispatched again under the
+// new routes; once it need not, it can be routed again no more.
+func (c *conn) routeAgain() bool {
+	again := c.rerouted
+	c.rerouted = false
+	if !again {
+		c.reroutes = 0
+	}
+	return again
+}
+
 // errNoPartition answers requests for a local partition that does not exist (yet).
 var errNoPartition = errors.New("the tenant has no partition on this node")
 
@@ -661,18 +699,27 @@ func (c *conn) send(l *link, rt *routes, node int, raw []byte, size int, w waite
 
 // sendSplit obtains every part's link and makes the local part wait for tokens, then queues
 // one request for all parts and sends them. If a link cannot be had or the tokens are
-// refused, nothing is sent and the error is returned for the caller to answer.
+// refused, nothing is sent and the error is returned for the caller to answer; but the parts
+// of a plain read (split.missOnUnreachable) whose node is unreachable are not sent and fail
+// with that, which answers their keys as misses.
 func (c *conn) sendSplit(rt *routes, nodes []int, raws [][]byte, s *split, start int64) error {
 	links := make([]*link, len(nodes))
+	unreachable := make([]error, len(nodes))
+	var sent []int // the parts sent, by index
 	for i, node := range nodes {
 		l, err := c.backend(rt, node)
+		if _, ok := unreachablePeer(err); ok && s.missOnUnreachable {
+			unreachable[i] = err
+			continue
+		}
 		if err != nil {
 			return err
 		}
 		links[i] = l
+		sent = append(sent, i)
 	}
-	for i, l := range links {
-		if l.local {
+	for _, i := range sent {
+		if l := links[i]; l.local {
 			if err := c.admitLocal(len(raws[i])); err != nil {
 				return err
 			}
@@ -681,40 +728,71 @@ func (c *conn) sendSplit(rt *routes, nodes []int, raws [][]byte, s *split, start
 	p := c.newPending(entry{kind: entrySplit, split: s, tenant: c.tenant, start: start}, len(links))
 	p.parts = slices.Grow(p.parts[:0], len(links))[:len(links)]
 	for i, l := range links {
-		p.parts[i].local = l.local
+		p.parts[i].local = l != nil && l.local
 	}
 	c.push(p)
-	waiters := make([]waiter, len(links))
-	for i := range waiters {
-		waiters[i] = waiter{p: p, part: i, expect: memcache.Expect{Command: s.cmd}}
+	for i, err := range unreachable {
+		if err != nil {
+			p.fail(i, err)
+		}
 	}
-	err := sendParts(links, raws, waiters)
+	if len(sent) == 0 {
+		c.wakeWriter() // answered: every part is a miss
+		return nil
+	}
+	sentLinks, sentRaws, waiters := make([]*link, len(sent)), make([][]byte, len(sent)), make([]waiter, len(sent))
+	for n, i := range sent {
+		sentLinks[n], sentRaws[n] = links[i], raws[i]
+		waiters[n] = waiter{p: p, part: i, expect: memcache.Expect{Command: s.cmd}}
+	}
+	err := sendParts(sentLinks, sentRaws, waiters)
 	if errors.Is(err, errLinkClosed) {
 		// A link stopped taking requests meanwhile: once more, with fresh links.
-		for i := range links {
-			if links[i], err = c.relink(links[i], rt, nodes[i]); err != nil {
+		for n, i := range sent {
+			if sentLinks[n], err = c.relink(sentLinks[n], rt, nodes[i]); err != nil {
 				break
 			}
 		}
 		if err == nil {
-			err = sendParts(links, raws, waiters)
+			err = sendParts(sentLinks, sentRaws, waiters)
 		}
 	}
 	if err != nil {
-		for i := range links {
+		for _, i := range sent {
 			p.fail(i, err)
 		}
 		c.wakeWriter()
 		return nil
 	}
-	for i, l := range links {
+	for n, l := range sentLinks {
 		if l.local {
-			c.tenant.stats.bytesIn.Add(uint64(len(raws[i])))
+			c.tenant.stats.bytesIn.Add(uint64(len(sentRaws[n])))
 		} else {
 			l.forwarded.Add(1)
 		}
 	}
 	return nil
+}
+
+// missOnUnreachable answers a plain read that could not be forwarded because err says its
+// node is unreachable past the peer retry window with miss, and counts it; it reports
+// whether it did.
+func (c *conn) missOnUnreachable(err error, miss []byte, start int64) bool {
+	if !c.tenant.stats.countUnreachable(err, true) {
+		return false
+	}
+	c.pushLocal(miss, start)
+	return true
+}
+
+// countSplitUnreachable counts the parts of a split request whose node was unreachable: as
+// misses when the request is a plain read answered without error (answered), else as errors.
+func countSplitUnreachable(p *pending, answered bool) {
+	for i := range p.parts {
+		if err := p.parts[i].failure; err != nil {
+			p.tenant.stats.countUnreachable(err, answered && p.split.missOnUnreachable)
+		}
+	}
 }
 
 // writeLoop writes replies whenever woken, until the reader is done and every reply is out.

@@ -118,8 +118,11 @@
 // only the commands the proxy forwards, from scripts too); others are forwarded to the owning node's peer listener over links
 // pooled per peer and tenant. A peer that cannot be dialed (its sidecar restarting in place)
 // is redialed with backoff for up to Options.PeerRetryWindow while the requests for it wait,
-// so a restart shorter than that delays them instead of failing them; after the window they
-// are answered with the dial's error. Multi-key commands:
+// so a restart shorter than that delays them instead of failing them; after the window plain
+// reads of the node's keys (GET, MGET's parts, get, gets, a reading mg) are answered as misses
+// and the other requests with the dial's error (peerUnreachableError). An Update whose routes leave out the node stops the wait
+// at once: the requests held for it are routed again under the new routes (a read of a key
+// the node held misses on its new owner, a write goes there). Multi-key commands:
 //   - split by node and merged: MGET (values back in key order), MSET, DEL, UNLINK, EXISTS,
 //     TOUCH (counts summed), memcached get/gets/gat/gats (values in key order, one END);
 //     MSET and DEL across nodes are not atomic, as in Redis Cluster;

@@ -573,14 +573,60 @@ func (l *link) retire() {
 // linkSlot holds the shared links of one key: a small fixed number, each dialed on first use
 // and again after it fails. Client connections spread over them by connection ID.
 type linkSlot struct {
-	mu       sync.Mutex
-	links    []*link
+	// ctx ends when the slot is retired (its key's tenant no longer routes there, or the proxy
+	// closes): the dial in progress and the requests waiting for it stop.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu    sync.Mutex
+	links []*link
+	// dialing is closed when the dial in progress ends (nil: none). The requests that need a
+	// link meanwhile wait for it without holding mu, so that retiring the slot never waits
+	// for a dial.
+	dialing  chan struct{}
 	failedAt time.Time // last failed dial: others fail fast for dialRetryDelay
 	failure  error
 	// unreachableSince is the first of the dials that failed in a row (zero once one
 	// succeeds): a peer is redialed while it has been unreachable for less than
 	// Options.PeerRetryWindow.
 	unreachableSince time.Time
+}
+
+// errRouteChanged answers a request that waited for a link whose slot was retired meanwhile:
+// an Update took the node (or the local engine) out of its tenant's routes. Nothing was queued
+// for the request, so it is routed again under the new routes (see conn.reroute).
+var errRouteChanged = errors.New("the tenant's routes changed while the request waited for its node")
+
+// peerUnreachableError is the failure of a peer that could not be reached (the dial or the
+// handshake failed on the network, not by the peer's answer) for the whole retry window. A
+// plain read of a key the peer owns is then answered as a miss (see missOnUnreachable): the
+// key's value is out of reach, which a look-aside client handles as it handles an eviction.
+type peerUnreachableError struct {
+	node string
+	err  error
+}
+
+func (e *peerUnreachableError) Error() string { return "node " + e.node + ": " + e.err.Error() }
+func (e *peerUnreachableError) Unwrap() error { return e.err }
+
+// dialFailure is the error a failed dial of key answers requests with.
+func dialFailure(key linkKey, node string, err error) error {
+	var alert tls.AlertError
+	var netErr net.Error
+	if key.peer && !errors.As(err, &alert) &&
+		(errors.As(err, &netErr) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) {
+		return &peerUnreachableError{node: node, err: err}
+	}
+	return fmt.Errorf("node %s: %w", node, err)
+}
+
+// unreachablePeer returns the node of a peerUnreachableError in err's chain.
+func unreachablePeer(err error) (string, bool) {
+	var u *peerUnreachableError
+	if errors.As(err, &u) {
+		return u.node, true
+	}
+	return "", false
 }
 
 // dialRetryDelay is how long requests for an unreachable backend are answered with an error
@@ -604,87 +650,172 @@ type linkSet struct {
 
 func newLinkSet() *linkSet { return &linkSet{slots: make(map[linkKey]*linkSlot)} }
 
-// sharedLink returns an open link for key, dialing it if needed. pick chooses among the key's links
-// (a client connection always picks the same one, so its replies mostly come in order from
-// one link); forwarded is the counter of a peer link.
-func (p *Proxy) sharedLink(key linkKey, node string, pick int64, forwarded func() *atomic.Uint64) (*link, error) {
+// slot returns key's slot, creating it with n links. A key no tenant uses any more gets no new
+// slot: the request that asks for it was routed before an Update that retired the key's
+// slot, and is routed again (errRouteChanged).
+func (p *Proxy) slot(key linkKey, n int) (*linkSlot, error) {
 	s := p.links
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.closed {
-		s.mu.Unlock()
 		return nil, ErrClosed
 	}
-	slot := s.slots[key]
-	if slot == nil {
-		n := p.opts.EngineLinks
-		if key.peer {
-			n = p.opts.PeerLinks
-		}
-		slot = &linkSlot{links: make([]*link, n)}
-		s.slots[key] = slot
+	if slot := s.slots[key]; slot != nil {
+		return slot, nil
 	}
-	s.mu.Unlock()
+	if !linkInUse(*p.tenants.Load(), p.nodeID(), key) {
+		return nil, errRouteChanged
+	}
+	ctx, cancel := context.WithCancel(p.ctx)
+	slot := &linkSlot{ctx: ctx, cancel: cancel, links: make([]*link, n)}
+	s.slots[key] = slot
+	return slot, nil
+}
 
-	slot.mu.Lock()
-	defer slot.mu.Unlock()
-	i := int(pick % int64(len(slot.links)))
-	if l := slot.links[i]; l != nil && l.usable() {
-		return l, nil
+// ended is the error of a dial or a wait that the slot's retirement stopped.
+func (p *Proxy) ended() error {
+	if p.ctx.Err() != nil {
+		return ErrClosed
 	}
-	if !slot.failedAt.IsZero() && time.Since(slot.failedAt) < dialRetryDelay {
-		return nil, slot.failure
+	return errRouteChanged
+}
+
+// sharedLink returns an open link for key, dialing it if needed. pick chooses among the key's links
+// (a client connection always picks the same one, so its replies mostly come in order from
+// one link); forwarded is the counter of a peer link. While another request dials the slot,
+// it waits for that dial, unless the dial only probes a peer that has been unreachable for
+// longer than the retry window: then it fails at once with the last dial's error.
+func (p *Proxy) sharedLink(key linkKey, node string, pick int64, forwarded func() *atomic.Uint64) (*link, error) {
+	n := p.opts.EngineLinks
+	if key.peer {
+		n = p.opts.PeerLinks
 	}
-	l, err := p.dialSlot(slot, key, node)
+	slot, err := p.slot(key, n)
 	if err != nil {
 		return nil, err
 	}
-	if key.peer {
+	i := int(pick % int64(n))
+	for {
+		slot.mu.Lock()
+		if l := slot.links[i]; l != nil && l.usable() {
+			slot.mu.Unlock()
+			return l, nil
+		}
+		inWindow := slot.unreachableSince.IsZero() || time.Since(slot.unreachableSince) < p.opts.PeerRetryWindow
+		switch {
+		case slot.ctx.Err() != nil:
+			slot.mu.Unlock()
+			return nil, p.ended()
+		case slot.dialing != nil && (inWindow || !key.peer):
+			dialing := slot.dialing
+			slot.mu.Unlock()
+			select {
+			case <-dialing:
+			case <-slot.ctx.Done():
+			}
+			continue
+		case slot.dialing != nil, !slot.failedAt.IsZero() && time.Since(slot.failedAt) < dialRetryDelay:
+			failure := slot.failure
+			slot.mu.Unlock()
+			return nil, failure
+		}
+		dialing := make(chan struct{})
+		slot.dialing = dialing
+		slot.mu.Unlock()
+		l, err := p.dialSlot(slot, key, node)
+		slot.mu.Lock()
+		slot.dialing = nil
+		close(dialing)
+		if err == nil {
+			err = p.install(slot, i, l, forwarded)
+		}
+		slot.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		return l, nil
+	}
+}
+
+// install starts a freshly dialed link as the slot's link i; slot.mu is held. A slot retired
+// during the dial gets no link: the link is closed.
+func (p *Proxy) install(slot *linkSlot, i int, l *link, forwarded func() *atomic.Uint64) error {
+	if slot.ctx.Err() != nil {
+		l.nc.Close()
+		return p.ended()
+	}
+	if l.key.peer {
 		l.forwarded = forwarded()
 	}
 	if !l.start() {
 		l.nc.Close()
-		return nil, ErrClosed
+		return ErrClosed
 	}
 	slot.links[i] = l
-	// A link dialed after the set closed (a Close racing this dial) must not outlive it.
-	s.mu.Lock()
-	closed := s.closed
-	s.mu.Unlock()
-	if closed {
-		l.fail(ErrClosed)
-		return nil, ErrClosed
-	}
-	return l, nil
+	return nil
 }
 
-// dialSlot dials a link for slot; slot.mu is held. A peer that fails the dial (a sidecar
-// restarting in place refuses connections until it listens again) is redialed with backoff
-// until it has been unreachable for Options.PeerRetryWindow, the request that needs it
-// waiting meanwhile, as do the other requests for the slot (on slot.mu); only then is the
-// failure returned, and the requests of the next dialRetryDelay fail at once.
+// dialSlot dials a link for slot, which is marked as dialing. A peer that fails the dial (a
+// sidecar restarting in place refuses connections until it listens again) is redialed with
+// backoff until it has been unreachable for Options.PeerRetryWindow, the requests that need it
+// waiting meanwhile; only then is the failure returned, and the requests of the next
+// dialRetryDelay fail at once. Every dial within the window ends with it (the last one at
+// most firstPeerRedial later), so that a peer that does not answer at all (a lost node) holds
+// no request much longer than the window. Once the window is over, a request dials the peer
+// once, with the full dial timeout, to learn whether it is back. Retiring the slot ends the
+// dial and the wait at once.
 func (p *Proxy) dialSlot(slot *linkSlot, key linkKey, node string) (*link, error) {
+	slot.mu.Lock()
+	since := slot.unreachableSince
+	slot.mu.Unlock()
+	var windowEnd time.Time // zero: one dial, no redials
+	if begin := time.Now(); key.peer && (since.IsZero() || begin.Sub(since) < p.opts.PeerRetryWindow) {
+		if since.IsZero() {
+			since = begin
+		}
+		windowEnd = since.Add(p.opts.PeerRetryWindow)
+	}
 	redial := firstPeerRedial
 	for {
-		l, err := p.dialLink(key, node)
+		timeout := p.opts.DialTimeout
+		if !windowEnd.IsZero() {
+			// The dial that starts as the window ends still gets a moment: a refusal then is
+			// the answer the requests get.
+			timeout = min(timeout, max(time.Until(windowEnd), firstPeerRedial))
+		}
+		ctx, cancel := context.WithTimeout(slot.ctx, timeout)
+		l, err := p.dialLink(ctx, key, node)
+		cancel()
+		if slot.ctx.Err() != nil {
+			if err == nil {
+				l.nc.Close()
+			}
+			return nil, p.ended()
+		}
 		now := time.Now()
+		slot.mu.Lock()
 		if err == nil {
 			slot.failedAt, slot.failure, slot.unreachableSince = time.Time{}, nil, time.Time{}
+			slot.mu.Unlock()
 			return l, nil
 		}
 		if slot.unreachableSince.IsZero() {
 			slot.unreachableSince = now
 		}
-		wait := min(redial, slot.unreachableSince.Add(p.opts.PeerRetryWindow).Sub(now))
-		if !key.peer || wait <= 0 {
-			slot.failedAt, slot.failure = now, fmt.Errorf("node %s: %w", node, err)
-			return nil, slot.failure
+		wait := min(redial, windowEnd.Sub(now))
+		if windowEnd.IsZero() || wait <= 0 {
+			slot.failedAt, slot.failure = now, dialFailure(key, node, err)
+			failure := slot.failure
+			slot.mu.Unlock()
+			return nil, failure
 		}
+		slot.mu.Unlock()
 		timer := time.NewTimer(wait)
 		select {
 		case <-timer.C:
-		case <-p.ctx.Done():
+		case <-slot.ctx.Done():
 			timer.Stop()
-			return nil, ErrClosed
+			return nil, p.ended()
 		}
 		redial = min(2*redial, maxPeerRedial)
 	}
@@ -703,6 +834,8 @@ func (s *linkSet) retire(match func(linkKey) bool, now bool) {
 	}
 	s.mu.Unlock()
 	for _, slot := range slots {
+		// First the slot's context: a dial in progress and the requests waiting on it stop.
+		slot.cancel()
 		slot.mu.Lock()
 		links := slot.links
 		slot.mu.Unlock()
@@ -780,22 +913,24 @@ func parsePeerHello(line []byte, tokenDigest [sha256.Size]byte) (string, error) 
 	return fields[3], nil
 }
 
-// dialLink connects a new link: to the local engine's socket, or to a peer's listener with the
-// handshake. A redis link then switches to its RESP version with HELLO.
-func (p *Proxy) dialLink(key linkKey, node string) (*link, error) {
-	ctx, cancel := context.WithTimeout(p.ctx, p.opts.DialTimeout)
-	defer cancel()
+// dialLink connects a new link within ctx's deadline: to the local engine's socket, or to a
+// peer's listener with the handshake. A redis link then switches to its RESP version with HELLO.
+func (p *Proxy) dialLink(ctx context.Context, key linkKey, node string) (*link, error) {
 	withTLS := key.peer && p.opts.PeerTLS != nil
-	nc, err := p.dialConn(ctx, key, withTLS)
+	nc, stop, err := p.dialConn(ctx, key, withTLS)
 	if errors.Is(err, errPeerWithoutTLS) && p.conf.Load().peerPlaintext {
-		nc, err = p.dialConn(ctx, key, false)
+		nc, stop, err = p.dialConn(ctx, key, false)
 	}
 	if err != nil {
 		return nil, err
 	}
 	progress := &progressReader{nc: nc}
 	br := bufio.NewReaderSize(progress, ioBufferSize)
-	if err := p.linkHandshake(nc, br, key); err != nil {
+	err = p.linkHandshake(nc, br, key)
+	if !stop() && err == nil {
+		err = ctx.Err() // it ended as the handshake did: the connection's deadline may be cut
+	}
+	if err != nil {
 		nc.Close()
 		return nil, err
 	}
@@ -806,29 +941,32 @@ func (p *Proxy) dialLink(key linkKey, node string) (*link, error) {
 }
 
 // dialConn connects to key's address, over mutual TLS when withTLS, with the context's
-// deadline set for the handshakes to come.
-func (p *Proxy) dialConn(ctx context.Context, key linkKey, withTLS bool) (net.Conn, error) {
+// deadline set for the handshakes to come. The context's end cuts the handshakes short too (a
+// retired slot's dial ends at once), until stop is called.
+func (p *Proxy) dialConn(ctx context.Context, key linkKey, withTLS bool) (nc net.Conn, stop func() bool, err error) {
 	var d net.Dialer
 	network := "unix"
 	if key.peer {
 		network = "tcp"
 	}
-	nc, err := d.DialContext(ctx, network, key.address)
+	nc, err = d.DialContext(ctx, network, key.address)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if deadline, ok := ctx.Deadline(); ok {
 		nc.SetDeadline(deadline)
 	}
+	stop = context.AfterFunc(ctx, func() { nc.SetDeadline(time.Now()) })
 	if !withTLS {
-		return nc, nil
+		return nc, stop, nil
 	}
 	tc, err := p.startPeerTLS(ctx, nc)
 	if err != nil {
+		stop()
 		nc.Close()
-		return nil, err
+		return nil, nil, err
 	}
-	return tc, nil
+	return tc, stop, nil
 }
 
 // startPeerTLS asks the peer for TLS and runs the handshake.

@@ -75,6 +75,16 @@ func (h *memcacheHandler) handle(req *memcache.Request, start int64) {
 	} else {
 		c.tenant.stats.requests[spec.Class].Add(1)
 	}
+	c.startRouting()
+	h.dispatch(spec, req, start)
+	for c.routeAgain() {
+		h.dispatch(spec, req, start)
+	}
+}
+
+// dispatch answers, routes or splits a request by its handling.
+func (h *memcacheHandler) dispatch(spec *memcache.Spec, req *memcache.Request, start int64) {
+	c := h.c
 	switch spec.Handling {
 	case protocol.HandleRefuse:
 		c.pushLocal(protocol.AppendReplyLine(nil, spec.Refusal), start)
@@ -127,8 +137,12 @@ func (h *memcacheHandler) unauthenticated(req *memcache.Request) {
 	}
 }
 
-// failed answers a request that could not be forwarded.
+// failed answers a request that could not be forwarded, unless it is routed again.
 func (h *memcacheHandler) failed(err error, start int64) {
+	if h.c.reroute(err) {
+		return
+	}
+	h.c.tenant.stats.countUnreachable(err, false)
 	var reply []byte
 	switch {
 	case errors.Is(err, errThrottledBytes), errors.Is(err, errThrottledOps):
@@ -154,8 +168,38 @@ func (h *memcacheHandler) forward(rt *routes, node int, req *memcache.Request, e
 	}
 	e.expect = req.Expect()
 	if err := h.c.forward(rt, node, raw, len(req.Raw()), e); err != nil {
-		h.failed(err, e.start)
+		if miss, ok := missReply(req); !ok || !h.c.missOnUnreachable(err, miss, e.start) {
+			h.failed(err, e.start)
+		}
 	}
+}
+
+// missReply is what memcached answers a plain read (get, gets, mg that only reads) that
+// finds none of its keys; ok is false for other requests. An mg miss echoes the opaque and
+// the key when asked (k), and is silent with q.
+func missReply(req *memcache.Request) (reply []byte, ok bool) {
+	switch {
+	case req.Command == memcache.CmdGet, req.Command == memcache.CmdGets:
+		return memcache.AppendEnd(nil), true
+	case req.Command != memcache.CmdMetaGet, req.Base64Key:
+		return nil, false
+	}
+	reply = []byte("EN")
+	for _, flag := range req.MetaFlags {
+		switch flag[0] {
+		case 'v', 'f', 's', 't', 'c', 'h', 'l', 'q':
+		case 'O':
+			reply = append(append(reply, ' '), flag...)
+		case 'k':
+			reply = append(append(reply, " k"...), req.Key()...)
+		default: // N, T, E and the rest write, or answer a miss otherwise
+			return nil, false
+		}
+	}
+	if req.Quiet {
+		return []byte{}, true
+	}
+	return append(reply, "\r\n"...), true
 }
 
 // accessOfRequest says what a keyed request's reply tells the curves.
@@ -241,7 +285,8 @@ func (h *memcacheHandler) retrieve(req *memcache.Request, start int64) {
 	}
 	var nodes []int
 	var partKeys [][][]byte
-	s := &split{cmd: req.Command, owner: make([]int, len(keys)), keyHashes: hashes}
+	s := &split{cmd: req.Command, owner: make([]int, len(keys)), keyHashes: hashes,
+		missOnUnreachable: req.Command == memcache.CmdGet || req.Command == memcache.CmdGets}
 	for n, key := range keys {
 		part := slices.Index(nodes, owners[n])
 		if part < 0 {
@@ -383,13 +428,16 @@ func (h *memcacheHandler) deliverSplit(p *pending) {
 	var failure []byte
 	for i := range p.parts {
 		pr := &p.parts[i]
+		_, unreachable := unreachablePeer(pr.failure)
 		switch {
+		case unreachable && s.missOnUnreachable: // no values: its keys are misses
 		case pr.failure != nil:
 			failure = firstFailure(failure, memcacheFailure(pr.failure))
 		case pr.isError:
 			failure = firstFailure(failure, pr.raw)
 		}
 	}
+	countSplitUnreachable(p, failure == nil)
 	if failure != nil {
 		c.write(failure)
 		return

@@ -65,22 +65,49 @@ type tenantStats struct {
 	ghostHits, authFailures atomic.Uint64
 	connections             atomic.Int64
 	latency                 latencyHistogram
-	forwardedMu             sync.Mutex
-	forwarded               map[string]*atomic.Uint64 // by peer node
+	peersMu                 sync.Mutex
+	peers                   map[string]*peerStats // by peer node
 }
 
-func (s *tenantStats) init() { s.forwarded = make(map[string]*atomic.Uint64) }
+// peerStats are a tenant's counters of one peer node, where its clients connect.
+type peerStats struct {
+	forwarded atomic.Uint64
+	// unreachableMisses and unreachableErrors count the requests for the peer answered, once
+	// it had been unreachable for the retry window, as misses (plain reads) or with the error.
+	unreachableMisses, unreachableErrors atomic.Uint64
+}
 
-// forwardedTo returns the counter of requests forwarded to a peer node.
-func (s *tenantStats) forwardedTo(node string) *atomic.Uint64 {
-	s.forwardedMu.Lock()
-	defer s.forwardedMu.Unlock()
-	c := s.forwarded[node]
+func (s *tenantStats) init() { s.peers = make(map[string]*peerStats) }
+
+// peer returns the counters of a peer node.
+func (s *tenantStats) peer(node string) *peerStats {
+	s.peersMu.Lock()
+	defer s.peersMu.Unlock()
+	c := s.peers[node]
 	if c == nil {
-		c = new(atomic.Uint64)
-		s.forwarded[node] = c
+		c = new(peerStats)
+		s.peers[node] = c
 	}
 	return c
+}
+
+// forwardedTo returns the counter of requests forwarded to a peer node.
+func (s *tenantStats) forwardedTo(node string) *atomic.Uint64 { return &s.peer(node).forwarded }
+
+// countUnreachable counts a request answered without its node because err says the node is
+// unreachable (see peerUnreachableError), as a miss or with the error; it reports whether
+// err says so.
+func (s *tenantStats) countUnreachable(err error, miss bool) bool {
+	node, ok := unreachablePeer(err)
+	if !ok {
+		return false
+	}
+	if c := s.peer(node); miss {
+		c.unreachableMisses.Add(1)
+	} else {
+		c.unreachableErrors.Add(1)
+	}
+	return true
 }
 
 // proxyStats are the proxy's counters that belong to no tenant.
@@ -94,6 +121,12 @@ type proxyStats struct {
 	replyBytes atomic.Int64
 }
 
+// The outcomes of cacheqos_sidecar_peer_unreachable_total.
+const (
+	outcomeMiss  = "miss"
+	outcomeError = "error"
+)
+
 // unknownTenant labels authentication failures for a user name that is no tenant: the claimed
 // name itself must not become a label value, or anyone could create series at will.
 const unknownTenant = "unknown"
@@ -106,13 +139,15 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 // or the tenant's clients use the node; with the default 12 curve sizes they are:
 //   - ingress, on any node a client of the tenant uses: requests 5 (one per class) + latency
 //     histogram 11 (8 buckets, +Inf, sum, count) + connections 1 + auth failures 1 +
-//     forwarded requests P (one per peer node the tenant's keys are forwarded to) = 18 + P;
+//     forwarded requests P (one per peer node the tenant's keys are forwarded to) + requests
+//     for unreachable peers 2U (two outcomes per peer found unreachable since the tenant's
+//     series appeared) = 18 + P + 2U;
 //   - serving, on a node holding a partition: served 1 + hits 1 + misses 1 + bytes 2 +
 //     throttled, refused and waited seconds 3 + ghost hits 1 + evictions 1 + curve hit ratios
 //     (16 by default, at most 64) + predicted and achieved hit ratio 2 + sampling rate,
 //     tracked keys, sampled accesses, footprint 4 + engine bytes per object 1 = 34.
 //
-// So 52 + P series per tenant-partition with the default 16 curve points, under the budget of
+// So 52 + P + 2U series per tenant-partition with the default 16 curve points, under the budget of
 // ~100.
 var (
 	descRequests = desc("requests_total",
@@ -139,6 +174,9 @@ var (
 		"Client connections authenticated as the tenant on this node.", "tenant")
 	descForwarded = desc("forwarded_requests_total",
 		"Requests of the tenant's clients on this node forwarded to the partition on a peer node.", "tenant", "peer")
+	descPeerUnreachable = desc("peer_unreachable_total",
+		"Requests of the tenant's clients on this node for keys a peer node owns that had been unreachable for the peer retry window: plain reads answered as misses (outcome \""+outcomeMiss+"\"), the others with an error (\""+outcomeError+"\").",
+		"tenant", "peer", "outcome")
 	descAuthFailures = desc("auth_failures_total",
 		"Failed authentications as the tenant on this node (tenant \""+unknownTenant+"\": user names that are no tenant).", "tenant")
 	descGhostHits = desc("ghost_hits_total",
@@ -180,7 +218,7 @@ type collector struct{ p *Proxy }
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		descRequests, descServed, descHits, descMisses, descBytesIn, descBytesOut, descLatency,
-		descThrottled, descRefused, descThrottleSeconds, descConnections, descForwarded, descAuthFailures,
+		descThrottled, descRefused, descThrottleSeconds, descConnections, descForwarded, descPeerUnreachable, descAuthFailures,
 		descGhostHits, descMRC, descPredicted, descAchieved, descSamplingRate, descTrackedKeys,
 		descSampledAccesses, descFootprint, descBytesPerObject, descEvictions, descUnauthenticated, descProtocolErrors,
 		descAuthBackoffRefusals, descConnectionsRejected, descReplyBytesInFlight,
@@ -240,11 +278,15 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstHistogram(descLatency, count, sum, buckets, id)
 		ch <- prometheus.MustNewConstMetric(descConnections, prometheus.GaugeValue, float64(s.connections.Load()), id)
 		counter(descAuthFailures, s.authFailures.Load(), id)
-		s.forwardedMu.Lock()
-		for node, n := range s.forwarded {
-			counter(descForwarded, n.Load(), id, node)
+		s.peersMu.Lock()
+		for node, c := range s.peers {
+			counter(descForwarded, c.forwarded.Load(), id, node)
+			if misses, errs := c.unreachableMisses.Load(), c.unreachableErrors.Load(); misses+errs > 0 {
+				counter(descPeerUnreachable, misses, id, node, outcomeMiss)
+				counter(descPeerUnreachable, errs, id, node, outcomeError)
+			}
 		}
-		s.forwardedMu.Unlock()
+		s.peersMu.Unlock()
 		if ps == nil {
 			continue
 		}

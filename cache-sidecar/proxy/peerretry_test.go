@@ -1,34 +1,47 @@
 package proxy
 
 import (
+	"bufio"
+	"io"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cacheqos/cacheqos/internal/protocol"
+	"github.com/cacheqos/cacheqos/internal/protocol/resp"
 )
 
 // TestForwardingWaitsForRestartingPeer: node b's sidecar shuts down as on SIGTERM (Shutdown)
 // while its engine keeps its data, as a sidecar restarting in place does, and a client of
 // node a reads a key that b holds. Within Options.PeerRetryWindow node a keeps redialing b and
 // holds the request: when b listens again on its addresses the client gets the value, late
-// by about the outage. When b stays down, the client gets the dial's error once the window
-// is over, and the requests right after it fail at once.
+// by about the outage. When b stays down, the client gets a miss once the window is over
+// (see TestUnreachablePeerReadsMiss), and the writes right after it fail at once with the
+// dial's error. When b's peer address takes connections and never answers (a fake for a host
+// that does not answer, which loopback cannot be), the window still ends the wait, though the
+// dial timeout (2 s) is longer; after it, the request that redials b waits for its dial while
+// the others fail at once.
 func TestForwardingWaitsForRestartingPeer(t *testing.T) {
 	tests := []struct {
-		name   string
-		window time.Duration
-		down   time.Duration // how long b is down; 0: it stays down
+		name    string
+		window  time.Duration
+		down    time.Duration // how long b is down; 0: it stays down
+		silent  bool          // b's peer address takes connections and never answers
+		failure string        // what the error says once the window is over
 	}{
 		{name: "peer back within the window", window: 3 * time.Second, down: 800 * time.Millisecond},
-		{name: "peer down beyond the window", window: time.Second},
+		{name: "peer down beyond the window", window: time.Second, failure: "connection refused"},
+		{name: "peer silent beyond the window", window: time.Second, silent: true, failure: "i/o timeout"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			opts := Options{Protocol: Redis, PeerRetryWindow: tt.window}
 			c := startClusterWith(t, opts, 1, 1)
 			viaA := loginRESP(t, c.a, c.acct)
-			key := keyOnB(t, c, viaA)
+			key := keysOnB(t, c, Redis, 1)[0]
 
 			if err := c.b.p.Shutdown(t.Context()); err != nil {
 				t.Fatal(err)
@@ -36,6 +49,10 @@ func TestForwardingWaitsForRestartingPeer(t *testing.T) {
 			// The request below is to find no link open to b, as after a restart: one sent on
 			// the link b closes under it fails with it (see docs/operations.md).
 			awaitNoPeerLink(t, c.a.p)
+			if tt.silent {
+				silent := listenOn(t, c.b.peerAddr) // never accepted: the handshake gets no answer
+				t.Cleanup(func() { silent.Close() })
+			}
 			sent := time.Now()
 			viaA.send("GET", key)
 			if tt.down > 0 {
@@ -61,18 +78,37 @@ func TestForwardingWaitsForRestartingPeer(t *testing.T) {
 				}
 				return
 			}
-			if !strings.HasPrefix(got, "-ERR cacheqos: node node-b: ") || !strings.Contains(got, "connection refused") {
-				t.Fatalf("GET %s with node b down: %q, want an error naming node-b and the refused connection", key, got)
+			if got != "$-1\r\n" {
+				t.Fatalf("GET %s with node b down: %q, want a miss", key, got)
 			}
 			if took < tt.window || took > tt.window+time.Second {
-				t.Errorf("GET %s failed after %v, want between the window %v and %v", key, took, tt.window, tt.window+time.Second)
+				t.Errorf("GET %s answered after %v, want between the window %v and %v", key, took, tt.window, tt.window+time.Second)
 			}
 			sent = time.Now()
-			if got := viaA.do("GET", key); !strings.Contains(got, "connection refused") {
-				t.Errorf("GET %s again: %q, want the refused connection", key, got)
+			if got := viaA.do("SET", key, "lost"); !strings.HasPrefix(got, "-ERR cacheqos: node node-b: ") || !strings.Contains(got, tt.failure) {
+				t.Errorf("SET %s after the window: %q, want an error naming node-b and %q", key, got, tt.failure)
 			}
 			if took := time.Since(sent); took > dialRetryDelay/2 {
-				t.Errorf("GET %s again took %v, want an answer at once once the window is over", key, took)
+				t.Errorf("SET %s after the window took %v, want an answer at once", key, took)
+			}
+			if !tt.silent {
+				return
+			}
+			time.Sleep(dialRetryDelay)
+			probing := time.Now()
+			viaA.send("SET", key, "lost") // redials b, for up to the dial timeout
+			time.Sleep(100 * time.Millisecond)
+			sent = time.Now()
+			if got := loginRESP(t, c.a, c.acct).do("SET", key, "lost"); !strings.Contains(got, tt.failure) {
+				t.Errorf("SET %s on another connection while b is redialed: %q, want %q", key, got, tt.failure)
+			}
+			if took := time.Since(sent); took > dialRetryDelay/2 {
+				t.Errorf("SET %s on another connection while b is redialed took %v, want an answer at once", key, took)
+			}
+			got = viaA.read()
+			t.Logf("the SET that redialed b after the window: %q after %v", got, time.Since(probing).Round(time.Millisecond))
+			if !strings.Contains(got, tt.failure) {
+				t.Errorf("SET %s that redialed b: %q, want %q", key, got, tt.failure)
 			}
 		})
 	}
@@ -106,18 +142,166 @@ func hasOpenPeerLink(p *Proxy) bool {
 	return false
 }
 
-// keyOnB writes keys through c's client until one lands on node b's engine, and returns it.
-func keyOnB(t *testing.T, c *cluster, client *respClient) string {
+// TestHeldRequestsFollowNewRoutes: node b becomes unreachable, its peer address refusing
+// connections (the sidecar gone) or taking them and never answering (a fake for a host that
+// does not answer: on loopback no connection attempt goes unanswered), while clients of node a
+// read and write keys b held. Node a holds their requests within its peer retry window (10 s
+// here), one dialing b and the other waiting for that dial. Then node a gets a plan without
+// b, as after a node loss: Update returns at once, and the held requests are routed under the
+// new routes right away: the read of a key b held is a miss answered by a's engine, the write
+// is stored there.
+func TestHeldRequestsFollowNewRoutes(t *testing.T) {
+	tests := []struct {
+		name     string
+		protocol Protocol
+		silent   bool
+		get, set func(key string) heldRequest
+	}{
+		{name: "redis, peer refuses connections", protocol: Redis, get: redisGet, set: redisSet},
+		{name: "redis, peer never answers", protocol: Redis, silent: true, get: redisGet, set: redisSet},
+		{name: "memcached, peer refuses connections", protocol: Memcached, get: memcacheGet, set: memcacheSet},
+	}
+	// promptly bounds Update and the answers after it, with a margin for a loaded machine
+	// (the window is 10 s, the dial timeout 2 s).
+	const promptly = 200 * time.Millisecond
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := startClusterWith(t, Options{Protocol: tt.protocol, PeerRetryWindow: 10 * time.Second}, 1, 1)
+			keys := keysOnB(t, c, tt.protocol, 2)
+			if err := c.b.p.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if tt.silent {
+				// Never accepted: the kernel completes the connections, the handshake gets no answer.
+				silent := listenOn(t, c.b.peerAddr)
+				t.Cleanup(func() { silent.Close() })
+			}
+			awaitNoPeerLink(t, c.a.p)
+			type answer struct {
+				line string
+				err  error
+				at   time.Time
+			}
+			// send sends a request on a new logged-in connection to node a and returns where
+			// its answer's first line will come.
+			send := func(r heldRequest) chan answer {
+				var nc net.Conn
+				var br *bufio.Reader
+				if tt.protocol == Redis {
+					client := loginRESP(t, c.a, c.acct)
+					nc, br = client.nc, client.br
+				} else {
+					client := loginMC(t, c.a, c.acct)
+					nc, br = client.nc, client.br
+				}
+				if _, err := io.WriteString(nc, r.request); err != nil {
+					t.Fatal(err)
+				}
+				ch := make(chan answer, 1)
+				go func() {
+					nc.SetReadDeadline(time.Now().Add(testIOTimeout))
+					line, err := protocol.AppendLine(br, nil, 1024)
+					ch <- answer{string(protocol.TrimEOL(line)), err, time.Now()}
+				}()
+				return ch
+			}
+			get, set := tt.get(keys[0]), tt.set(keys[1])
+			gotGet := send(get)
+			time.Sleep(100 * time.Millisecond) // the read dials b: the write waits for that dial
+			gotSet := send(set)
+			time.Sleep(400 * time.Millisecond)
+			select {
+			case a := <-gotGet:
+				t.Fatalf("%q answered before the update: %q %v", get.request, a.line, a.err)
+			case a := <-gotSet:
+				t.Fatalf("%q answered before the update: %q %v", set.request, a.line, a.err)
+			default:
+			}
+
+			updated := time.Now()
+			c.a.update(t, Tenant{ID: c.acct.id, CredentialHash: c.acct.hash, LocalEngine: c.engineA, Routes: []Route{c.a.route(1)}})
+			took := time.Since(updated)
+			for _, held := range []struct {
+				r  heldRequest
+				ch chan answer
+			}{{get, gotGet}, {set, gotSet}} {
+				a := <-held.ch
+				after := a.at.Sub(updated)
+				t.Logf("%q answered %q %v after the update", held.r.request, a.line, after.Round(time.Microsecond))
+				if a.err != nil || a.line != held.r.answer || after > promptly {
+					t.Errorf("%q: %q (%v) %v after the update, want %q within %v", held.r.request, a.line, a.err, after, held.r.answer, promptly)
+				}
+			}
+			t.Logf("Update took %v", took.Round(time.Microsecond))
+			if took > promptly {
+				t.Errorf("Update took %v while requests waited for node b, want at most %v", took, promptly)
+			}
+			if !engineHolds(t, tt.protocol, c.engineA, keys[1]) {
+				t.Errorf("node a's engine does not hold %s, written after the update", keys[1])
+			}
+		})
+	}
+}
+
+// heldRequest is a request's wire bytes and the first line of the answer it should get.
+type heldRequest struct{ request, answer string }
+
+func redisGet(key string) heldRequest {
+	return heldRequest{string(resp.AppendCommandStrings(nil, "GET", key)), "$-1"}
+}
+
+func redisSet(key string) heldRequest {
+	return heldRequest{string(resp.AppendCommandStrings(nil, "SET", key, "after")), "+OK"}
+}
+
+func memcacheGet(key string) heldRequest { return heldRequest{"get " + key + "\r\n", "END"} }
+
+func memcacheSet(key string) heldRequest {
+	return heldRequest{"set " + key + " 0 0 5\r\nafter\r\n", "STORED"}
+}
+
+// keysOnB writes keys through node a until n of them landed on node b's engine, and returns
+// those, each holding "v-" and its name.
+func keysOnB(t *testing.T, c *cluster, proto Protocol, n int) []string {
 	t.Helper()
-	for i := range 100 {
-		key := "key:" + strconv.Itoa(i)
-		if got := client.do("SET", key, "v-"+key); got != "+OK\r\n" {
-			t.Fatalf("SET %s: %q", key, got)
+	return keysOn(t, c, proto, c.engB, n)
+}
+
+// keysOn is keysOnB for the engine at socket.
+func keysOn(t *testing.T, c *cluster, proto Protocol, socket string, n int) []string {
+	t.Helper()
+	var set func(key string)
+	if proto == Redis {
+		client := loginRESP(t, c.a, c.acct)
+		set = func(key string) {
+			if got := client.do("SET", key, "v-"+key); got != "+OK\r\n" {
+				t.Fatalf("SET %s: %q", key, got)
+			}
 		}
-		if enginesHold(t, []string{c.engB}, []string{key})[0][0] {
-			return key
+	} else {
+		client := loginMC(t, c.a, c.acct)
+		set = func(key string) { client.set(key, "v-"+key) }
+	}
+	var onB []string
+	for i := 0; i < 200 && len(onB) < n; i++ {
+		key := "key:" + strconv.Itoa(i)
+		set(key)
+		if engineHolds(t, proto, socket, key) {
+			onB = append(onB, key)
 		}
 	}
-	t.Fatal("none of 100 keys landed on node b")
-	return ""
+	if len(onB) < n {
+		t.Fatalf("%d of 200 keys landed on %s, want %d", len(onB), socket, n)
+	}
+	return onB
+}
+
+// engineHolds asks an engine directly whether it holds key.
+func engineHolds(t *testing.T, proto Protocol, socket, key string) bool {
+	t.Helper()
+	if proto == Redis {
+		return enginesHold(t, []string{socket}, []string{key})[0][0]
+	}
+	_, ok := dialMC(t, "unix", socket).get(key)[key]
+	return ok
 }

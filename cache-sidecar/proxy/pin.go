@@ -81,7 +81,9 @@ func (c *conn) pinLink(rt *routes, i int) error {
 		node = n.id
 		key = linkKey{address: n.peerAddress, tenant: c.tenant.id, peer: true, proto: c.proto}
 	}
-	l, err := c.p.dialLink(key, node)
+	ctx, cancel := context.WithTimeout(c.p.ctx, c.p.opts.DialTimeout)
+	l, err := c.p.dialLink(ctx, key, node)
+	cancel()
 	if err != nil {
 		return err
 	}

@@ -23,6 +23,7 @@ var (
 	specAuth  = resp.Lookup([]byte("auth"))
 	specHello = resp.Lookup([]byte("hello"))
 	specQuit  = resp.Lookup([]byte("quit"))
+	specGet   = resp.Lookup([]byte("get"))
 	specMGet  = resp.Lookup([]byte("mget"))
 	specTake  = resp.Lookup([]byte("getdel"))
 	specMulti = resp.Lookup([]byte("multi"))
@@ -166,6 +167,15 @@ func (h *redisHandler) handle(cmd *resp.Command, start int64) {
 			return
 		}
 	}
+	c.startRouting()
+	h.dispatch(spec, cmd, start)
+	for c.routeAgain() {
+		h.dispatch(spec, cmd, start)
+	}
+}
+
+// dispatch answers, routes or splits a command by its handling.
+func (h *redisHandler) dispatch(spec *resp.CommandSpec, cmd *resp.Command, start int64) {
 	switch spec.Handling {
 	case protocol.HandleProxy:
 		h.local(spec, cmd.Args, start)
@@ -188,8 +198,12 @@ func (h *redisHandler) replyError(msg string, start int64) {
 	h.c.pushLocal(resp.AppendError(nil, msg), start)
 }
 
-// failed answers a request that could not be forwarded.
+// failed answers a request that could not be forwarded, unless it is routed again.
 func (h *redisHandler) failed(err error, start int64) {
+	if h.c.reroute(err) {
+		return
+	}
+	h.c.tenant.stats.countUnreachable(err, false)
 	switch {
 	case errors.Is(err, errThrottledBytes), errors.Is(err, errThrottledOps):
 		h.replyError("ERR cacheqos: throttled: "+err.Error(), start)
@@ -457,7 +471,7 @@ func (h *redisHandler) route(spec *resp.CommandSpec, cmd *resp.Command, start in
 			}
 		}
 	}
-	if err != nil {
+	if err != nil && (spec != specGet || !c.missOnUnreachable(err, resp.AppendNull(nil, c.proto), start)) {
 		h.failed(err, start)
 	}
 }
@@ -518,7 +532,8 @@ func (h *redisHandler) split(spec *resp.CommandSpec, cmd *resp.Command, start in
 		case hashes != nil:
 			e.access, e.more = accessDelete, &entryMore{keyHashes: hashes}
 		}
-		if err := c.forward(rt, owners[0], cmd.Raw(), len(cmd.Raw()), e); err != nil {
+		err := c.forward(rt, owners[0], cmd.Raw(), len(cmd.Raw()), e)
+		if err != nil && (spec != specMGet || !c.missOnUnreachable(err, nullArray(c.proto, len(idx)), start)) {
 			h.failed(err, start)
 		}
 		return
@@ -526,7 +541,8 @@ func (h *redisHandler) split(spec *resp.CommandSpec, cmd *resp.Command, start in
 	// One sub-command per node, in the order nodes first appear among the keys.
 	var nodes []int
 	var subArgs [][][]byte
-	s := &split{merge: spec.Merge, owner: make([]int, len(idx)), keyHashes: hashes, keyLens: lens, deletes: deletesKeys[spec]}
+	s := &split{merge: spec.Merge, owner: make([]int, len(idx)), keyHashes: hashes, keyLens: lens, deletes: deletesKeys[spec],
+		missOnUnreachable: spec == specMGet}
 	for n, i := range idx {
 		part := slices.Index(nodes, owners[n])
 		if part < 0 {
@@ -884,7 +900,10 @@ func (h *redisHandler) deliverSplit(p *pending) {
 	var failure []byte
 	for i := range p.parts {
 		pr := &p.parts[i]
+		_, unreachable := unreachablePeer(pr.failure)
 		switch {
+		case unreachable && s.missOnUnreachable:
+			values[i] = missedPart(c.proto, s, i)
 		case pr.failure != nil:
 			failure = firstFailure(failure, failureReply(pr.failure))
 		case pr.isError:
@@ -898,6 +917,7 @@ func (h *redisHandler) deliverSplit(p *pending) {
 			values[i] = v
 		}
 	}
+	countSplitUnreachable(p, failure == nil)
 	if failure != nil {
 		c.write(failure)
 		return
@@ -926,6 +946,28 @@ func (h *redisHandler) deliverSplit(p *pending) {
 		}
 		c.write(values[0].Raw)
 	}
+}
+
+// nullArray is an array of n missing values.
+func nullArray(proto resp.Proto, n int) []byte {
+	out := resp.AppendArrayHeader(nil, n)
+	for range n {
+		out = resp.AppendNull(out, proto)
+	}
+	return out
+}
+
+// missedPart is the reply of an MGET's part whose node is unreachable: a missing value for
+// each of its keys.
+func missedPart(proto resp.Proto, s *split, part int) resp.Value {
+	null := resp.Value{Type: resp.TypeNull, Null: true, Raw: resp.AppendNull(nil, proto)}
+	v := resp.Value{Type: resp.TypeArray}
+	for _, owner := range s.owner {
+		if owner == part {
+			v.Elems = append(v.Elems, null)
+		}
+	}
+	return v
 }
 
 // mergeArrays puts the elements of the parts' arrays back in the order of the keys.

@@ -196,7 +196,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	fs.BoolVar(&o.metricsSecure, "metrics-secure", false, "serve /metrics (and /debug/pprof) only to clients whose bearer token the API server authenticates (TokenReview) and authorizes to get that path (SubjectAccessReview); needs --metrics-tls-cert-file, so tokens travel encrypted; /healthz and /readyz stay open for the kubelet's probes")
 	fs.BoolVar(&o.pprof, "pprof", false, "also serve /debug/pprof on the metrics address")
 	fs.DurationVar(&o.refreshInterval, "refresh-interval", agent.DefaultRefreshInterval, "how often status is refreshed without any change")
-	fs.DurationVar(&o.peerRetryWindow, "peer-retry-window", proxy.DefaultPeerRetryWindow, "how long a request for a peer sidecar that cannot be reached (one restarting in place) waits while the peer is redialed, before it is answered with the error (positive)")
+	fs.DurationVar(&o.peerRetryWindow, "peer-retry-window", proxy.DefaultPeerRetryWindow, "how long a request for a peer sidecar that cannot be reached (one restarting in place) waits while the peer is redialed, before it is answered: a plain read as a miss, other requests with the error (positive)")
 	fs.DurationVar(&o.shutdownDelay, "shutdown-delay", 5*time.Second, "how long the sidecar keeps serving, not ready, after it was told to stop")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 10*time.Second, "after the shutdown delay, how long open connections may take to get the replies to requests they already sent before they are closed")
 	fs.BoolVar(&o.stopEnginesOnExit, "stop-engines-on-exit", false, "stop every engine on exit instead of leaving them for the next sidecar to adopt")

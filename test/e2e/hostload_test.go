@@ -30,6 +30,7 @@ const hostLoadTimeout = 3 * time.Second
 type loadCounts struct {
 	hits, misses int
 	errors       int // error replies (after a successful login)
+	readErrors   int // of those, replies to GET (the rest: AUTH and the SET after a miss)
 	resets       int // connections that failed or were closed under a request, and refused dials
 	hangs        int // requests without a reply within hostLoadTimeout
 	// retried: requests answered on a new connection after theirs broke under them (with
@@ -43,6 +44,7 @@ func (c *loadCounts) add(o loadCounts) {
 	c.hits += o.hits
 	c.misses += o.misses
 	c.errors += o.errors
+	c.readErrors += o.readErrors
 	c.resets += o.resets
 	c.hangs += o.hangs
 	c.retried += o.retried
@@ -142,13 +144,13 @@ func (l *hostLoad) table() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var b strings.Builder
-	fmt.Fprintf(&b, "%4s %6s %6s %6s %6s %6s %6s %7s  %s\n", "sec", "hits", "misses", "hit%", "errors", "resets", "hangs", "retried", "event")
+	fmt.Fprintf(&b, "%4s %6s %6s %6s %6s %6s %6s %6s %7s  %s\n", "sec", "hits", "misses", "hit%", "errors", "of GET", "resets", "hangs", "retried", "event")
 	var total loadCounts
 	for s, c := range l.seconds {
 		total.add(c)
-		fmt.Fprintf(&b, "%4d %6d %6d %5.1f%% %6d %6d %6d %7d  %s\n", s, c.hits, c.misses, 100*c.hitRatio(), c.errors, c.resets, c.hangs, c.retried, strings.Join(l.events[s], "; "))
+		fmt.Fprintf(&b, "%4d %6d %6d %5.1f%% %6d %6d %6d %6d %7d  %s\n", s, c.hits, c.misses, 100*c.hitRatio(), c.errors, c.readErrors, c.resets, c.hangs, c.retried, strings.Join(l.events[s], "; "))
 	}
-	fmt.Fprintf(&b, "%4s %6d %6d %5.1f%% %6d %6d %6d %7d\n", "all", total.hits, total.misses, 100*total.hitRatio(), total.errors, total.resets, total.hangs, total.retried)
+	fmt.Fprintf(&b, "%4s %6d %6d %5.1f%% %6d %6d %6d %6d %7d\n", "all", total.hits, total.misses, 100*total.hitRatio(), total.errors, total.readErrors, total.resets, total.hangs, total.retried)
 	if len(l.samples) > 0 {
 		fmt.Fprintf(&b, "first failures:\n  %s\n", strings.Join(l.samples, "\n  "))
 	}
@@ -245,7 +247,7 @@ func (l *hostLoad) client(ctx context.Context, label, addr, user, password, pref
 		switch {
 		case !ok:
 		case v.IsError():
-			l.record(loadCounts{errors: 1}, fmt.Sprintf("%s: GET: %s", label, v.Str))
+			l.record(loadCounts{errors: 1, readErrors: 1}, fmt.Sprintf("%s: GET: %s", label, v.Str))
 		case v.Null:
 			l.record(loadCounts{misses: 1}, "")
 			if v, ok := do("SET", key, "v-"+key); ok && v.IsError() {

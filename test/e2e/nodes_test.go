@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"maps"
 	"math"
 	"net"
 	"net/http"
@@ -22,6 +23,7 @@ import (
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
+	"github.com/cacheqos/cacheqos/cache-sidecar/proxy"
 )
 
 // hostnameLabel is the label every kubelet sets to its node's name.
@@ -379,8 +381,9 @@ func sidecarClientAddress(podIP string) string {
 }
 
 // sidecarCounters reads a counter of each sidecar's /metrics (node -> pod IP) for one tenant:
-// per node, or, for series with a peer label, per peer (summed over the sidecars).
-func sidecarCounters(t *testing.T, sidecars map[string]string, metric, tenant string) map[string]float64 {
+// per node, or, for series with a peer label, per peer (summed over the sidecars); only the
+// series with every one of labels (`name="value"`) count.
+func sidecarCounters(t *testing.T, sidecars map[string]string, metric, tenant string, labels ...string) map[string]float64 {
 	t.Helper()
 	out := map[string]float64{}
 	// The sidecars serve their metrics over HTTPS to authorized tokens (monitoring.sidecarMetrics
@@ -411,7 +414,8 @@ func sidecarCounters(t *testing.T, sidecars map[string]string, metric, tenant st
 		sc.Buffer(make([]byte, 64*1024), 1024*1024)
 		for sc.Scan() {
 			line := sc.Text()
-			if !strings.HasPrefix(line, metric+"{") || !strings.Contains(line, label) {
+			if !strings.HasPrefix(line, metric+"{") || !strings.Contains(line, label) ||
+				slices.ContainsFunc(labels, func(l string) bool { return !strings.Contains(line, l) }) {
 				continue
 			}
 			key := node
@@ -521,6 +525,12 @@ const nodeOutOfServiceTimeout = 3 * allocationInterval
 // succeeds; after this window nothing may fail.
 const planSwitchWindow = 2 * time.Second
 
+// lossHoldWindow bounds when, after a node is killed, a client's request may still hang: the
+// sidecars hold the requests for the lost node while they redial it, for their peer retry
+// window (the chart's sidecars have the default), which is longer than the host clients
+// wait. The margin of one client timeout covers the kill itself and the client giving up.
+const lossHoldWindow = proxy.DefaultPeerRetryWindow + hostLoadTimeout
+
 // testNodeDrainAndLoss: a tenant with partitions on two or three nodes, under load from
 // clients on this host (one per node's sidecar, a per-second table of hits, misses and
 // failures). Drain: `kubectl drain` of a node holding a partition; within
@@ -530,7 +540,9 @@ const planSwitchWindow = 2 * time.Second
 // node holding a partition (one without the operator or Prometheus) fails — kubelet,
 // containerd and its pods killed; once the Node is NotReady the operator stops planning on it
 // within nodeOutOfServiceTimeout (both times printed), and the clients of the surviving nodes
-// are served without failures from then on. The node is started again at the end.
+// are served without failures from then on; before, their connections never break, no
+// request hangs and no GET is answered with an error later than lossHoldWindow after the kill
+// (the keys of the lost node miss, their SETs fail). The node is started again at the end.
 func testNodeDrainAndLoss(t *testing.T) {
 	localClusterOnly(t)
 	c, s, user, password := routableTenant(t, "nodes", 2)
@@ -635,6 +647,11 @@ func testNodeDrainAndLoss(t *testing.T) {
 			warmVia = addr
 		}
 		warmKeys(t, warmVia, user, password, "loss", keys)
+		survivors := maps.Clone(sidecars)
+		delete(survivors, victim)
+		const unreachableMetric = "cacheqos_sidecar_peer_unreachable_total"
+		missesBefore := sidecarCounters(t, survivors, unreachableMetric, id, `outcome="miss"`)[victim]
+		errorsBefore := sidecarCounters(t, survivors, unreachableMetric, id, `outcome="error"`)[victim]
 		load := startHostLoad(t, targets, user, password, "loss", keys, false)
 		time.Sleep(5 * time.Second)
 		load.event("node-stop %s", victim)
@@ -683,11 +700,36 @@ func testNodeDrainAndLoss(t *testing.T) {
 		load.stop()
 		t.Logf("clients of the surviving nodes' sidecars during the node loss:\n%s", load.table())
 		during, after := load.between(load.start, settled.Add(planSwitchWindow)), load.since(settled.Add(planSwitchWindow+time.Second))
-		t.Logf("until %s after the plan settled: %d requests, %d failures (errors %d, resets %d, hangs %d); after: %d requests, %d failures, hit ratio %.2f",
-			planSwitchWindow, during.requests(), during.failures(), during.errors, during.resets, during.hangs, after.requests(), after.failures(), after.hitRatio())
-		// Until the Node is NotReady nobody knows the node is gone: requests for the keys it
-		// held fail (here at once, connection refused; on a real network after the proxy's dial
-		// timeout). Once the survivors' plans no longer route there, nothing may fail.
+		t.Logf("until %s after the plan settled: %d requests, %d failures (errors %d, of GET %d, resets %d, hangs %d), %d misses; after: %d requests, %d failures, hit ratio %.2f",
+			planSwitchWindow, during.requests(), during.failures(), during.errors, during.readErrors, during.resets, during.hangs, during.misses,
+			after.requests(), after.failures(), after.hitRatio())
+		// Until the Node is NotReady nobody knows the node is gone: the keys it held cannot be
+		// served. Right after the kill the sidecars redial it and hold those requests for
+		// their peer retry window (as for a sidecar restarting in place), longer than these
+		// clients wait; then they answer at once (connection refused here; on a real network
+		// no later than the window either): a GET as a miss, a SET with an error. Only the
+		// requests in flight at the kill may fail otherwise. Once the survivors' plans no
+		// longer route there, nothing may fail. No client connection breaks: they are all to
+		// surviving sidecars.
+		all, late := load.since(load.start), load.since(start.Add(lossHoldWindow))
+		if all.resets > 0 || late.hangs > 0 {
+			t.Errorf("%d connections broke (want none) and %d requests hung later than %s after the kill (want none)",
+				all.resets, late.hangs, lossHoldWindow)
+		}
+		if late.readErrors > 0 {
+			t.Errorf("%d GETs were answered with an error later than %s after the kill, want misses", late.readErrors, lossHoldWindow)
+		}
+		// Each GET answered as a miss for the lost node is followed by a SET of its key, which
+		// fails: the sidecars count both (the GETs the clients gave up on count as misses too,
+		// when the window ends).
+		misses := sidecarCounters(t, survivors, unreachableMetric, id, `outcome="miss"`)[victim] - missesBefore
+		errs := sidecarCounters(t, survivors, unreachableMetric, id, `outcome="error"`)[victim] - errorsBefore
+		setErrors := all.errors - all.readErrors
+		t.Logf("%s{peer=%q}: %v misses, %v errors; the clients saw %d SET errors", unreachableMetric, victim, misses, errs, setErrors)
+		if errs != float64(setErrors) || misses < float64(setErrors) || misses == 0 {
+			t.Errorf("the sidecars counted %v requests for %s answered as misses and %v with errors, want at least as many misses as the %d SET errors the clients saw, and as many errors",
+				misses, victim, errs, setErrors)
+		}
 		if after.failures() > 0 {
 			t.Errorf("%d requests failed more than %s after the survivors' plans settled (errors %d, resets %d, hangs %d), want none",
 				after.failures(), planSwitchWindow, after.errors, after.resets, after.hangs)

@@ -1,0 +1,155 @@
+package proxy
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cacheqos/cacheqos/internal/protocol/resp"
+)
+
+// TestUnreachablePeerReadsMiss: node b's sidecar is gone (its peer address refuses
+// connections) while its engine keeps its data, and a client of node a reads and writes keys
+// that b owns. The request held while node a redials b within its retry window is answered
+// when the window ends: a plain read as a miss. From then on plain reads of b's keys (redis
+// GET and MGET, b's parts of an MGET across nodes; memcached get, gets and mg that only
+// reads) are answered at once as misses, and nothing is written anywhere; writes and reads
+// that write (SET, GETDEL, DEL across nodes; set, mg that creates the item) get the error
+// naming node b. cacheqos_sidecar_peer_unreachable_total counts both. When b is back, its
+// keys are read from it again.
+func TestUnreachablePeerReadsMiss(t *testing.T) {
+	type step struct {
+		request string
+		want    string // the exact reply; for a failure its start, naming node b
+		failure bool
+	}
+	redis := func(args ...string) string { return string(resp.AppendCommandStrings(nil, args...)) }
+	bulk := func(v string) string { return fmt.Sprintf("$%d\r\n%s\r\n", len(v), v) }
+	const redisFailure, mcFailure = "-ERR cacheqos: node node-b: ", "SERVER_ERROR cacheqos: node node-b: "
+	tests := []struct {
+		name     string
+		protocol Protocol
+		// held is a plain read of b's key and its answer once the window is over; back the
+		// same read's answer once b is back (b's keys hold "v-" and their name).
+		held  func(onA, onB []string) (request, miss, back string)
+		steps func(onA, onB []string) []step
+	}{
+		{
+			name: "redis", protocol: Redis,
+			held: func(_, onB []string) (string, string, string) {
+				return redis("GET", onB[0]), "$-1\r\n", bulk("v-" + onB[0])
+			},
+			steps: func(onA, onB []string) []step {
+				return []step{
+					{request: redis("GET", onB[1]), want: "$-1\r\n"},
+					{request: redis("MGET", onB[0], onB[1]), want: "*2\r\n$-1\r\n$-1\r\n"},
+					{request: redis("MGET", onA[0], onB[0], onA[1]), want: "*3\r\n" + bulk("v-"+onA[0]) + "$-1\r\n" + bulk("v-"+onA[1])},
+					{request: redis("SET", onB[0], "lost"), want: redisFailure, failure: true},
+					{request: redis("GETDEL", onB[0]), want: redisFailure, failure: true},
+					{request: redis("DEL", onA[0], onB[0]), want: redisFailure, failure: true},
+					{request: redis("GET", onA[0]), want: bulk("v-" + onA[0])},
+				}
+			},
+		},
+		{
+			name: "memcached", protocol: Memcached,
+			held: func(_, onB []string) (string, string, string) {
+				return "get " + onB[0] + "\r\n", "END\r\n", fmt.Sprintf("VALUE %s 0 %d\r\nv-%[1]s\r\nEND\r\n", onB[0], len("v-"+onB[0]))
+			},
+			steps: func(onA, onB []string) []step {
+				valueA := fmt.Sprintf("VALUE %s 0 %d\r\nv-%[1]s\r\n", onA[0], len("v-"+onA[0]))
+				return []step{
+					{request: "gets " + onB[1] + "\r\n", want: "END\r\n"},
+					{request: "get " + onB[0] + " " + onB[1] + "\r\n", want: "END\r\n"},
+					{request: "get " + onB[0] + " " + onA[0] + "\r\n", want: valueA + "END\r\n"},
+					{request: "mg " + onB[0] + " v f Oab k\r\n", want: "EN Oab k" + onB[0] + "\r\n"},
+					{request: "mg " + onB[0] + " v q\r\nmn\r\n", want: "MN\r\n"},
+					{request: "mg " + onB[0] + " v N30\r\n", want: mcFailure, failure: true},
+					{request: "set " + onB[0] + " 0 0 4\r\nlost\r\n", want: mcFailure, failure: true},
+					{request: "get " + onA[0] + "\r\n", want: valueA + "END\r\n"},
+				}
+			},
+		},
+	}
+	const window = 300 * time.Millisecond
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			opts := Options{Protocol: tt.protocol, PeerRetryWindow: window}
+			c := startClusterWith(t, opts, 1, 1)
+			onA, onB := keysOn(t, c, tt.protocol, c.engineA, 2), keysOnB(t, c, tt.protocol, 2)
+			var exchange func(request string) string
+			if tt.protocol == Redis {
+				client := loginRESP(t, c.a, c.acct)
+				exchange = func(request string) string {
+					client.write([]byte(request))
+					return client.read()
+				}
+			} else {
+				client := loginMC(t, c.a, c.acct)
+				exchange = func(request string) string {
+					client.write(request)
+					var out strings.Builder
+					for {
+						line := client.line()
+						out.WriteString(line + "\r\n")
+						if !strings.HasPrefix(line, "VALUE ") && !strings.HasPrefix(line, "v-") {
+							return out.String()
+						}
+					}
+				}
+			}
+			if err := c.b.p.Close(); err != nil {
+				t.Fatal(err)
+			}
+			awaitNoPeerLink(t, c.a.p)
+
+			request, miss, back := tt.held(onA, onB)
+			sent := time.Now()
+			got, took := exchange(request), time.Since(sent)
+			t.Logf("%q held while node a redialed b: %q after %v (window %v)", request, got, took.Round(time.Millisecond), window)
+			if got != miss || took < window || took > window+time.Second {
+				t.Errorf("%q with b unreachable: %q after %v, want %q after the window (%v) and within a second more", request, got, took, miss, window)
+			}
+			want := map[string]float64{"miss": 1}
+			for _, s := range tt.steps(onA, onB) {
+				sent := time.Now()
+				got, took := exchange(s.request), time.Since(sent)
+				switch {
+				case s.failure && (!strings.HasPrefix(got, s.want) || !strings.Contains(got, "connection refused")):
+					t.Errorf("%q: %q, want an error starting %q, saying connection refused", s.request, got, s.want)
+				case !s.failure && got != s.want:
+					t.Errorf("%q: %q, want %q", s.request, got, s.want)
+				}
+				if took > dialRetryDelay/2 {
+					t.Errorf("%q took %v, want an answer at once once the window is over", s.request, took)
+				}
+				if strings.Contains(s.request, onB[0]) || strings.Contains(s.request, onB[1]) {
+					want[map[bool]string{true: "error", false: "miss"}[s.failure]]++
+				}
+			}
+			series := tenantSeries(scrape(t, c.a), c.acct.id)
+			if len(series) > seriesBudget+1+2 {
+				t.Errorf("%d series for the tenant, more than the documented %d + 1 peer + 2 for it unreachable", len(series), seriesBudget)
+			}
+			for _, outcome := range []string{"miss", "error"} {
+				name := "cacheqos_sidecar_peer_unreachable_total{outcome=" + outcome + ",peer=node-b}"
+				if series[name] != want[outcome] {
+					t.Errorf("%s = %v, want %v", name, series[name], want[outcome])
+				}
+			}
+			for _, key := range onB {
+				if engineHolds(t, tt.protocol, c.engineA, key) {
+					t.Errorf("node a's engine holds %s, owned by unreachable node b", key)
+				}
+			}
+
+			c.b = startNodeOn(t, c.b.id, opts, listenOn(t, c.b.addr), listenOn(t, c.b.peerAddr))
+			c.setWeights(t, c.weightA, c.weigB)
+			time.Sleep(dialRetryDelay) // the last failed dial's answer stands this long
+			if got := exchange(request); got != back {
+				t.Errorf("%q once node b is back: %q, want %q", request, got, back)
+			}
+		})
+	}
+}
