@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -383,11 +384,14 @@ func TestCertManager(t *testing.T) {
 	testenv.Eventually(t, timeout, tenantCA(newCA))
 
 	// TLS off: no Certificate, Issuer, TLS, signer or CA bundle Secret.
-	if err := read(c, c.Name); err != nil {
-		t.Fatal(err)
-	}
-	c.Spec.TLS = v1.ClientTLS{}
-	if err := e.Client.Update(ctx, c); err != nil {
+	// The operator writes the cluster's status meanwhile: read again on a conflict.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := read(c, c.Name); err != nil {
+			return err
+		}
+		c.Spec.TLS = v1.ClientTLS{}
+		return e.Client.Update(ctx, c)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	gone := func() error {
@@ -408,11 +412,14 @@ func TestCertManager(t *testing.T) {
 
 	// TLS on again, then the cluster deleted: everything goes, and cert-manager does not
 	// write the TLS Secret again (envtest runs no garbage collector: the operator deletes).
-	if err := read(c, c.Name); err != nil {
-		t.Fatal(err)
-	}
-	c.Spec.TLS = v1.ClientTLS{Enabled: true}
-	if err := e.Client.Update(ctx, c); err != nil {
+	// The operator writes the cluster's status meanwhile: read again on a conflict.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := read(c, c.Name); err != nil {
+			return err
+		}
+		c.Spec.TLS = v1.ClientTLS{Enabled: true}
+		return e.Client.Update(ctx, c)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	names = names[:4]
