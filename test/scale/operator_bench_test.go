@@ -164,18 +164,24 @@ func runFleet(b *testing.B, f fleet) {
 	b.ReportMetric(100*movedShare, "steady-max-moved-%")
 }
 
-// watchPlanSummaries records every distinct status.lastPlan of the fleet's cluster, read
-// every second until the returned func is called; that func returns them in order.
+// watchPlanSummaries records every status.lastPlan of the fleet's cluster after the one in
+// force now, read every second until the returned func is called; that func returns them in
+// order.
 func watchPlanSummaries(b *testing.B, c client.Client) func() []v1.PlanSummary {
 	ctx, cancel := context.WithCancel(context.Background())
-	var seen []v1.PlanSummary
+	cluster := &v1.CacheCluster{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: cacheNS, Name: clusterName}, cluster); err != nil {
+		b.Fatal(err)
+	}
+	// The first entry is the plan in force when the watch starts, dropped on return.
+	seen := []v1.PlanSummary{ptr.Deref(cluster.Status.LastPlan, v1.PlanSummary{})}
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
 		for ctx.Err() == nil {
 			cluster := &v1.CacheCluster{}
 			err := c.Get(ctx, types.NamespacedName{Namespace: cacheNS, Name: clusterName}, cluster)
-			if lp := cluster.Status.LastPlan; err == nil && lp != nil && (len(seen) == 0 || !seen[len(seen)-1].Time.Equal(&lp.Time)) {
+			if lp := cluster.Status.LastPlan; err == nil && lp != nil && !seen[len(seen)-1].Time.Equal(&lp.Time) {
 				seen = append(seen, *lp)
 			}
 			select {
@@ -187,7 +193,7 @@ func watchPlanSummaries(b *testing.B, c client.Client) func() []v1.PlanSummary {
 	return func() []v1.PlanSummary {
 		cancel()
 		<-finished
-		return seen
+		return seen[1:]
 	}
 }
 
