@@ -687,3 +687,40 @@ func TestLatencyObjectiveWithoutHits(t *testing.T) {
 		})
 	}
 }
+
+func TestWithinNoise(t *testing.T) {
+	base := func() *v1.TenantObservation {
+		return &v1.TenantObservation{ObjectiveValue: "0.8", HitRatio: "0.8", MeanLatency: &metav1.Duration{Duration: 200 * time.Microsecond},
+			OpsPerSecond: 20, BytesPerSecond: resource.MustParse("10k")}
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(o *v1.TenantObservation)
+		want   bool
+	}{
+		{"the same", func(*v1.TenantObservation) {}, true},
+		{"one request/s less of 20", func(o *v1.TenantObservation) { o.OpsPerSecond = 19 }, true},
+		{"bytes 4% lower", func(o *v1.TenantObservation) { o.BytesPerSecond = resource.MustParse("9625") }, true},
+		{"hit ratio 0.005 higher", func(o *v1.TenantObservation) { o.HitRatio, o.ObjectiveValue = "0.805", "0.805" }, true},
+		{"latency 3% higher", func(o *v1.TenantObservation) { o.MeanLatency.Duration = 206 * time.Microsecond }, true},
+		{"hit ratio 0.02 lower", func(o *v1.TenantObservation) { o.HitRatio, o.ObjectiveValue = "0.78", "0.78" }, false},
+		{"rate 10% higher", func(o *v1.TenantObservation) { o.OpsPerSecond = 22 }, false},
+		{"latency 10% higher", func(o *v1.TenantObservation) { o.MeanLatency.Duration = 220 * time.Microsecond }, false},
+		{"latency no longer measured", func(o *v1.TenantObservation) { o.MeanLatency = nil }, false},
+		{"an objective value of another kind", func(o *v1.TenantObservation) { o.ObjectiveValue = "1ms" }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fresh := base()
+			tc.change(fresh)
+			if got := withinNoise(base(), fresh); got != tc.want {
+				t.Errorf("withinNoise = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	if !closeValues("1.02ms", "1ms") || closeValues("1.1ms", "1ms") || closeValues("", "0.5") {
+		t.Error("closeValues: durations within 5% are close, 10% apart or empty against a value are not")
+	}
+	if withinNoise(nil, base()) {
+		t.Error("withinNoise: nothing written yet is not within noise of an observation")
+	}
+}

@@ -3,6 +3,7 @@ package allocation_test
 import (
 	"fmt"
 	"maps"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +13,8 @@ import (
 	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
 	"github.com/cacheqos/cacheqos/controllers/internal/objects"
 	"github.com/cacheqos/cacheqos/controllers/internal/testenv"
+	"github.com/cacheqos/cacheqos/internal/promquery"
+	"github.com/cacheqos/cacheqos/internal/promquery/promtest"
 )
 
 // TestSteadyAllocationsWriteNoTenantStatus: once the tenants are placed and nothing changes,
@@ -28,52 +31,134 @@ func TestSteadyAllocationsWriteNoTenantStatus(t *testing.T) {
 	for _, name := range names {
 		create(t, strictTenant(teamNS, name, cacheNS, "64Mi", v1.Placement{}))
 	}
-	versions := func() (map[string]string, error) {
-		out := map[string]string{}
-		for _, name := range names {
-			slo := &v1.TenantSLO{}
-			if err := get(slo, teamNS, name); err != nil {
-				return nil, err
-			}
-			if slo.Status.Allocation == nil || slo.Status.Allocation.Memory.Value() == 0 {
-				return nil, fmt.Errorf("%s has no allocation yet", name)
-			}
-			out[name] = slo.ResourceVersion
-		}
-		return out, nil
-	}
-	var before map[string]string
-	testenv.Eventually(t, timeout, func() (err error) {
-		before, err = versions()
+	versions := func() (map[string]string, error) { return placedVersions(teamNS, names, map[string]string{}) }
+	testenv.Eventually(t, timeout, func() error {
+		_, err := versions()
 		return err
 	})
 	// Let the allocation that placed them finish its writes.
 	time.Sleep(6 * time.Second)
+	expectNoSteadyWrites(t, cacheNS, teamNS, 2, 11*time.Second, versions)
+}
+
+// TestSteadyMeasuredPlansStay: under the optimal policy, with a real Prometheus measuring
+// every tenant at its objective and nothing changing, the allocations after the first keep
+// the plan in force: over three intervals no plan and no tenant status is written, and the
+// plans and TenantSLOs keep their resourceVersions, although the measured rates wobble from
+// one window to the next (19 or 20 requests/s) and so do the kept plan's expected hits. (With
+// the same fleet measured below its targets whatever memory it gets, the control loop
+// replaces the plan every interval.)
+func TestSteadyMeasuredPlansStay(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Prometheus process")
+	}
+	nodes := []string{"stay-a", "stay-b", "stay-c"}
+	var targets []string
+	sidecars := make([]*promtest.Sidecar, len(nodes))
+	for i, n := range nodes {
+		sidecars[i] = promtest.NewSidecar(t, n)
+		sidecars[i].SetPlanGeneration(0)
+		targets = append(targets, sidecars[i].Address())
+	}
+	cacheNS, teamNS := env.Namespace(t, "stay-cache"), env.Namespace(t, "stay-team")
+	names := make([]string, 12)
+	for i := range names {
+		names[i] = fmt.Sprintf("t%02d", i)
+		id := teamNS + "/" + names[i]
+		s := sidecars[i%len(nodes)]
+		s.SetTraffic(id, promtest.Traffic{RequestsPerSecond: float64(20 + 10*(i%7)), HitRatio: 0.9,
+			BytesInPerSecond: 2000, BytesOutPerSecond: 8000, HitLatency: 200 * time.Microsecond, MissLatency: 2 * time.Millisecond})
+		s.SetCurve(id, []promquery.CurvePoint{{SizeBytes: 32 << 20, HitRatio: 0.4}, {SizeBytes: 128 << 20, HitRatio: 0.75}, {SizeBytes: 512 << 20, HitRatio: 0.9}})
+	}
+	prom := promtest.Start(t, targets, time.Second)
+	prom.WaitFor(t, `count_over_time(`+promquery.MetricRequests+`[8s]) >= 7`, len(names), 30*time.Second)
+	for i, n := range nodes {
+		create(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: map[string]string{"pool": "stay"}}})
+		sidecarPod(t, cacheNS, "shared", n, fmt.Sprintf("10.7.0.%d", i+1))
+	}
+	cluster := sharedCluster(cacheNS, "stay", prom.URL, 100000, v1.PolicyOptimal)
+	cluster.Spec.Allocation.MaxChurnPercent = 0
+	create(t, cluster)
+	for i, name := range names {
+		slo := strictTenant(teamNS, name, cacheNS, "64Mi", v1.Placement{})
+		slo.Spec.Objective.HitRatio.Ratio = []string{"0.7", "0.8"}[i%2]
+		create(t, slo)
+	}
+	versions := func() (map[string]string, error) {
+		out := map[string]string{}
+		for _, n := range nodes {
+			p := &v1.CacheNodePlan{}
+			if err := get(p, cacheNS, "shared-"+n); err != nil {
+				return nil, err
+			}
+			out["plan "+n] = p.ResourceVersion
+		}
+		return placedVersions(teamNS, names, out)
+	}
+	// Wait for an allocation that kept the plan in force: the first after the tenants were placed.
+	testenv.Eventually(t, 2*timeout, func() error {
+		if _, err := versions(); err != nil {
+			return err
+		}
+		c := &v1.CacheCluster{}
+		if err := get(c, cacheNS, "shared"); err != nil {
+			return err
+		}
+		if c.Status.LastPlan == nil || !strings.HasPrefix(c.Status.LastPlan.Message, "kept the plan in force") {
+			return fmt.Errorf("no allocation has kept the plan yet: %+v", c.Status.LastPlan)
+		}
+		return nil
+	})
+	time.Sleep(2 * time.Second) // that allocation's status writes
+	expectNoSteadyWrites(t, cacheNS, teamNS, 3, 16*time.Second, versions)
+}
+
+// expectNoSteadyWrites checks that over window the allocations ran (at least intervals
+// cluster status writes) but wrote no plan in cacheNS and no TenantSLO status in teamNS, and
+// that versions did not change.
+func expectNoSteadyWrites(t *testing.T, cacheNS, teamNS string, intervals int, window time.Duration, versions func() (map[string]string, error)) {
+	t.Helper()
 	before, err := versions()
 	if err != nil {
 		t.Fatal(err)
 	}
 	mark := env.Requests.Mark()
-	time.Sleep(11 * time.Second)
-
-	allocator := func(r testenv.Request) bool { return r.Write() && r.FieldManager == objects.FieldOwnerAllocator }
-	tenantWrites := env.Requests.Since(mark, func(r testenv.Request) bool {
-		return allocator(r) && testenv.WritesUnder("/apis/cacheqos.io/v1alpha1/namespaces/"+teamNS+"/tenantslos/")(r)
-	})
-	clusterWrites := env.Requests.Since(mark, func(r testenv.Request) bool {
-		return allocator(r) && testenv.WritesUnder("/apis/cacheqos.io/v1alpha1/namespaces/"+cacheNS+"/cacheclusters/shared/status")(r)
-	})
-	if len(clusterWrites) < 2 {
-		t.Fatalf("%d cluster status writes in two intervals: the allocations did not run", len(clusterWrites))
+	time.Sleep(window)
+	allocatorWrites := func(prefix string) []testenv.Request {
+		return env.Requests.Since(mark, func(r testenv.Request) bool {
+			return r.FieldManager == objects.FieldOwnerAllocator && testenv.WritesUnder(prefix)(r)
+		})
 	}
-	if len(tenantWrites) != 0 {
-		t.Errorf("steady allocations sent %d tenant status requests: %v", len(tenantWrites), tenantWrites)
+	if n := len(allocatorWrites("/apis/cacheqos.io/v1alpha1/namespaces/" + cacheNS + "/cacheclusters/shared/status")); n < intervals {
+		t.Fatalf("%d cluster status writes in %d intervals: the allocations did not run", n, intervals)
+	}
+	if w := allocatorWrites("/apis/cacheqos.io/v1alpha1/namespaces/" + cacheNS + "/cachenodeplans/"); len(w) != 0 {
+		t.Errorf("steady allocations wrote plans %d times: %v", len(w), w)
+	}
+	if w := allocatorWrites("/apis/cacheqos.io/v1alpha1/namespaces/" + teamNS + "/tenantslos/"); len(w) != 0 {
+		t.Errorf("steady allocations wrote tenant statuses %d times: %v", len(w), w)
 	}
 	after, err := versions()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !maps.Equal(before, after) {
-		t.Errorf("tenant resourceVersions changed in steady state: %v then %v", before, after)
+		t.Errorf("resourceVersions changed in steady state: %v then %v", before, after)
 	}
+}
+
+// placedVersions adds to out the resourceVersion of each named TenantSLO in teamNS, or fails
+// while one has no allocation yet.
+func placedVersions(teamNS string, names []string, out map[string]string) (map[string]string, error) {
+	for _, name := range names {
+		slo := &v1.TenantSLO{}
+		if err := get(slo, teamNS, name); err != nil {
+			return nil, err
+		}
+		if slo.Status.Allocation == nil || slo.Status.Allocation.Memory.Value() == 0 {
+			return nil, fmt.Errorf("%s has no allocation yet", name)
+		}
+		out["tenant "+name] = slo.ResourceVersion
+	}
+	return out, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -79,7 +80,7 @@ func (l *Loop) writeTenantStatuses(ctx context.Context, in *inputs, mr metricsRe
 			st.Allocation.Demand = trafficOf(cs.demand[id])
 		}
 		if tp := predictions[id]; tp != nil {
-			if p, err := decimal.Format(clamp01(tp.Predicted.HitRatio)); err == nil {
+			if p, err := decimal.Format(clamp01(tp.Predicted.HitRatio)); err == nil && !closeValues(st.PredictedHitRatio, p) {
 				st.PredictedHitRatio = p
 			}
 		}
@@ -91,8 +92,13 @@ func (l *Loop) writeTenantStatuses(ctx context.Context, in *inputs, mr metricsRe
 				tm = mr.m.Tenants[id]
 			}
 			j := judge(t, tm, in.nodes, fairShare)
-			st.Observed = keepObservationTime(t.Status.Observed, observation(tm, j))
+			st.Observed = observation(tm, j)
 			slo := sloCondition(t, j, predictions[id], st.PredictedHitRatio, mr.window)
+			if old := meta.FindStatusCondition(t.Status.Conditions, v1.ConditionSLOMet); old != nil && old.Status == slo.Status && old.Reason == slo.Reason &&
+				withinNoise(t.Status.Observed, st.Observed) {
+				st.Observed, j.value = t.Status.Observed.DeepCopy(), t.Status.Observed.ObjectiveValue
+				slo = sloCondition(t, j, predictions[id], st.PredictedHitRatio, mr.window)
+			}
 			throttled := throttledCondition(tm, st.Allocation)
 			conds := []metav1.Condition{slo, throttled, curveCondition(tm)}
 			if hasAllocated {
@@ -161,6 +167,12 @@ func allocatedCondition(t *v1.TenantSLO, out outcome, a *v1.TenantAllocation) (m
 		return *c, true
 	}
 	a.Decision = string(d.Reason)
+	// The same decision on the same allocation keeps its message: the figures a decision
+	// quotes (expected hits) move with every interval's measurements.
+	if c := meta.FindStatusCondition(t.Status.Conditions, v1.ConditionAllocated); c != nil && c.Status == metav1.ConditionTrue &&
+		c.Reason == string(d.Reason) && equality.Semantic.DeepEqual(a, t.Status.Allocation) {
+		return *c, true
+	}
 	return metav1.Condition{
 		Type:    v1.ConditionAllocated,
 		Status:  metav1.ConditionTrue,
@@ -374,18 +386,48 @@ func observation(tm *promquery.TenantMeasurement, j judgement) *v1.TenantObserva
 	return obs
 }
 
-// keepObservationTime gives observed the time of old when nothing else changed, so an
-// unchanged observation leaves the status as it is and is not written again.
-func keepObservationTime(old, observed *v1.TenantObservation) *v1.TenantObservation {
-	if old == nil || observed == nil {
-		return observed
+// Measurement noise: an observation this close to the one in the status is not written
+// again (rates and latencies wobble by a few percent from one window to the next, which
+// rewrote every tenant's status every interval), and keeps its time.
+const (
+	noiseShare   = 0.05 // of a rate or a latency
+	noiseDecimal = 0.01 // of a hit ratio or a degradation factor
+)
+
+// withinNoise reports whether fresh differs from old only by measurement noise.
+func withinNoise(old, fresh *v1.TenantObservation) bool {
+	return old != nil && fresh != nil &&
+		closeValues(old.ObjectiveValue, fresh.ObjectiveValue) && closeValues(old.HitRatio, fresh.HitRatio) &&
+		closeDurations(old.MeanLatency, fresh.MeanLatency) && closeDurations(old.P99Latency, fresh.P99Latency) &&
+		closeShare(float64(old.OpsPerSecond), float64(fresh.OpsPerSecond)) &&
+		closeShare(old.BytesPerSecond.AsApproximateFloat64(), fresh.BytesPerSecond.AsApproximateFloat64())
+}
+
+// closeShare reports whether a and b differ by at most noiseShare of the larger.
+func closeShare(a, b float64) bool {
+	return math.Abs(a-b) <= noiseShare*math.Max(math.Abs(a), math.Abs(b))
+}
+
+func closeDurations(a, b *metav1.Duration) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
 	}
-	same := observed.DeepCopy()
-	same.Time = old.Time
-	if equality.Semantic.DeepEqual(same, old) {
-		return same
+	return closeShare(float64(a.Duration), float64(b.Duration))
+}
+
+// closeValues compares two values as the status writes them: decimals within noiseDecimal,
+// durations within noiseShare, anything else only when equal.
+func closeValues(a, b string) bool {
+	if a == b {
+		return true
 	}
-	return observed
+	if x, err := strconv.ParseFloat(a, 64); err == nil {
+		y, err := strconv.ParseFloat(b, 64)
+		return err == nil && math.Abs(x-y) <= noiseDecimal
+	}
+	x, errX := time.ParseDuration(a)
+	y, errY := time.ParseDuration(b)
+	return errX == nil && errY == nil && closeShare(float64(x), float64(y))
 }
 
 // sloCondition says whether the observed value meets the target, with both in the message.

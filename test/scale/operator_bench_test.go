@@ -141,6 +141,7 @@ func runFleet(b *testing.B, f fleet) {
 	report(b, change)
 
 	steadyStart := time.Now()
+	stopPlans := watchPlanSummaries(b, c)
 	steady := measurePhase(b, fmt.Sprintf("%d-steady", f.tenants), fmt.Sprintf("steady state: %v (two allocation intervals) with nothing changed", steadyWindow), api, queries, c, func() {}, func() error {
 		if time.Since(steadyStart) < steadyWindow {
 			return errors.New("the steady window is not over")
@@ -148,6 +149,7 @@ func runFleet(b *testing.B, f fleet) {
 		return nil
 	})
 	report(b, steady)
+	movedShare := reportMovement(b, c, f, stopPlans())
 	reportSizes(b, c)
 	b.ReportMetric(cold.wall.Seconds(), "cold-s")
 	b.ReportMetric(change.wall.Seconds(), "change-s")
@@ -159,6 +161,70 @@ func runFleet(b *testing.B, f fleet) {
 		}
 	}
 	b.ReportMetric(float64(steadyWrites)/2, "steady-writes/interval")
+	b.ReportMetric(100*movedShare, "steady-max-moved-%")
+}
+
+// watchPlanSummaries records every status.lastPlan of the fleet's cluster after the one in
+// force now, read every second until the returned func is called; that func returns them in
+// order.
+func watchPlanSummaries(b *testing.B, c client.Client) func() []v1.PlanSummary {
+	ctx, cancel := context.WithCancel(context.Background())
+	cluster := &v1.CacheCluster{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: cacheNS, Name: clusterName}, cluster); err != nil {
+		b.Fatal(err)
+	}
+	// The first entry is the plan in force when the watch starts, dropped on return.
+	seen := []v1.PlanSummary{ptr.Deref(cluster.Status.LastPlan, v1.PlanSummary{})}
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		for ctx.Err() == nil {
+			cluster := &v1.CacheCluster{}
+			err := c.Get(ctx, types.NamespacedName{Namespace: cacheNS, Name: clusterName}, cluster)
+			if lp := cluster.Status.LastPlan; err == nil && lp != nil && !seen[len(seen)-1].Time.Equal(&lp.Time) {
+				seen = append(seen, *lp)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+	}()
+	return func() []v1.PlanSummary {
+		cancel()
+		<-finished
+		return seen[1:]
+	}
+}
+
+// reportMovement prints each allocation's moved memory as a share of the fleet's (issue 17
+// allows 2% at steady state) and how many tenants the last allocation judged below their
+// objective; it returns the largest share.
+func reportMovement(b *testing.B, c client.Client, f fleet, plans []v1.PlanSummary) float64 {
+	ctx := context.Background()
+	cluster := &v1.CacheCluster{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: cacheNS, Name: clusterName}, cluster); err != nil {
+		b.Fatal(err)
+	}
+	fleetBytes := float64(cluster.Spec.Capacity.PartitionableMemory()) * float64(f.nodes)
+	largest := 0.0
+	for _, p := range plans {
+		share := float64(p.MovedMemory.Value()) / fleetBytes
+		largest = max(largest, share)
+		b.Logf("  allocation at %s: moved %s (%.1f%% of the fleet's memory): %.160s", p.Time.Format(time.TimeOnly), p.MovedMemory.String(), 100*share, p.Message)
+	}
+	unmet := 0
+	if err := listPaged(ctx, c, &v1.TenantSLOList{}, tenantPageSize, func(list *v1.TenantSLOList) {
+		for i := range list.Items {
+			if meta.IsStatusConditionFalse(list.Items[i].Status.Conditions, v1.ConditionSLOMet) {
+				unmet++
+			}
+		}
+	}); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("  at the end: %d of %d tenants below their objective as measured (the exporter's hit ratios do not follow the memory they get)", unmet, f.tenants)
+	return largest
 }
 
 func nodeName(i int) string               { return fmt.Sprintf("node-%03d", i) }
