@@ -435,15 +435,16 @@ func TestExactCheckerMatchesEnumeration(t *testing.T) {
 }
 
 // The optimal policy against the exact optimum on random instances like issue 16's: no
-// constraint broken, never below its strict tier, within 0.5% of its expected hits. The
-// search is bounded by work, not time, so a loaded machine gets the same plans (0.05 already
-// gives them; a wall-clock limit of 2 s failed under load).
+// constraint broken, never below its strict tier, within the solver's tolerance (0.05%) of its
+// expected hits (the issue asks for 0.5%), none reported Optimal further than that. The search
+// is bounded by work, not time, so a loaded machine gets the same plans (0.05 already gives
+// them; a wall-clock limit of 2 s failed under load).
 func TestOptimalAgainstExactChecker(t *testing.T) {
 	needSolver(t)
 	c := compareWithExact(t, 2026, 60, Options{Workers: 1, WorkLimit: 1, TimeLimit: time.Minute})
 	t.Log(c.summary())
-	if c.violations > 0 || c.tier1Above > 0 || c.tier1Below > 0 || slices.Max(append(c.hitsGaps, 0)) > 0.005 {
-		t.Errorf("want no violation, never below the optimum's strict tier, within 0.5%% of its expected hits: %s", c.summary())
+	if c.violations > 0 || c.tier1Above > 0 || c.tier1Below > 0 || slices.Max(append(c.hitsGaps, 0)) > targetHitsGap || c.optimalWithGap > 0 {
+		t.Errorf("want no violation, never below the optimum's strict tier, within 0.05%% of its expected hits: %s", c.summary())
 	}
 }
 
