@@ -426,7 +426,7 @@ func (l *Loop) protections(s *planning.Snapshot, curves []*curve.Curve) (map[str
 		// tenant still learning that the plan gave more than a fair share: held at the fair
 		// share, it would lose memory it had no time to fill, and never settle.
 		pending := t.Class == planning.ClassStrict && t.Objective != nil && !st.met && !st.settled && st.promised && total > 0
-		if t.Class == planning.ClassStrict && t.Objective != nil && !st.met && learning(st, curves[i]) && !(pending && total > fair) {
+		if t.Class == planning.ClassStrict && t.Objective != nil && !st.met && learning(st, curves[i]) && (!pending || total <= fair) {
 			amount := fair
 			if t.Memory.MaxBytes > 0 {
 				amount = min(amount, t.Memory.MaxBytes)
