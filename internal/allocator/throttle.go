@@ -10,11 +10,14 @@ import (
 // cap where the placement can, but a demand beyond what the nodes serve (a best-effort flood)
 // only costs the model a penalty, and the sidecar serves whatever arrives: the strict tenants
 // on that node then queue behind the flood. So on every node whose predicted utilization is
-// above the cap, best-effort tenants get ops and bandwidth limits, lowest priority first and
-// the busiest first among equals, until the node is back at the cap. None is held below an
-// even share of the node (1/K of its ops and bandwidth, K the tenants on it, as LACS isolates
-// an elephant): best effort is held back before any strict tenant, but not starved. Strict
-// tenants are never throttled here.
+// above the cap and that carries a strict tenant, best-effort tenants get ops and bandwidth
+// limits, lowest priority first and the busiest first among equals, until the node is back at
+// the cap. None is held below an even share of the node (1/K of its ops and bandwidth, K the
+// tenants on it, as LACS isolates an elephant): best effort is held back before any strict
+// tenant, but not starved. Strict tenants are never throttled here. A node of best-effort
+// tenants only is held back only when saturated: below that, the few milliseconds of queueing
+// it costs everyone there are far less than the waits of a tenant held under its demand, up to
+// the bucket's maximum wait per request.
 
 // tenantNode names one tenant's part on one node.
 type tenantNode struct{ tenant, node int }
@@ -25,7 +28,7 @@ func (p *problem) throttleBestEffort(a *allocation) {
 	limit := p.opts.maxUtilization()
 	for j, nd := range p.nodes {
 		overOps, overBytes := as.opsLoad[j]-limit*nd.ops, as.bytesLoad[j]-limit*nd.bandwidth
-		if overOps <= 0 && overBytes <= 0 {
+		if overOps <= 0 && overBytes <= 0 || as.utilization[j] < 1 && !p.carriesStrict(a, j) {
 			continue
 		}
 		type load struct {
@@ -86,4 +89,14 @@ func (p *problem) throttleBestEffort(a *allocation) {
 				l.ops*(1-cut), nd.name, 100*(1-cut), 100*limit)
 		}
 	}
+}
+
+// carriesStrict reports whether any strict tenant has a part on node j.
+func (p *problem) carriesStrict(a *allocation, j int) bool {
+	for k := range p.tenants {
+		if p.tenants[k].strict && slices.ContainsFunc(a.parts[k], func(pt part) bool { return pt.node == j }) {
+			return true
+		}
+	}
+	return false
 }

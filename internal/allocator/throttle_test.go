@@ -1,7 +1,9 @@
 package allocator
 
 import (
+	"maps"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/cacheqos/cacheqos/internal/allocator/planning"
@@ -9,7 +11,8 @@ import (
 
 // On a node whose demand is beyond its utilization cap, the optimal policy holds best-effort
 // tenants back, lowest priority first, none below an even share of the node, and never a
-// strict tenant; a node within its cap throttles no one.
+// strict tenant; a node within its cap throttles no one, nor does a node of best-effort tenants
+// only that is not saturated.
 func TestBestEffortHeldBackOnOverloadedNodes(t *testing.T) {
 	needSolver(t)
 	const fmib = float64(mib)
@@ -50,6 +53,26 @@ func TestBestEffortHeldBackOnOverloadedNodes(t *testing.T) {
 			wantLimit: map[string]float64{"a/strict": 0, "b/bulk": 10000.0 / 3, "c/app": 4000 - (5000 - (8000 - 10000.0/3))},
 		},
 		{
+			name: "best effort alone, above the cap but not saturated",
+			tenants: []planning.Tenant{
+				tenantAt("b/bulk", planning.ClassBestEffort, 10, 6000),
+				tenantAt("c/app", planning.ClassBestEffort, 100, 3500),
+			},
+			// 9,500 ops/s against 10,000: no strict tenant queues behind them, so no one waits
+			// in a bucket.
+			wantLimit: map[string]float64{"b/bulk": 0, "c/app": 0},
+		},
+		{
+			name: "best effort alone, saturated",
+			tenants: []planning.Tenant{
+				tenantAt("b/bulk", planning.ClassBestEffort, 10, 8000),
+				tenantAt("c/app", planning.ClassBestEffort, 100, 4000),
+			},
+			// 12,000 ops/s against 10,000: held back to the 90% cap, the bulk tenant first,
+			// down to its even share of 5,000; the app gives up the remaining 0.
+			wantLimit: map[string]float64{"b/bulk": 5000, "c/app": 0},
+		},
+		{
 			name: "within the cap",
 			tenants: []planning.Tenant{
 				tenantAt("a/strict", planning.ClassStrict, 1, 2000),
@@ -71,7 +94,9 @@ func TestBestEffortHeldBackOnOverloadedNodes(t *testing.T) {
 					t.Errorf("%s: ops limit %.0f/s, want %.0f/s (%v)", id, got, want, tp.Explanation)
 				}
 			}
-			if u := plan.Nodes[0].Utilization; u > DefaultMaxUtilization+1e-3 && tc.name != "within the cap" {
+			// Whoever is held back, the node ends at the cap.
+			held := slices.ContainsFunc(slices.Collect(maps.Values(tc.wantLimit)), func(l float64) bool { return l > 0 })
+			if u := plan.Nodes[0].Utilization; held && u > DefaultMaxUtilization+1e-3 {
 				t.Errorf("node utilization %.3f after throttling, want at most %.2f", u, DefaultMaxUtilization)
 			}
 		})
