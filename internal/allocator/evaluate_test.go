@@ -140,3 +140,35 @@ func TestEvaluateAssessesTheAllocationInForce(t *testing.T) {
 		}
 	}
 }
+
+func TestLatencyObjectivePlannedAtItsQueueingBudget(t *testing.T) {
+	needSolver(t)
+	// Two nodes of 5,000 ops/s carrying 5,000 requests/s: the fleet's utilization is 0.5, so a
+	// latency objective's nodes are planned under 0.7 (halfway to the 0.9 cap), an M/M/1 delay
+	// of (1/5000)/(1-0.7) = 0.67 ms. A 1.6 ms target with 0.2 ms hits and 10 ms misses then
+	// needs a hit ratio of (10 + 0.67 - 1.6)/9.8 = 0.925, which the curve reaches; at the
+	// cap's 2 ms of queueing it would be out of reach even if every request hit.
+	node := func(name string) planning.Node {
+		return planning.Node{Name: name, MemoryBytes: 64 * mib, BandwidthBytesPerSecond: bigRate, OpsPerSecond: 5000}
+	}
+	lat := planning.Observation{HitLatencySeconds: 0.0002, MissLatencySeconds: 0.01}
+	s := snapshotOf([]planning.Node{node("n1"), node("n2")},
+		planning.Tenant{ID: "a/loop", Class: planning.ClassStrict, Objective: &planning.Objective{LatencySeconds: ptr(0.0016)},
+			Rates: rates("n1", 3000), MissRatioCurve: mrc(4<<20, 0.1, 8<<20, 0.99, 64<<20, 0.99), Observed: lat},
+		planning.Tenant{ID: "b/bulk", Rates: rates("n2", 2000), MissRatioCurve: mrc(64<<20, 0.9), Observed: lat})
+	plan := mustPlan(t, s, Options{Policy: PolicyOptimal, Workers: 1, Seed: 1})
+	tp := tenantOf(t, plan, "a/loop")
+	if tp.Verdict != planning.VerdictMeetsSLO || tp.Predicted.LatencySeconds == nil || *tp.Predicted.LatencySeconds > 0.0016 {
+		t.Fatalf("a/loop: verdict %s %q, prediction %+v; want its 1.6 ms met (%s)", tp.Verdict, tp.Reason, tp.Predicted, tp.Explanation)
+	}
+	if strings.Contains(tp.Explanation, "out of reach") {
+		t.Errorf("a/loop: %q; want its objective planned as reachable", tp.Explanation)
+	}
+	for _, p := range tp.Partitions {
+		for _, n := range plan.Nodes {
+			if n.Name == p.Node && n.Utilization > 0.7+1e-6 {
+				t.Errorf("node %s at utilization %.3f, above the 0.7 its queueing budget allows", n.Name, n.Utilization)
+			}
+		}
+	}
+}

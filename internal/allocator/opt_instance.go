@@ -100,17 +100,7 @@ func (o *optInstance) initCapacities() {
 	o.opsCap, o.bytesCap, o.guCap = make([]int64, n), make([]int64, n), make([]int64, n)
 	// When the fleet as a whole is busier than the utilization cap, the cap is raised to the
 	// fleet's utilization so that some placement exists; the plan then reports the overload.
-	var demandOps, demandBytes, capOps, capBytes float64
-	for _, nd := range p.nodes {
-		demandOps += nd.bgOps
-		demandBytes += nd.bgBytes
-		capOps += nd.ops
-		capBytes += nd.bandwidth
-	}
-	for _, t := range p.tenants {
-		demandOps += t.reqRate
-		demandBytes += t.byteRate
-	}
+	demandOps, demandBytes, capOps, capBytes := p.fleetLoad()
 	// The caps are lowered on the nodes of strict tenants with a queueing budget (loadCaps);
 	// raised, when the fleet cannot carry its demand under them, to 1.05 times the fleet's
 	// utilization.

@@ -323,8 +323,9 @@ type need struct {
 	bytes        int64   // the smallest size reaching it (>= minBytes), if reachable
 	reachable    bool    // the curve reaches hitRatio within maxBytes
 	// queueBudget is the queueing delay (seconds) the objective leaves room for on the
-	// tenant's nodes: for a maxDegradation objective its factor times the queueing it has
-	// under the equal policy's plan (0: no budget of its own).
+	// tenant's nodes: for a latency objective plannedQueueDelay, for a maxDegradation
+	// objective its factor times the queueing it has under the equal policy's plan (0: no
+	// budget of its own).
 	queueBudget float64
 	// safeBytes is the size with the optimal policy's safety margin over bytes (see
 	// safetyHitRatioMargin), at most maxBytes; bytes when there is no room for one.
@@ -333,16 +334,43 @@ type need struct {
 	why string
 }
 
-// plannedQueueDelay is the queueing delay assumed when translating a latency objective: the
-// M/M/1 delay of the slowest allowed node at the utilization cap the placement keeps nodes
-// under, a bound on what any plan that respects the cap gives.
+// plannedQueueDelay is the queueing budget of a latency objective: the M/M/1 delay of the
+// slowest allowed node at the utilization halfway between the fleet's and the utilization cap.
+// The optimal policy plans the tenant's nodes under that utilization (loadCaps), so the budget
+// holds on any node of its plan; halfway leaves the placement room to balance load while
+// assuming less queueing than the cap's worst case, which on a fleet far below the cap would
+// demand more hit ratio than the objective needs, or call it out of reach.
 func (p *problem) plannedQueueDelay(k int) float64 {
+	limit := p.opts.maxUtilization()
+	u := (min(p.fleetUtilization(), limit) + limit) / 2
 	worst := 0.0
 	for _, j := range p.tenants[k].allowed {
-		d, _ := curve.QueueDelayAtUtilization(p.nodes[j].ops, p.opts.maxUtilization())
+		d, _ := curve.QueueDelayAtUtilization(p.nodes[j].ops, u)
 		worst = math.Max(worst, d)
 	}
 	return worst
+}
+
+// fleetUtilization is the fleet's utilization were its whole demand, background included,
+// spread over the nodes in proportion to their capacity: the larger of ops and bandwidth.
+func (p *problem) fleetUtilization() float64 {
+	demandOps, demandBytes, capOps, capBytes := p.fleetLoad()
+	return math.Max(demandOps/capOps, demandBytes/capBytes)
+}
+
+// fleetLoad sums the fleet's demand, background included, and its capacity.
+func (p *problem) fleetLoad() (demandOps, demandBytes, capOps, capBytes float64) {
+	for _, nd := range p.nodes {
+		demandOps += nd.bgOps
+		demandBytes += nd.bgBytes
+		capOps += nd.ops
+		capBytes += nd.bandwidth
+	}
+	for k := range p.tenants {
+		demandOps += p.tenants[k].reqRate
+		demandBytes += p.tenants[k].byteRate
+	}
+	return demandOps, demandBytes, capOps, capBytes
 }
 
 // fairShareReference is each tenant's predicted latency under the equal policy's plan made
@@ -414,6 +442,7 @@ func (p *problem) needOf(k int) need {
 			return n
 		}
 		n.hitRatio = h
+		n.queueBudget = q
 	default:
 		// The reference latency, service and queueing, is split between the two in the same
 		// proportion: the service latency may grow by the factor (a hit ratio) and so may the
