@@ -302,6 +302,7 @@ type conn struct {
 	cancel context.CancelFunc
 
 	br      *bufio.Reader
+	sock    *socketReader // br's source, when the reader may poll the socket (clientread.go)
 	handler protocolHandler
 
 	// The pipeline, shared by the reader (push) and whoever writes replies (pop).
@@ -363,9 +364,6 @@ const initialPipelineSlots = 16
 
 func (p *Proxy) newConn(nc net.Conn, br *bufio.Reader, peerTenant *tenant) *conn {
 	ctx, cancel := context.WithCancel(p.ctx)
-	if br == nil {
-		br = bufio.NewReaderSize(nc, ioBufferSize)
-	}
 	c := &conn{
 		p:          p,
 		nc:         nc,
@@ -386,6 +384,14 @@ func (p *Proxy) newConn(nc net.Conn, br *bufio.Reader, peerTenant *tenant) *conn
 			c.raw = raw
 			c.writeOnceFn = c.writeOnce
 		}
+	}
+	if c.br == nil {
+		src := io.Reader(nc)
+		if c.raw != nil {
+			c.sock = &socketReader{nc: nc}
+			src = c.sock
+		}
+		c.br = bufio.NewReaderSize(src, ioBufferSize)
 	}
 	if p.opts.Protocol == Redis {
 		c.proto = resp.RESP2

@@ -109,23 +109,26 @@ func (h *redisHandler) setAuthenticated(authenticated bool) {
 }
 
 func (h *redisHandler) readLoop() error {
+	return h.c.readRequests(h.cr.Completeness, h.next)
+}
+
+// next reads and handles one command; an error ends the connection.
+func (h *redisHandler) next() error {
 	c := h.c
-	for !c.closing {
-		wasBuffered := h.cr.Buffered() > 0
-		if !wasBuffered {
-			c.armReadDeadline()
-		}
-		cmd, err := h.cr.ReadCommand()
-		if err != nil {
-			var pe *resp.ProtocolError
-			if errors.As(err, &pe) {
-				c.protocolError()
-				c.pushClose(resp.AppendError(nil, "ERR "+pe.Error()))
-			}
-			return err
-		}
-		h.handle(cmd, c.requestStart(wasBuffered))
+	wasBuffered := h.cr.Buffered() > 0
+	if !wasBuffered {
+		c.armReadDeadline()
 	}
+	cmd, err := h.cr.ReadCommand()
+	if err != nil {
+		var pe *resp.ProtocolError
+		if errors.As(err, &pe) {
+			c.protocolError()
+			c.pushClose(resp.AppendError(nil, "ERR "+pe.Error()))
+		}
+		return err
+	}
+	h.handle(cmd, c.requestStart(wasBuffered))
 	return nil
 }
 

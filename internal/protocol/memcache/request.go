@@ -180,6 +180,48 @@ func (r *RequestReader) ReadRequest() (*Request, error) {
 	return &r.req, nil
 }
 
+// Completeness tells whether ReadRequest can read the next request from buffered bytes only:
+// its command line and, for a storage command (set... cas, ms), its data block, which
+// ReadRequest reads even to refuse the request. A line that does not end within the line
+// limit is Undecided.
+func (r *RequestReader) Completeness() protocol.Completeness {
+	buf, _ := r.br.Peek(r.br.Buffered())
+	eol := bytes.IndexByte(buf, '\n')
+	switch {
+	case eol < 0 && len(buf) < r.lim.MaxLineLen:
+		return protocol.Incomplete
+	case eol < 0:
+		return protocol.Undecided
+	}
+	tokens := appendTokens(r.tokens[:0], protocol.TrimEOL(buf[:eol+1]), 0)
+	r.tokens = tokens
+	if len(tokens) == 0 {
+		return protocol.Complete
+	}
+	token := func(i int) []byte { return buf[tokens[i].start:tokens[i].end] }
+	cmd, ok := commandsByName[string(token(0))]
+	sizeToken := 0
+	switch {
+	case !ok:
+		return protocol.Complete
+	case cmd == CmdMetaSet && len(tokens) >= 3:
+		sizeToken = 2
+	case cmd == CmdCas && (len(tokens) == 6 || len(tokens) == 7),
+		cmd.IsStorage() && cmd != CmdCas && (len(tokens) == 5 || len(tokens) == 6):
+		sizeToken = 4
+	default: // no data block, or refused from the line (as parseStorage and parseMeta do)
+		return protocol.Complete
+	}
+	size, err := dataLen(token(sizeToken))
+	switch {
+	case err != nil:
+		return protocol.Complete
+	case int64(eol+1)+size+2 > int64(len(buf)):
+		return protocol.Incomplete
+	}
+	return protocol.Complete
+}
+
 func (r *RequestReader) parse(cmd Command) error {
 	switch {
 	case cmd.IsRetrieval():

@@ -121,47 +121,94 @@ func (r *CommandReader) release() {
 // readMultibulk handles it, producing the precise error when there is one.
 func (r *CommandReader) parseBuffered() bool {
 	buf, _ := r.br.Peek(r.br.Buffered())
-	count, pos, ok := r.bufferedHeader(buf, 0, '*')
-	if !ok || count <= 0 || count > r.lim.MaxArgs {
+	bounds, end, framing := r.scanBuffered(buf, r.bounds[:0])
+	if framing != protocol.Complete {
 		return false
 	}
-	bounds := r.bounds[:0]
+	r.raw = append(r.raw[:0], buf[:end]...)
+	r.bounds = bounds
+	_, _ = r.br.Discard(end) // cannot fail: the bytes are buffered
+	return true
+}
+
+// Completeness tells whether ReadCommand can read the next command from buffered bytes only. An
+// inline command is complete with its line; a multibulk one when the fast path takes it whole.
+// Empty commands, which ReadCommand skips to read the next, and malformed ones are Undecided.
+func (r *CommandReader) Completeness() protocol.Completeness {
+	buf, _ := r.br.Peek(r.br.Buffered())
+	switch {
+	case len(buf) == 0:
+		return protocol.Incomplete
+	case buf[0] != '*':
+		eol := bytes.IndexByte(buf, '\n')
+		if eol < 0 {
+			return protocol.Incomplete
+		}
+		for _, c := range buf[:eol] {
+			if !isSpace(c) {
+				return protocol.Complete
+			}
+		}
+		return protocol.Undecided
+	}
+	var framing protocol.Completeness
+	r.bounds, _, framing = r.scanBuffered(buf, r.bounds[:0])
+	return framing
+}
+
+// scanBuffered checks the multibulk command at the start of buf against the limits, appending
+// its arguments' offsets to bounds, and returns where it ends: Complete when it
+// is whole and well-formed with at least one argument, Incomplete when well-formed so far,
+// Undecided otherwise.
+func (r *CommandReader) scanBuffered(buf []byte, bounds []int) ([]int, int, protocol.Completeness) {
+	count, pos, framing := r.bufferedHeader(buf, 0, '*')
+	if framing != protocol.Complete {
+		return bounds, 0, framing
+	}
+	if count <= 0 || count > r.lim.MaxArgs {
+		return bounds, 0, protocol.Undecided
+	}
 	for range count {
-		size, start, ok := r.bufferedHeader(buf, pos, '$')
-		if !ok || size < 0 || size > r.lim.MaxBulkLen || size > len(buf)-start-2 {
-			return false
+		size, start, framing := r.bufferedHeader(buf, pos, '$')
+		switch {
+		case framing != protocol.Complete:
+			return bounds, 0, framing
+		case size < 0 || size > r.lim.MaxBulkLen || start+size+2 > r.lim.MaxCommandLen:
+			return bounds, 0, protocol.Undecided
+		case size > len(buf)-start-2:
+			return bounds, 0, protocol.Incomplete
 		}
 		end := start + size
 		if buf[end] != '\r' || buf[end+1] != '\n' {
-			return false
+			return bounds, 0, protocol.Undecided
 		}
 		bounds = append(bounds, start, end)
 		pos = end + 2
 	}
-	if pos > r.lim.MaxCommandLen {
-		return false
-	}
-	r.raw = append(r.raw[:0], buf[:pos]...)
-	r.bounds = bounds
-	_, _ = r.br.Discard(pos) // cannot fail: the bytes are buffered
-	return true
+	return bounds, pos, protocol.Complete
 }
 
 // bufferedHeader parses a "<want><integer>\r\n" line at buf[pos:] and returns the integer and the
-// position after the line.
-func (r *CommandReader) bufferedHeader(buf []byte, pos int, want byte) (int, int, bool) {
-	if pos >= len(buf) || buf[pos] != want {
-		return 0, 0, false
+// position after the line; Incomplete when buf ends before the line does.
+func (r *CommandReader) bufferedHeader(buf []byte, pos int, want byte) (int, int, protocol.Completeness) {
+	if pos >= len(buf) {
+		return 0, 0, protocol.Incomplete
+	}
+	if buf[pos] != want {
+		return 0, 0, protocol.Undecided
 	}
 	eol := bytes.IndexByte(buf[pos:], '\n')
-	if eol < 2 || eol >= r.lim.MaxLineLen || buf[pos+eol-1] != '\r' {
-		return 0, 0, false
+	switch {
+	case eol < 0 && len(buf)-pos < r.lim.MaxLineLen:
+		return 0, 0, protocol.Incomplete
+	case eol < 2 || eol >= r.lim.MaxLineLen || buf[pos+eol-1] != '\r':
+		return 0, 0, protocol.Undecided
 	}
 	n, ok := protocol.ParseInt(buf[pos+1 : pos+eol-1])
 	if !ok || n > math.MaxInt32 {
-		return 0, 0, false
+		return 0, 0, protocol.Undecided
 	}
-	return int(n), pos + eol + 1, true
+	return int(n), pos + eol + 1, protocol.Complete
 }
 
 func (r *CommandReader) readMultibulk() error {
