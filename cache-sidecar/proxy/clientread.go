@@ -46,18 +46,17 @@ func (s *socketReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// readRequests reads and handles the client's requests until the connection ends: next reads
-// and handles one, complete says whether the next is whole in the read buffer. On a socket,
-// requests are read by pollRequests as long as each fits the buffer, else by next, which
-// reads as it parses.
-func (c *conn) readRequests(complete func() protocol.Completeness, next func() error) error {
+// readRequests reads and handles the client's requests until the connection ends. On a
+// socket, requests are read by pollRequests as long as each fits the buffer, else by the
+// handler's next, which reads as it parses.
+func (c *conn) readRequests() error {
 	for !c.closing {
 		if c.sock != nil {
-			if done, err := c.pollRequests(complete, next); done {
+			if done, err := c.pollRequests(); done {
 				return err
 			}
 		}
-		if err := next(); err != nil {
+		if err := c.handler.next(); err != nil {
 			return err
 		}
 	}
@@ -75,20 +74,20 @@ func (c *conn) readRequests(complete func() protocol.Completeness, next func() e
 // without being done, for next to read the next request as it parses it, when that request
 // is not known to be whole (Undecided, or larger than the buffer) or when a read did not
 // empty the socket (a client that sends faster than it is served reads the usual way).
-func (c *conn) pollRequests(complete func() protocol.Completeness, next func() error) (done bool, err error) {
-	s := c.sock
+func (c *conn) pollRequests() (done bool, err error) {
+	s, h := c.sock, c.handler
 	rerr := c.raw.Read(func(fd uintptr) bool {
 		s.fd, s.polling = int(fd), true
 		defer func() { s.polling = false }()
 		read := false
 		for {
-			framing := complete()
+			framing := h.completeness()
 			for framing == protocol.Complete && !c.closing {
-				if err = next(); err != nil {
+				if err = h.next(); err != nil {
 					done = true
 					return true
 				}
-				framing = complete()
+				framing = h.completeness()
 			}
 			switch {
 			case c.closing:
@@ -98,11 +97,10 @@ func (c *conn) pollRequests(complete func() protocol.Completeness, next func() e
 				return true
 			case read && !s.drained:
 				return true
-			}
-			if c.br.Buffered() == 0 {
-				c.armReadDeadline()
-			}
-			if read {
+			case read:
+				if c.br.Buffered() == 0 {
+					c.armReadDeadline()
+				}
 				return false
 			}
 			_, err = c.br.Peek(c.br.Buffered() + 1)

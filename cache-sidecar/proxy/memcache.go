@@ -37,11 +37,8 @@ func (h *memcacheHandler) setAuthenticated(authenticated bool) {
 	h.rr.SetLimits(lim)
 }
 
-func (h *memcacheHandler) readLoop() error {
-	return h.c.readRequests(h.rr.Completeness, h.next)
-}
+func (h *memcacheHandler) completeness() protocol.Completeness { return h.rr.Completeness() }
 
-// next reads and handles one request; an error ends the connection.
 func (h *memcacheHandler) next() error {
 	c := h.c
 	wasBuffered := h.rr.Buffered() > 0

@@ -108,11 +108,8 @@ func (h *redisHandler) setAuthenticated(authenticated bool) {
 	h.cr.SetLimits(lim)
 }
 
-func (h *redisHandler) readLoop() error {
-	return h.c.readRequests(h.cr.Completeness, h.next)
-}
+func (h *redisHandler) completeness() protocol.Completeness { return h.cr.Completeness() }
 
-// next reads and handles one command; an error ends the connection.
 func (h *redisHandler) next() error {
 	c := h.c
 	wasBuffered := h.cr.Buffered() > 0

@@ -367,10 +367,15 @@ func TestCompletenessTellsWhetherReadRequestWaits(t *testing.T) {
 			if got != tc.want {
 				t.Fatalf("Completeness() = %d, want %d", got, tc.want)
 			}
-			_, err := r.ReadRequest()
+			req, err := r.ReadRequest()
 			needed := errors.Is(err, errNeedMore)
 			if got == protocol.Complete && needed || got == protocol.Incomplete && !needed {
 				t.Fatalf("Completeness() = %d, but ReadRequest returned %v", got, err)
+			}
+			// The request read after Completeness is the one read without it.
+			alone, aloneErr := NewRequestReader(bufio.NewReader(strings.NewReader(tc.data)), RequestLimits{MaxLineLen: 32}).ReadRequest()
+			if (err == nil) != (aloneErr == nil) || err == nil && describe(req) != describe(alone) {
+				t.Fatalf("after Completeness: %v, %v; alone: %v, %v", req, err, alone, aloneErr)
 			}
 		})
 	}

@@ -40,6 +40,9 @@ type CommandReader struct {
 	bounds []int  // start,end offsets of each argument in raw or text
 	args   [][]byte
 	cmd    Command
+	// scannedEnd is the length of the multibulk command at the head of br that Completeness
+	// found whole, its arguments' offsets left in bounds, for ReadCommand to reuse (0: none).
+	scannedEnd int
 }
 
 // NewCommandReader returns a reader of commands from br under lim (zero fields: defaults).
@@ -54,6 +57,7 @@ func (r *CommandReader) SetLimits(lim Limits) { r.lim = lim.withDefaults() }
 // Reset makes the reader read from br, keeping its buffers, so readers can be pooled.
 func (r *CommandReader) Reset(br *bufio.Reader) {
 	r.br = br
+	r.scannedEnd = 0
 	r.release()
 }
 
@@ -66,18 +70,26 @@ func (r *CommandReader) Buffered() int { return r.br.Buffered() }
 // io.ErrUnexpectedEOF when it ends inside one, a *ProtocolError for malformed input (the
 // connection must then be closed), or the underlying read error.
 func (r *CommandReader) ReadCommand() (*Command, error) {
+	scanned := r.scannedEnd
+	r.scannedEnd = 0
 	r.release()
-	for {
+	if len(r.bounds) == 0 { // release dropped them
+		scanned = 0
+	}
+	for ; ; scanned = 0 {
 		first, err := r.br.Peek(1)
 		if err != nil {
 			return nil, err
 		}
-		r.raw, r.text, r.bounds = r.raw[:0], r.text[:0], r.bounds[:0]
+		r.raw, r.text = r.raw[:0], r.text[:0]
+		if scanned == 0 {
+			r.bounds = r.bounds[:0]
+		}
 		inline := first[0] != '*'
 		switch {
 		case inline:
 			err = r.readInline()
-		case r.parseBuffered():
+		case r.parseBuffered(scanned):
 		default:
 			err = r.readMultibulk()
 		}
@@ -119,14 +131,19 @@ func (r *CommandReader) release() {
 // sits in the bufio buffer, it is checked in one pass and copied with one copy. Anything else
 // (incomplete, malformed, empty, over a limit) returns false without consuming input, and
 // readMultibulk handles it, producing the precise error when there is one.
-func (r *CommandReader) parseBuffered() bool {
+// scanned is where the command ends when Completeness found it whole (its bounds are in
+// r.bounds), else 0.
+func (r *CommandReader) parseBuffered(scanned int) bool {
 	buf, _ := r.br.Peek(r.br.Buffered())
-	bounds, end, framing := r.scanBuffered(buf, r.bounds[:0])
-	if framing != protocol.Complete {
-		return false
+	end := scanned
+	if end == 0 {
+		bounds, scanEnd, framing := r.scanBuffered(buf, r.bounds[:0])
+		if framing != protocol.Complete {
+			return false
+		}
+		r.bounds, end = bounds, scanEnd
 	}
 	r.raw = append(r.raw[:0], buf[:end]...)
-	r.bounds = bounds
 	_, _ = r.br.Discard(end) // cannot fail: the bytes are buffered
 	return true
 }
@@ -134,15 +151,20 @@ func (r *CommandReader) parseBuffered() bool {
 // Completeness tells whether ReadCommand can read the next command from buffered bytes only. An
 // inline command is complete with its line; a multibulk one when the fast path takes it whole.
 // Empty commands, which ReadCommand skips to read the next, and malformed ones are Undecided.
+// The next ReadCommand reuses the scan of a whole multibulk command, so nothing else may read
+// from the reader's bufio.Reader in between.
 func (r *CommandReader) Completeness() protocol.Completeness {
-	buf, _ := r.br.Peek(r.br.Buffered())
-	switch {
-	case len(buf) == 0:
+	if r.br.Buffered() == 0 {
 		return protocol.Incomplete
-	case buf[0] != '*':
+	}
+	buf, _ := r.br.Peek(r.br.Buffered())
+	if buf[0] != '*' {
 		eol := bytes.IndexByte(buf, '\n')
-		if eol < 0 {
+		switch {
+		case eol < 0 && len(buf) < r.lim.MaxLineLen:
 			return protocol.Incomplete
+		case eol < 0:
+			return protocol.Undecided
 		}
 		for _, c := range buf[:eol] {
 			if !isSpace(c) {
@@ -151,8 +173,10 @@ func (r *CommandReader) Completeness() protocol.Completeness {
 		}
 		return protocol.Undecided
 	}
-	var framing protocol.Completeness
-	r.bounds, _, framing = r.scanBuffered(buf, r.bounds[:0])
+	bounds, end, framing := r.scanBuffered(buf, r.bounds[:0])
+	if framing == protocol.Complete {
+		r.bounds, r.scannedEnd = bounds, end
+	}
 	return framing
 }
 

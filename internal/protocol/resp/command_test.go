@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -239,6 +240,7 @@ func TestCompletenessTellsWhetherReadCommandWaits(t *testing.T) {
 		{"inline in part", "PING", protocol.Incomplete},
 		{"inline", "PING\r\n", protocol.Complete},
 		{"blank inline line", " \t\r\n", protocol.Undecided},
+		{"inline line over the limit", strings.Repeat("a", 40), protocol.Undecided},
 		{"count in part", "*2\r", protocol.Incomplete},
 		{"header in part", "*2\r\n$3\r\nGET\r\n$1", protocol.Incomplete},
 		{"argument in part", "*2\r\n$3\r\nGET\r\n$1\r\nk", protocol.Incomplete},
@@ -259,10 +261,19 @@ func TestCompletenessTellsWhetherReadCommandWaits(t *testing.T) {
 			if got != tc.want {
 				t.Fatalf("Completeness() = %d, want %d", got, tc.want)
 			}
-			_, err := r.ReadCommand()
+			cmd, err := r.ReadCommand()
 			needed := errors.Is(err, errNeedMore)
 			if got == protocol.Complete && err != nil || got == protocol.Incomplete && !needed {
 				t.Fatalf("Completeness() = %d, but ReadCommand returned %v", got, err)
+			}
+			if err != nil {
+				return
+			}
+			// The command read after Completeness is the one read without it.
+			lim := Limits{MaxArgs: 4, MaxBulkLen: 32, MaxLineLen: 32}
+			alone, err := NewCommandReader(bufio.NewReader(strings.NewReader(tc.data)), lim).ReadCommand()
+			if err != nil || !slices.Equal(argStrings(cmd.Args), argStrings(alone.Args)) || !bytes.Equal(cmd.Raw(), alone.Raw()) {
+				t.Fatalf("after Completeness: %q %q; alone: %q %q (%v)", cmd.Args, cmd.Raw(), alone.Args, alone.Raw(), err)
 			}
 		})
 	}
