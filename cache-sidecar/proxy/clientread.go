@@ -29,10 +29,7 @@ func (s *socketReader) Read(p []byte) (int, error) {
 	if !s.polling {
 		return s.nc.Read(p)
 	}
-	n, err := syscall.Read(s.fd, p)
-	for err == syscall.EINTR {
-		n, err = syscall.Read(s.fd, p)
-	}
+	n, err := rawRead(s.fd, p)
 	switch {
 	case err == syscall.EAGAIN:
 		s.drained = true

@@ -990,7 +990,7 @@ func (c *conn) flushNonblocking() bool {
 // writeOnce is the system call of flushNonblocking, made once per connection (a closure per
 // call would allocate): it writes what the socket takes of c.out and never waits for it.
 func (c *conn) writeOnce(fd uintptr) bool {
-	c.wrote, c.writeErr = syscall.Write(int(fd), c.out)
+	c.wrote, c.writeErr = rawWrite(int(fd), c.out)
 	return true
 }
 
