@@ -31,7 +31,7 @@ func (s *socketReader) Read(p []byte) (int, error) {
 	}
 	n, err := rawRead(s.fd, p)
 	switch {
-	case err == syscall.EAGAIN:
+	case errors.Is(err, syscall.EAGAIN):
 		s.drained = true
 		return 0, errWouldBlock
 	case err != nil:
