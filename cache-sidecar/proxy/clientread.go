@@ -94,10 +94,14 @@ func (c *conn) pollRequests() (done bool, err error) {
 				return true
 			case read && !s.drained:
 				return true
-			case read:
-				if c.br.Buffered() == 0 {
-					c.armReadDeadline()
-				}
+			}
+			// As next does before a read, a wait for a new request gets the reader's deadline
+			// (login, idle); a request's remaining bytes are awaited under the deadline armed
+			// before its first ones.
+			if c.br.Buffered() == 0 {
+				c.armReadDeadline()
+			}
+			if read {
 				return false
 			}
 			_, err = c.br.Peek(c.br.Buffered() + 1)
