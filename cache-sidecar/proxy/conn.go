@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cacheqos/cacheqos/internal/mrc"
+	"github.com/cacheqos/cacheqos/internal/protocol"
 	"github.com/cacheqos/cacheqos/internal/protocol/memcache"
 	"github.com/cacheqos/cacheqos/internal/protocol/resp"
 )
@@ -272,8 +273,10 @@ func (p *pending) fail(part int, err error) {
 // protocolHandler is a connection's protocol: the reader side parses requests and queues
 // them, the writer side writes their replies.
 type protocolHandler interface {
-	// readLoop reads and queues requests until the connection ends.
-	readLoop() error
+	// next reads and queues one request; an error ends the connection (c.readRequests).
+	next() error
+	// completeness tells whether the next request is whole in the read buffer.
+	completeness() protocol.Completeness
 	// deliver writes the reply of a forwarded request (forward, scan, split) to the client
 	// writer.
 	deliver(p *pending)
@@ -284,7 +287,7 @@ type protocolHandler interface {
 	setAuthenticated(bool)
 }
 
-// conn is one client (or peer sidecar) connection. The reader goroutine (readLoop) parses
+// conn is one client (or peer sidecar) connection. The reader goroutine (readRequests) parses
 // requests, queues each and sends it to the shared link (engine or peer connection) that
 // serves it, without waiting for the reply. Replies leave in request order, written by
 // whoever holds outMu: a link's reader, which right after handing out a batch of replies
@@ -302,6 +305,7 @@ type conn struct {
 	cancel context.CancelFunc
 
 	br      *bufio.Reader
+	sock    *socketReader // br's source, when the reader may poll the socket (clientread.go)
 	handler protocolHandler
 
 	// The pipeline, shared by the reader (push) and whoever writes replies (pop).
@@ -363,9 +367,6 @@ const initialPipelineSlots = 16
 
 func (p *Proxy) newConn(nc net.Conn, br *bufio.Reader, peerTenant *tenant) *conn {
 	ctx, cancel := context.WithCancel(p.ctx)
-	if br == nil {
-		br = bufio.NewReaderSize(nc, ioBufferSize)
-	}
 	c := &conn{
 		p:          p,
 		nc:         nc,
@@ -386,6 +387,14 @@ func (p *Proxy) newConn(nc net.Conn, br *bufio.Reader, peerTenant *tenant) *conn
 			c.raw = raw
 			c.writeOnceFn = c.writeOnce
 		}
+	}
+	if c.br == nil {
+		src := io.Reader(nc)
+		if c.raw != nil {
+			c.sock = &socketReader{nc: nc}
+			src = c.sock
+		}
+		c.br = bufio.NewReaderSize(src, ioBufferSize)
 	}
 	if p.opts.Protocol == Redis {
 		c.proto = resp.RESP2
@@ -411,7 +420,7 @@ func (c *conn) serve() {
 		defer close(writerDone)
 		c.writeLoop()
 	}()
-	err := c.handler.readLoop()
+	err := c.readRequests()
 	c.endPin(err)
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !c.p.draining.Load() {
 		c.p.log.Debug("connection ended", "conn", c.id, "err", err)
@@ -981,7 +990,7 @@ func (c *conn) flushNonblocking() bool {
 // writeOnce is the system call of flushNonblocking, made once per connection (a closure per
 // call would allocate): it writes what the socket takes of c.out and never waits for it.
 func (c *conn) writeOnce(fd uintptr) bool {
-	c.wrote, c.writeErr = syscall.Write(int(fd), c.out)
+	c.wrote, c.writeErr = rawWrite(int(fd), c.out)
 	return true
 }
 

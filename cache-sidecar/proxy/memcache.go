@@ -37,29 +37,29 @@ func (h *memcacheHandler) setAuthenticated(authenticated bool) {
 	h.rr.SetLimits(lim)
 }
 
-func (h *memcacheHandler) readLoop() error {
+func (h *memcacheHandler) completeness() protocol.Completeness { return h.rr.Completeness() }
+
+func (h *memcacheHandler) next() error {
 	c := h.c
-	for !c.closing {
-		wasBuffered := h.rr.Buffered() > 0
-		if !wasBuffered {
-			c.armReadDeadline()
-		}
-		req, err := h.rr.ReadRequest()
-		if err != nil {
-			var pe *memcache.ProtocolError
-			if !errors.As(err, &pe) {
-				return err
-			}
-			c.protocolError()
-			if pe.Fatal {
-				c.pushClose(pe.AppendReply(nil))
-				return err
-			}
-			c.pushLocal(pe.AppendReply(nil), 0)
-			continue
-		}
-		h.handle(req, c.requestStart(wasBuffered))
+	wasBuffered := h.rr.Buffered() > 0
+	if !wasBuffered {
+		c.armReadDeadline()
 	}
+	req, err := h.rr.ReadRequest()
+	if err != nil {
+		var pe *memcache.ProtocolError
+		if !errors.As(err, &pe) {
+			return err
+		}
+		c.protocolError()
+		if pe.Fatal {
+			c.pushClose(pe.AppendReply(nil))
+			return err
+		}
+		c.pushLocal(pe.AppendReply(nil), 0)
+		return nil
+	}
+	h.handle(req, c.requestStart(wasBuffered))
 	return nil
 }
 

@@ -108,24 +108,24 @@ func (h *redisHandler) setAuthenticated(authenticated bool) {
 	h.cr.SetLimits(lim)
 }
 
-func (h *redisHandler) readLoop() error {
+func (h *redisHandler) completeness() protocol.Completeness { return h.cr.Completeness() }
+
+func (h *redisHandler) next() error {
 	c := h.c
-	for !c.closing {
-		wasBuffered := h.cr.Buffered() > 0
-		if !wasBuffered {
-			c.armReadDeadline()
-		}
-		cmd, err := h.cr.ReadCommand()
-		if err != nil {
-			var pe *resp.ProtocolError
-			if errors.As(err, &pe) {
-				c.protocolError()
-				c.pushClose(resp.AppendError(nil, "ERR "+pe.Error()))
-			}
-			return err
-		}
-		h.handle(cmd, c.requestStart(wasBuffered))
+	wasBuffered := h.cr.Buffered() > 0
+	if !wasBuffered {
+		c.armReadDeadline()
 	}
+	cmd, err := h.cr.ReadCommand()
+	if err != nil {
+		var pe *resp.ProtocolError
+		if errors.As(err, &pe) {
+			c.protocolError()
+			c.pushClose(resp.AppendError(nil, "ERR "+pe.Error()))
+		}
+		return err
+	}
+	h.handle(cmd, c.requestStart(wasBuffered))
 	return nil
 }
 

@@ -116,3 +116,17 @@ func AppendReplyLine(dst []byte, s string) []byte {
 	}
 	return append(dst, '\r', '\n')
 }
+
+// Completeness says whether a reader's next request is whole in its buffer, so that a server
+// can read the request without waiting for the network.
+type Completeness uint8
+
+const (
+	// Incomplete: the request's framing so far is well-formed and more bytes are needed.
+	Incomplete Completeness = iota
+	// Complete: reading the next request takes only bytes already buffered.
+	Complete
+	// Undecided: the reader alone can tell (malformed or empty input, which it answers or skips
+	// as it reads it); reading may wait for more bytes.
+	Undecided
+)

@@ -19,12 +19,18 @@ type Timer interface {
 	Stop() bool
 }
 
-// SystemClock is the real clock.
+// SystemClock is the real clock. Its Now reads the monotonic clock only, once, where
+// time.Now reads the wall clock too (a bucket takes two readings per request): its wall time
+// is the process start's plus the monotonic time since, which is all a bucket needs, since it
+// only subtracts readings.
 var SystemClock Clock = systemClock{}
 
 type systemClock struct{}
 
-func (systemClock) Now() time.Time { return time.Now() }
+// systemClockStart anchors SystemClock's readings.
+var systemClockStart = time.Now()
+
+func (systemClock) Now() time.Time { return systemClockStart.Add(time.Since(systemClockStart)) }
 
 func (systemClock) NewTimer(d time.Duration) Timer { return systemTimer{time.NewTimer(d)} }
 

@@ -127,6 +127,11 @@ type RequestReader struct {
 	data    span
 	slices  [][]byte // backing store for Keys, MetaFlags and Args
 	req     Request
+	// scannedLine is the length of the command line at the head of br whose tokens
+	// Completeness left in tokens, and scannedCmd its command (0: unknown), for ReadRequest to
+	// reuse (scannedLine 0: none).
+	scannedLine int
+	scannedCmd  Command
 }
 
 // NewRequestReader returns a reader of requests from br under lim (zero fields: defaults).
@@ -141,6 +146,7 @@ func (r *RequestReader) SetLimits(lim RequestLimits) { r.lim = lim.withDefaults(
 // Reset makes the reader read from br, keeping its buffers.
 func (r *RequestReader) Reset(br *bufio.Reader) {
 	r.br = br
+	r.scannedLine = 0
 	r.release()
 }
 
@@ -152,7 +158,9 @@ func (r *RequestReader) Buffered() int { return r.br.Buffered() }
 // AppendReply, then go on reading unless it is Fatal.
 func (r *RequestReader) ReadRequest() (*Request, error) {
 	r.release()
-	r.raw, r.tokens, r.keys, r.rest = r.raw[:0], r.tokens[:0], r.keys[:0], r.rest[:0]
+	scanned := r.scannedLine
+	r.scannedLine = 0
+	r.raw, r.keys, r.rest = r.raw[:0], r.keys[:0], r.rest[:0]
 	r.opaque, r.data, r.decoded = span{}, span{}, r.decoded[:0]
 	r.req = Request{}
 
@@ -164,11 +172,14 @@ func (r *RequestReader) ReadRequest() (*Request, error) {
 	case err != nil:
 		return nil, err
 	}
-	r.tokens = appendTokens(r.tokens, protocol.TrimEOL(r.raw), 0)
-	if len(r.tokens) == 0 {
-		return nil, errUnknownCommand
+	cmd, ok := r.scannedCmd, r.scannedCmd != 0
+	if scanned != len(r.raw) || len(r.tokens) == 0 { // release may have dropped the tokens
+		r.tokens = appendTokens(r.tokens[:0], protocol.TrimEOL(r.raw), 0)
+		if len(r.tokens) == 0 {
+			return nil, errUnknownCommand
+		}
+		cmd, ok = commandsByName[string(r.token(0))]
 	}
-	cmd, ok := commandsByName[string(r.token(0))]
 	if !ok {
 		return nil, errUnknownCommand
 	}
@@ -178,6 +189,53 @@ func (r *RequestReader) ReadRequest() (*Request, error) {
 	}
 	r.finish()
 	return &r.req, nil
+}
+
+// Completeness tells whether ReadRequest can read the next request from buffered bytes only:
+// its command line and, for a storage command (set... cas, ms), its data block, which
+// ReadRequest reads even to refuse the request. A line that does not end within the line
+// limit is Undecided. The next ReadRequest reuses the line's tokens, so nothing else may read
+// from the reader's bufio.Reader in between.
+func (r *RequestReader) Completeness() protocol.Completeness {
+	if r.br.Buffered() == 0 {
+		return protocol.Incomplete
+	}
+	buf, _ := r.br.Peek(r.br.Buffered())
+	eol := bytes.IndexByte(buf, '\n')
+	switch {
+	case eol < 0 && len(buf) < r.lim.MaxLineLen:
+		return protocol.Incomplete
+	case eol < 0:
+		return protocol.Undecided
+	}
+	tokens := appendTokens(r.tokens[:0], protocol.TrimEOL(buf[:eol+1]), 0)
+	r.tokens, r.scannedLine = tokens, eol+1
+	if len(tokens) == 0 {
+		return protocol.Complete
+	}
+	token := func(i int) []byte { return buf[tokens[i].start:tokens[i].end] }
+	cmd, ok := commandsByName[string(token(0))]
+	r.scannedCmd = cmd
+	sizeToken := 0
+	switch {
+	case !ok:
+		return protocol.Complete
+	case cmd == CmdMetaSet && len(tokens) >= 3:
+		sizeToken = 2
+	case cmd == CmdCas && (len(tokens) == 6 || len(tokens) == 7),
+		cmd.IsStorage() && cmd != CmdCas && (len(tokens) == 5 || len(tokens) == 6):
+		sizeToken = 4
+	default: // no data block, or refused from the line (as parseStorage and parseMeta do)
+		return protocol.Complete
+	}
+	size, err := dataLen(token(sizeToken))
+	switch {
+	case err != nil:
+		return protocol.Complete
+	case int64(eol+1)+size+2 > int64(len(buf)):
+		return protocol.Incomplete
+	}
+	return protocol.Complete
 }
 
 func (r *RequestReader) parse(cmd Command) error {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"github.com/cacheqos/cacheqos/internal/protocol"
 )
 
 // readers feeds the same bytes whole and one byte per Read through the smallest bufio buffer.
@@ -325,5 +327,56 @@ func TestParseAuthSet(t *testing.T) {
 		if err != nil && err.Error() != "CLIENT_ERROR authentication failure" {
 			t.Errorf("%q: error %q", tt.input, err)
 		}
+	}
+}
+
+// errNeedMore ends the bytes a completeness test buffers: a parser that returns it needed more.
+var errNeedMore = errors.New("needs more bytes")
+
+func TestCompletenessTellsWhetherReadRequestWaits(t *testing.T) {
+	for _, tc := range []struct {
+		name, data string
+		want       protocol.Completeness
+	}{
+		{"nothing", "", protocol.Incomplete},
+		{"line in part", "get k", protocol.Incomplete},
+		{"retrieval", "get k\r\n", protocol.Complete},
+		{"two requests", "get a\r\nget b", protocol.Complete},
+		{"set without data", "set k 0 0 5\r\n", protocol.Incomplete},
+		{"set with data in part", "set k 0 0 5\r\nhello\r", protocol.Incomplete},
+		{"set", "set k 0 0 5\r\nhello\r\n", protocol.Complete},
+		{"set noreply", "set k 0 0 5 noreply\r\nhello\r\n", protocol.Complete},
+		{"cas in part", "cas k 0 0 5 1\r\nhe", protocol.Incomplete},
+		{"cas", "cas k 0 0 5 1\r\nhello\r\n", protocol.Complete},
+		{"meta set in part", "ms k 5 T0\r\nhe", protocol.Incomplete},
+		{"meta set", "ms k 5\r\nhello\r\n", protocol.Complete},
+		{"meta get", "mg k v\r\n", protocol.Complete},
+		{"refused set still reads its data", "set k x 0 5\r\nhel", protocol.Incomplete},
+		{"set refused from its line", "set k 0 0\r\n", protocol.Complete},
+		{"set with a bad length", "set k 0 0 x\r\n", protocol.Complete},
+		{"meta set without a length", "ms k\r\n", protocol.Complete},
+		{"unknown command", "bogus\r\n", protocol.Complete},
+		{"empty line", "\r\n", protocol.Complete},
+		{"line over the limit", strings.Repeat("a", 40), protocol.Undecided},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			br := bufio.NewReaderSize(io.MultiReader(strings.NewReader(tc.data), iotest.ErrReader(errNeedMore)), 64)
+			_, _ = br.Peek(len(tc.data))
+			r := NewRequestReader(br, RequestLimits{MaxLineLen: 32})
+			got := r.Completeness()
+			if got != tc.want {
+				t.Fatalf("Completeness() = %d, want %d", got, tc.want)
+			}
+			req, err := r.ReadRequest()
+			needed := errors.Is(err, errNeedMore)
+			if got == protocol.Complete && needed || got == protocol.Incomplete && !needed {
+				t.Fatalf("Completeness() = %d, but ReadRequest returned %v", got, err)
+			}
+			// The request read after Completeness is the one read without it.
+			alone, aloneErr := NewRequestReader(bufio.NewReader(strings.NewReader(tc.data)), RequestLimits{MaxLineLen: 32}).ReadRequest()
+			if (err == nil) != (aloneErr == nil) || err == nil && describe(req) != describe(alone) {
+				t.Fatalf("after Completeness: %v, %v; alone: %v, %v", req, err, alone, aloneErr)
+			}
+		})
 	}
 }

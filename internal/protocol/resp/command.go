@@ -40,6 +40,9 @@ type CommandReader struct {
 	bounds []int  // start,end offsets of each argument in raw or text
 	args   [][]byte
 	cmd    Command
+	// scannedEnd is the length of the multibulk command at the head of br that Completeness
+	// found whole, its arguments' offsets left in bounds, for ReadCommand to reuse (0: none).
+	scannedEnd int
 }
 
 // NewCommandReader returns a reader of commands from br under lim (zero fields: defaults).
@@ -54,6 +57,7 @@ func (r *CommandReader) SetLimits(lim Limits) { r.lim = lim.withDefaults() }
 // Reset makes the reader read from br, keeping its buffers, so readers can be pooled.
 func (r *CommandReader) Reset(br *bufio.Reader) {
 	r.br = br
+	r.scannedEnd = 0
 	r.release()
 }
 
@@ -66,18 +70,26 @@ func (r *CommandReader) Buffered() int { return r.br.Buffered() }
 // io.ErrUnexpectedEOF when it ends inside one, a *ProtocolError for malformed input (the
 // connection must then be closed), or the underlying read error.
 func (r *CommandReader) ReadCommand() (*Command, error) {
+	scanned := r.scannedEnd
+	r.scannedEnd = 0
 	r.release()
-	for {
+	if len(r.bounds) == 0 { // release dropped them
+		scanned = 0
+	}
+	for ; ; scanned = 0 {
 		first, err := r.br.Peek(1)
 		if err != nil {
 			return nil, err
 		}
-		r.raw, r.text, r.bounds = r.raw[:0], r.text[:0], r.bounds[:0]
+		r.raw, r.text = r.raw[:0], r.text[:0]
+		if scanned == 0 {
+			r.bounds = r.bounds[:0]
+		}
 		inline := first[0] != '*'
 		switch {
 		case inline:
 			err = r.readInline()
-		case r.parseBuffered():
+		case r.parseBuffered(scanned):
 		default:
 			err = r.readMultibulk()
 		}
@@ -119,49 +131,108 @@ func (r *CommandReader) release() {
 // sits in the bufio buffer, it is checked in one pass and copied with one copy. Anything else
 // (incomplete, malformed, empty, over a limit) returns false without consuming input, and
 // readMultibulk handles it, producing the precise error when there is one.
-func (r *CommandReader) parseBuffered() bool {
+// scanned is where the command ends when Completeness found it whole (its bounds are in
+// r.bounds), else 0.
+func (r *CommandReader) parseBuffered(scanned int) bool {
 	buf, _ := r.br.Peek(r.br.Buffered())
-	count, pos, ok := r.bufferedHeader(buf, 0, '*')
-	if !ok || count <= 0 || count > r.lim.MaxArgs {
-		return false
-	}
-	bounds := r.bounds[:0]
-	for range count {
-		size, start, ok := r.bufferedHeader(buf, pos, '$')
-		if !ok || size < 0 || size > r.lim.MaxBulkLen || size > len(buf)-start-2 {
+	end := scanned
+	if end == 0 {
+		bounds, scanEnd, framing := r.scanBuffered(buf, r.bounds[:0])
+		if framing != protocol.Complete {
 			return false
+		}
+		r.bounds, end = bounds, scanEnd
+	}
+	r.raw = append(r.raw[:0], buf[:end]...)
+	_, _ = r.br.Discard(end) // cannot fail: the bytes are buffered
+	return true
+}
+
+// Completeness tells whether ReadCommand can read the next command from buffered bytes only. An
+// inline command is complete with its line; a multibulk one when the fast path takes it whole.
+// Empty commands, which ReadCommand skips to read the next, and malformed ones are Undecided.
+// The next ReadCommand reuses the scan of a whole multibulk command, so nothing else may read
+// from the reader's bufio.Reader in between.
+func (r *CommandReader) Completeness() protocol.Completeness {
+	if r.br.Buffered() == 0 {
+		return protocol.Incomplete
+	}
+	buf, _ := r.br.Peek(r.br.Buffered())
+	if buf[0] != '*' {
+		eol := bytes.IndexByte(buf, '\n')
+		switch {
+		case eol < 0 && len(buf) < r.lim.MaxLineLen:
+			return protocol.Incomplete
+		case eol < 0:
+			return protocol.Undecided
+		}
+		for _, c := range buf[:eol] {
+			if !isSpace(c) {
+				return protocol.Complete
+			}
+		}
+		return protocol.Undecided
+	}
+	bounds, end, framing := r.scanBuffered(buf, r.bounds[:0])
+	if framing == protocol.Complete {
+		r.bounds, r.scannedEnd = bounds, end
+	}
+	return framing
+}
+
+// scanBuffered checks the multibulk command at the start of buf against the limits, appending
+// its arguments' offsets to bounds, and returns where it ends: Complete when it
+// is whole and well-formed with at least one argument, Incomplete when well-formed so far,
+// Undecided otherwise.
+func (r *CommandReader) scanBuffered(buf []byte, bounds []int) ([]int, int, protocol.Completeness) {
+	count, pos, framing := r.bufferedHeader(buf, 0, '*')
+	if framing != protocol.Complete {
+		return bounds, 0, framing
+	}
+	if count <= 0 || count > r.lim.MaxArgs {
+		return bounds, 0, protocol.Undecided
+	}
+	for range count {
+		size, start, framing := r.bufferedHeader(buf, pos, '$')
+		switch {
+		case framing != protocol.Complete:
+			return bounds, 0, framing
+		case size < 0 || size > r.lim.MaxBulkLen || start+size+2 > r.lim.MaxCommandLen:
+			return bounds, 0, protocol.Undecided
+		case size > len(buf)-start-2:
+			return bounds, 0, protocol.Incomplete
 		}
 		end := start + size
 		if buf[end] != '\r' || buf[end+1] != '\n' {
-			return false
+			return bounds, 0, protocol.Undecided
 		}
 		bounds = append(bounds, start, end)
 		pos = end + 2
 	}
-	if pos > r.lim.MaxCommandLen {
-		return false
-	}
-	r.raw = append(r.raw[:0], buf[:pos]...)
-	r.bounds = bounds
-	_, _ = r.br.Discard(pos) // cannot fail: the bytes are buffered
-	return true
+	return bounds, pos, protocol.Complete
 }
 
 // bufferedHeader parses a "<want><integer>\r\n" line at buf[pos:] and returns the integer and the
-// position after the line.
-func (r *CommandReader) bufferedHeader(buf []byte, pos int, want byte) (int, int, bool) {
-	if pos >= len(buf) || buf[pos] != want {
-		return 0, 0, false
+// position after the line; Incomplete when buf ends before the line does.
+func (r *CommandReader) bufferedHeader(buf []byte, pos int, want byte) (int, int, protocol.Completeness) {
+	if pos >= len(buf) {
+		return 0, 0, protocol.Incomplete
+	}
+	if buf[pos] != want {
+		return 0, 0, protocol.Undecided
 	}
 	eol := bytes.IndexByte(buf[pos:], '\n')
-	if eol < 2 || eol >= r.lim.MaxLineLen || buf[pos+eol-1] != '\r' {
-		return 0, 0, false
+	switch {
+	case eol < 0 && len(buf)-pos < r.lim.MaxLineLen:
+		return 0, 0, protocol.Incomplete
+	case eol < 2 || eol >= r.lim.MaxLineLen || buf[pos+eol-1] != '\r':
+		return 0, 0, protocol.Undecided
 	}
 	n, ok := protocol.ParseInt(buf[pos+1 : pos+eol-1])
 	if !ok || n > math.MaxInt32 {
-		return 0, 0, false
+		return 0, 0, protocol.Undecided
 	}
-	return int(n), pos + eol + 1, true
+	return int(n), pos + eol + 1, protocol.Complete
 }
 
 func (r *CommandReader) readMultibulk() error {

@@ -5,10 +5,13 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"github.com/cacheqos/cacheqos/internal/protocol"
 )
 
 // readers yields the ways a test feeds bytes: all at once, and one byte per Read through the
@@ -222,5 +225,56 @@ func TestCommandReaderReset(t *testing.T) {
 	}
 	if r.Buffered() != len("GET c\r\n") {
 		t.Fatalf("Buffered = %d", r.Buffered())
+	}
+}
+
+// errNeedMore ends the bytes a completeness test buffers: a parser that returns it needed more.
+var errNeedMore = errors.New("needs more bytes")
+
+func TestCompletenessTellsWhetherReadCommandWaits(t *testing.T) {
+	for _, tc := range []struct {
+		name, data string
+		want       protocol.Completeness
+	}{
+		{"nothing", "", protocol.Incomplete},
+		{"inline in part", "PING", protocol.Incomplete},
+		{"inline", "PING\r\n", protocol.Complete},
+		{"blank inline line", " \t\r\n", protocol.Undecided},
+		{"inline line over the limit", strings.Repeat("a", 40), protocol.Undecided},
+		{"count in part", "*2\r", protocol.Incomplete},
+		{"header in part", "*2\r\n$3\r\nGET\r\n$1", protocol.Incomplete},
+		{"argument in part", "*2\r\n$3\r\nGET\r\n$1\r\nk", protocol.Incomplete},
+		{"multibulk", "*2\r\n$3\r\nGET\r\n$1\r\nk\r\n", protocol.Complete},
+		{"two commands", "*1\r\n$4\r\nPING\r\n*1\r\n$4\r\nPI", protocol.Complete},
+		{"empty multibulk", "*0\r\n", protocol.Undecided},
+		{"not a bulk string", "*2\r\n$3\r\nGET\r\n:1\r\n", protocol.Undecided},
+		{"argument not ended by CRLF", "*1\r\n$4\r\nPINGxx", protocol.Undecided},
+		{"argument over the limit", "*1\r\n$99\r\n", protocol.Undecided},
+		{"count over the limit", "*9\r\n", protocol.Undecided},
+		{"header line over the limit", "*1\r\n$" + strings.Repeat("1", 40), protocol.Undecided},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			br := bufio.NewReaderSize(io.MultiReader(strings.NewReader(tc.data), iotest.ErrReader(errNeedMore)), 64)
+			_, _ = br.Peek(len(tc.data))
+			r := NewCommandReader(br, Limits{MaxArgs: 4, MaxBulkLen: 32, MaxLineLen: 32})
+			got := r.Completeness()
+			if got != tc.want {
+				t.Fatalf("Completeness() = %d, want %d", got, tc.want)
+			}
+			cmd, err := r.ReadCommand()
+			needed := errors.Is(err, errNeedMore)
+			if got == protocol.Complete && err != nil || got == protocol.Incomplete && !needed {
+				t.Fatalf("Completeness() = %d, but ReadCommand returned %v", got, err)
+			}
+			if err != nil {
+				return
+			}
+			// The command read after Completeness is the one read without it.
+			lim := Limits{MaxArgs: 4, MaxBulkLen: 32, MaxLineLen: 32}
+			alone, err := NewCommandReader(bufio.NewReader(strings.NewReader(tc.data)), lim).ReadCommand()
+			if err != nil || !slices.Equal(argStrings(cmd.Args), argStrings(alone.Args)) || !bytes.Equal(cmd.Raw(), alone.Raw()) {
+				t.Fatalf("after Completeness: %q %q; alone: %q %q (%v)", cmd.Args, cmd.Raw(), alone.Args, alone.Raw(), err)
+			}
+		})
 	}
 }
