@@ -21,7 +21,8 @@ import (
 // planChildReport as JSON: the kernel's peak resident memory of a process (its rusage) is the
 // only one that counts CP-SAT's native memory, and it covers one plan only in a process that
 // made nothing else. Its value is "fleet tenants nodes memoryLimitBytes", fleet being
-// "random" (benchSnapshot) or "operator" (operatorFleetSnapshot).
+// "random" (benchSnapshot), "operator" (operatorFleetSnapshot) or "operator-change"
+// (operatorChangeSnapshot).
 const planChildEnv = "ALLOCATOR_PLAN_CHILD"
 
 type planChildReport struct {
@@ -83,14 +84,24 @@ func runPlanChild(spec string) int {
 		return 2
 	}
 	s := benchSnapshot(tenants, nodes)
-	if fleet == "operator" {
+	opts := memoryBenchOptions(limit)
+	switch fleet {
+	case "operator":
 		s = operatorFleetSnapshot(tenants, nodes)
+	case "operator-change":
+		var err error
+		if s, err = operatorChangeSnapshot(tenants, nodes); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		// The operator's default churn cap: 25% of the fleet's memory.
+		opts.MaxChurnBytes = int64(nodes) * 4 * gib / 4
 	}
 	var rep planChildReport
 	stopSampling, sampled := make(chan struct{}), make(chan struct{})
 	go sampleMemory(&rep, stopSampling, sampled)
 	start := time.Now()
-	plan, err := Plan(context.Background(), s, memoryBenchOptions(limit))
+	plan, err := Plan(context.Background(), s, opts)
 	elapsed := time.Since(start)
 	close(stopSampling)
 	<-sampled
@@ -139,6 +150,31 @@ func operatorFleetSnapshot(tenants, nodes int) *planning.Snapshot {
 	return s
 }
 
+// operatorChangeSnapshot is the operator fleet after the benchmark's 10% change: the greedy
+// plan of operatorFleetSnapshot in force, and every tenth tenant raised to a 96 MiB minimum
+// and a 0.85 hit-ratio objective.
+func operatorChangeSnapshot(tenants, nodes int) (*planning.Snapshot, error) {
+	s := operatorFleetSnapshot(tenants, nodes)
+	plan, err := Plan(context.Background(), s, Options{DisableSolver: true})
+	if err != nil {
+		return nil, err
+	}
+	planned := make(map[string][]planning.Partition, len(plan.Tenants))
+	for _, tp := range plan.Tenants {
+		planned[tp.ID] = tp.Partitions
+	}
+	for i := range s.Tenants {
+		t := &s.Tenants[i]
+		for _, p := range planned[t.ID] {
+			t.Current.Partitions = append(t.Current.Partitions, planning.CurrentPartition{Node: p.Node, MemoryBytes: p.MemoryBytes})
+		}
+		if i%10 == 0 {
+			t.Memory.MinBytes, t.Objective.HitRatio = 96*mib, ptr(0.85)
+		}
+	}
+	return s, nil
+}
+
 // planInChild plans one fleet in a fresh process of this test binary.
 func planInChild(tb testing.TB, fleet string, tenants, nodes int, limit int64) planChildReport {
 	tb.Helper()
@@ -158,8 +194,9 @@ func planInChild(tb testing.TB, fleet string, tenants, nodes int, limit int64) p
 }
 
 // BenchmarkSolverMemoryLimit plans 2,000 tenants x 200 nodes with the operator's solver
-// settings (10 s, one worker) in child processes, for two fleets (the operator scale
-// benchmark's, and the allocator benchmarks' random one): without a memory limit, then with
+// settings (10 s, one worker) in child processes, for three fleets (the operator scale
+// benchmark's at its cold start and after its 10% change, and the allocator benchmarks' random
+// one): without a memory limit, then with
 // BENCH_MEMORY_LIMIT_MIB (default 512) as the limit. It reports each one's peak resident
 // memory (the kernel's, C++ included), time, expected hits and strict objectives met, and the
 // limited run's ratios to the unlimited one's.
@@ -174,7 +211,7 @@ func BenchmarkSolverMemoryLimit(b *testing.B) {
 		limitMiB = n
 	}
 	const tenants, nodes = 2000, 200
-	for _, fleet := range []string{"operator", "random"} {
+	for _, fleet := range []string{"operator", "operator-change", "random"} {
 		b.Run(fleet, func(b *testing.B) {
 			for range b.N {
 				free := planInChild(b, fleet, tenants, nodes, 0)

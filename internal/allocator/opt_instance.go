@@ -551,12 +551,59 @@ func boolToInt(b bool) int64 {
 	return 0
 }
 
+// maxCandidatePairs bounds the (tenant, candidate node) pairs of the models when the usual
+// candidate limits would exceed it: CP-SAT's memory grows with the model (about 1.8 KB per
+// variable and constraint, three of each per pair), and at 2,000 tenants on 200 nodes the
+// usual limits gave 28,000 pairs, a placement model of 84,400 variables and 300 MiB of solver
+// heap (docs/scale.md, "The placement model at fleet scale"). 10,000 pairs is above every
+// fleet of the tests and of the simulator, whose models keep the usual limits.
+const maxCandidatePairs = 10000
+
+// fleetCandidateLimits returns each tenant's candidate limit when the usual ones
+// (candidateLimit) add up to more than maxCandidatePairs, else nil. Each tenant then keeps
+// the nodes it must be able to express (those it is on now and those of the greedy solution)
+// and shares what the bound leaves over them evenly, at least one more node each (somewhere
+// to move to), never more than its usual limit.
+func (o *optInstance) fleetCandidateLimits(greedy [][]part) []int {
+	p := o.p
+	usual := 0
+	for k := range p.tenants {
+		usual += o.candidateLimit(k)
+	}
+	if usual <= maxCandidatePairs {
+		return nil
+	}
+	needed := make([]int, len(p.tenants))
+	total := 0
+	for k, t := range p.tenants {
+		nodes := make(map[int]bool)
+		for _, c := range t.current {
+			if _, ok := slices.BinarySearch(t.allowed, c.node); ok && c.bytes > 0 {
+				nodes[c.node] = true
+			}
+		}
+		for _, pt := range greedy[k] {
+			nodes[pt.node] = true
+		}
+		needed[k] = max(len(nodes), o.spreadMin[k])
+		total += needed[k]
+	}
+	extra := max(1, (maxCandidatePairs-total)/len(p.tenants))
+	limits := make([]int, len(p.tenants))
+	for k := range p.tenants {
+		limits[k] = min(o.candidateLimit(k), needed[k]+extra)
+	}
+	return limits
+}
+
 // chooseCandidates fixes each tenant's candidate nodes for the models: every allowed node when
 // there are few, else the nodes it is on now, the nodes the greedy solution uses, the allowed
 // nodes with the most free memory after the greedy solution, and a few spread by a hash of the
-// tenant's id (so that tenants do not all compete for the same spare nodes).
+// tenant's id (so that tenants do not all compete for the same spare nodes); at fleet scale
+// fewer of the last two (fleetCandidateLimits).
 func (o *optInstance) chooseCandidates(greedy [][]part) {
 	p := o.p
+	fleetLimits := o.fleetCandidateLimits(greedy)
 	free := make([]int64, len(p.nodes))
 	for j, n := range p.nodes {
 		free[j] = n.memory
@@ -580,6 +627,9 @@ func (o *optInstance) chooseCandidates(greedy [][]part) {
 	o.cands = make([][]int, len(p.tenants))
 	for k, t := range p.tenants {
 		limit := o.candidateLimit(k)
+		if fleetLimits != nil {
+			limit = fleetLimits[k]
+		}
 		if len(t.allowed) <= limit {
 			o.cands[k] = slices.Clone(t.allowed)
 			continue

@@ -604,3 +604,62 @@ func TestPlansAreDeterministic(t *testing.T) {
 		}
 	}
 }
+
+// TestCandidatesAtFleetScale checks the models' candidate nodes: below maxCandidatePairs each
+// tenant gets its usual limit; above it (the operator benchmark's 2,000 tenants on 200 nodes,
+// each on another node now than its measured one) the pairs stay within the bound, and every
+// tenant keeps the nodes it is on now, those of the greedy placement, and at least one more.
+func TestCandidatesAtFleetScale(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		tenants, nodes int
+		usual          bool
+	}{
+		{name: "small fleet", tenants: 100, nodes: 20, usual: true},
+		{name: "2,000 tenants on 200 nodes", tenants: 2000, nodes: 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := operatorFleetSnapshot(tc.tenants, tc.nodes)
+			for i := range s.Tenants {
+				s.Tenants[i].Current = on(s.Nodes[(i+1)%tc.nodes].Name, 64*mib)
+			}
+			p, err := newProblem(s, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := newOptInstance(p)
+			_, reserved := o.greedyPlace(o.greedySizing())
+			o.chooseCandidates(reserved)
+			pairs := 0
+			for k, tn := range p.tenants {
+				cands := o.cands[k]
+				pairs += len(cands)
+				if tc.usual {
+					if len(cands) != o.candidateLimit(k) {
+						t.Fatalf("tenant %d: %d candidates, want its usual %d", k, len(cands), o.candidateLimit(k))
+					}
+					continue
+				}
+				kept := map[int]bool{}
+				for _, c := range tn.current {
+					kept[c.node] = true
+				}
+				for _, pt := range reserved[k] {
+					kept[pt.node] = true
+				}
+				for j := range kept {
+					if !slices.Contains(cands, j) {
+						t.Fatalf("tenant %d: node %d (current or greedy) not among its candidates %v", k, j, cands)
+					}
+				}
+				if len(cands) <= len(kept) {
+					t.Fatalf("tenant %d: candidates %v leave it no node beyond its current and greedy ones %v", k, cands, kept)
+				}
+			}
+			if !tc.usual && pairs > maxCandidatePairs {
+				t.Errorf("%d candidate pairs, above the bound %d", pairs, maxCandidatePairs)
+			}
+			t.Logf("%d candidate pairs", pairs)
+		})
+	}
+}
