@@ -130,3 +130,16 @@ const (
 	// as it reads it); reading may wait for more bytes.
 	Undecided
 )
+
+// BufferedLineEnd finds the end of the line at the start of buf: the index of its '\n' and
+// Complete; or, with no '\n' yet, Incomplete while the line may still end within maxLineLen,
+// else Undecided (the reader answers an overlong line as it reads it).
+func BufferedLineEnd(buf []byte, maxLineLen int) (int, Completeness) {
+	if eol := bytes.IndexByte(buf, '\n'); eol >= 0 {
+		return eol, Complete
+	}
+	if len(buf) < maxLineLen {
+		return -1, Incomplete
+	}
+	return -1, Undecided
+}

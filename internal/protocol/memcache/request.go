@@ -201,12 +201,9 @@ func (r *RequestReader) Completeness() protocol.Completeness {
 		return protocol.Incomplete
 	}
 	buf, _ := r.br.Peek(r.br.Buffered())
-	eol := bytes.IndexByte(buf, '\n')
-	switch {
-	case eol < 0 && len(buf) < r.lim.MaxLineLen:
-		return protocol.Incomplete
-	case eol < 0:
-		return protocol.Undecided
+	eol, framing := protocol.BufferedLineEnd(buf, r.lim.MaxLineLen)
+	if framing != protocol.Complete {
+		return framing
 	}
 	tokens := appendTokens(r.tokens[:0], protocol.TrimEOL(buf[:eol+1]), 0)
 	r.tokens, r.scannedLine = tokens, eol+1

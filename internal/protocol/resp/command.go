@@ -159,12 +159,9 @@ func (r *CommandReader) Completeness() protocol.Completeness {
 	}
 	buf, _ := r.br.Peek(r.br.Buffered())
 	if buf[0] != '*' {
-		eol := bytes.IndexByte(buf, '\n')
-		switch {
-		case eol < 0 && len(buf) < r.lim.MaxLineLen:
-			return protocol.Incomplete
-		case eol < 0:
-			return protocol.Undecided
+		eol, framing := protocol.BufferedLineEnd(buf, r.lim.MaxLineLen)
+		if framing != protocol.Complete {
+			return framing
 		}
 		for _, c := range buf[:eol] {
 			if !isSpace(c) {
