@@ -129,19 +129,28 @@ func followRedisEvictions(nc net.Conn, br *bufio.Reader, t *tenant, ps *partitio
 		return err
 	}
 	for {
-		reply, err := rr.ReadReply()
-		if err != nil {
+		if err := recordRedisEviction(rr, t, ps); err != nil {
 			return err
-		}
-		v, err := reply.Decode()
-		if err != nil {
-			return err
-		}
-		// A pub/sub message: ["message", channel, key].
-		if len(v.Elems) == 3 && string(v.Elems[0].Str) == "message" {
-			ps.ghost.RecordEvictionHash(keyhash.Sum64(v.Elems[2].Str), t.meanValueSize())
 		}
 	}
+}
+
+// recordRedisEviction reads one pub/sub message of evictedChannel and records the evicted key
+// in the ghost list.
+func recordRedisEviction(rr *resp.ReplyReader, t *tenant, ps *partitionState) error {
+	reply, err := rr.ReadReply()
+	if err != nil {
+		return err
+	}
+	v, err := reply.Decode()
+	if err != nil {
+		return err
+	}
+	// A pub/sub message: ["message", channel, key].
+	if len(v.Elems) == 3 && string(v.Elems[0].Str) == "message" {
+		ps.ghost.RecordEvictionHash(keyhash.Sum64(v.Elems[2].Str), t.meanValueSize())
+	}
+	return nil
 }
 
 func followMemcachedEvictions(nc net.Conn, br *bufio.Reader, ps *partitionState) error {
@@ -156,14 +165,23 @@ func followMemcachedEvictions(nc net.Conn, br *bufio.Reader, ps *partitionState)
 		return fmt.Errorf("watch evictions answered %q", reply)
 	}
 	for {
-		line, err = protocol.AppendLine(br, line[:0], maxEvictionLine)
-		if err != nil {
+		if line, err = recordMemcachedEviction(br, line[:0], ps); err != nil {
 			return err
 		}
-		if key, size, ok := parseEvictionLine(protocol.TrimEOL(line)); ok {
-			ps.ghost.RecordEvictionHash(keyhash.Sum64(key), size)
-		}
 	}
+}
+
+// recordMemcachedEviction reads one line of memcached's eviction log into buf and records an
+// evicted key in the ghost list. It returns the line read, to reuse as the next buf.
+func recordMemcachedEviction(br *bufio.Reader, buf []byte, ps *partitionState) ([]byte, error) {
+	line, err := protocol.AppendLine(br, buf, maxEvictionLine)
+	if err != nil {
+		return line, err
+	}
+	if key, size, ok := parseEvictionLine(protocol.TrimEOL(line)); ok {
+		ps.ghost.RecordEvictionHash(keyhash.Sum64(key), size)
+	}
+	return line, nil
 }
 
 // parseEvictionLine reads the key and size of a memcached eviction log line
