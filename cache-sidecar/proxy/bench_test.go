@@ -237,7 +237,7 @@ func benchmarkCurveAccounting(b *testing.B, protocol Protocol) {
 	b.ReportMetric(ratios[rounds/4], "x-proxy-cpu-p25")
 	b.ReportMetric(ratios[rounds-1-rounds/4], "x-proxy-cpu-p75")
 	stream := newAccountingStream(protocol)
-	costs := measureAccounting(b, stream, accountingRounds)
+	costs := measureAccounting(b, stream)
 	stream.report(b, costs)
 	b.ReportMetric(costs.recorder/perRequestOff, "recorder-share")
 	b.ReportMetric(costs.curves/perRequestOff, "curve-share")
@@ -326,9 +326,9 @@ func processCPU(b testing.TB) time.Duration {
 
 // accountingStream is a tenant's look-aside request stream, for replaying in-process the
 // accounting calls the proxy makes for it: reads of Zipf(0.9)-popular keys, out of 2^20 with
-// values of 32 to 2,048 bytes in steps of 32, from an engine that holds the most recently used eighth of
-// them (an LRU of that many objects), each miss followed by a write of the key, which
-// evicts the least recently used object once the engine is full.
+// values of 32 to 2,048 bytes in steps of 32, from an engine that holds the most recently
+// used eighth of them (an LRU of that many objects), each miss followed by a write of the
+// key, which evicts the least recently used object once the engine is full.
 type accountingStream struct {
 	protocol Protocol
 	steps    []accountingStep
@@ -517,9 +517,9 @@ type accountingCosts struct {
 // median of 9 differences shrugs off a few rounds slowed by other work on the machine.
 const accountingRounds = 9
 
-// measureAccounting replays stream on a tenant of an in-process proxy, in rounds that run
-// each mode once, and returns the accounting's costs.
-func measureAccounting(b *testing.B, stream *accountingStream, rounds int) accountingCosts {
+// measureAccounting replays stream on a tenant of an in-process proxy, in accountingRounds
+// rounds that run each mode once, and returns the accounting's costs.
+func measureAccounting(b *testing.B, stream *accountingStream) accountingCosts {
 	acct := newAccount(b, "team-c/replay")
 	n := startNode(b, "node-a", Options{Protocol: stream.protocol})
 	// A partition the size of the objects the stream's engine holds (2^17 of about 1 KiB):
@@ -529,9 +529,9 @@ func measureAccounting(b *testing.B, stream *accountingStream, rounds int) accou
 	t := (*n.p.tenants.Load())[acct.id]
 	curves := t.part.Load()
 	stream.replay(b, t, accountCurves) // fills the tracker and the ghost list
-	added, recorder := make([]float64, rounds), make([]float64, rounds)
+	added, recorder := make([]float64, accountingRounds), make([]float64, accountingRounds)
 	perRequest := func(d time.Duration) float64 { return float64(d) / float64(stream.requests) }
-	for round := range rounds {
+	for round := range accountingRounds {
 		with := stream.replay(b, t, accountCurves)
 		recorder[round] = perRequest(stream.replay(b, t, accountRecorder) - stream.replay(b, t, accountNothing))
 		t.part.Store(nil)
@@ -540,7 +540,7 @@ func measureAccounting(b *testing.B, stream *accountingStream, rounds int) accou
 	}
 	slices.Sort(added)
 	slices.Sort(recorder)
-	return accountingCosts{curves: added[rounds/2], recorder: recorder[rounds/2]}
+	return accountingCosts{curves: added[accountingRounds/2], recorder: recorder[accountingRounds/2]}
 }
 
 // BenchmarkAccountingStream is the in-process half of BenchmarkCurveAccounting alone: the CPU
@@ -553,7 +553,7 @@ func BenchmarkAccountingStream(b *testing.B) {
 			b.ResetTimer()
 			var costs accountingCosts
 			for range b.N {
-				costs = measureAccounting(b, stream, accountingRounds)
+				costs = measureAccounting(b, stream)
 			}
 			stream.report(b, costs)
 		})
