@@ -79,7 +79,7 @@ bench: ## Allocator and sidecar benchmarks (ratios measured in one run).
 	go test -run '^$$' -bench . -benchtime 1x ./internal/...
 
 .PHONY: bench-sidecar
-bench-sidecar: ## Sidecar proxy vs direct engine vs twemproxy: throughput, p50/p99 ratios (PROFILE=dir adds CPU hot spots).
+bench-sidecar: ## Sidecar proxy vs direct engine vs twemproxy: throughput, p50/p99 ratios (PROFILE=dir adds CPU hot spots); then the share of the proxy CPU the curve accounting adds (CURVES=only or skip).
 	hack/bench-sidecar.sh
 
 .PHONY: eval

@@ -202,7 +202,7 @@ func parseMetadumpLine(line []byte) (metadumpItem, error) {
 		var err error
 		switch string(name) {
 		case "key":
-			item.key, err = decodeMetadumpKey(value)
+			item.key, err = AppendDecodedKey(make([]byte, 0, len(value)), value)
 			seen[0] = true
 		case "la":
 			item.lastAccess, err = parseNonNegative(value)
@@ -245,10 +245,9 @@ func parseNonNegative(b []byte) (int64, error) {
 	return n, nil
 }
 
-// decodeMetadumpKey undoes memcached's URI encoding of keys, which writes every byte outside
-// [A-Za-z0-9-._~] as %XX.
-func decodeMetadumpKey(enc []byte) ([]byte, error) {
-	key := make([]byte, 0, len(enc))
+// AppendDecodedKey appends to key the key enc encodes in memcached's URI encoding of keys
+// (metadump, the watch log), which writes every byte outside [A-Za-z0-9-._~] as %XX.
+func AppendDecodedKey(key, enc []byte) ([]byte, error) {
 	for i := 0; i < len(enc); i++ {
 		if enc[i] != '%' {
 			key = append(key, enc[i])

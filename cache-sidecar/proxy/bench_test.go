@@ -2,12 +2,18 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
+	"container/list"
 	"fmt"
 	"io"
+	"math"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cacheqos/cacheqos/internal/mrc"
 	"github.com/cacheqos/cacheqos/internal/protocol/memcache"
 	"github.com/cacheqos/cacheqos/internal/protocol/resp"
 )
@@ -144,15 +151,21 @@ func benchmarkGetSet(b *testing.B, protocol Protocol, clients, depth int) {
 }
 
 // dialProxy connects to a proxy's unix socket and authenticates as acct.
-func dialProxy(b *testing.B, protocol Protocol, socket string, acct account) net.Conn {
+func dialProxy(b *testing.B, protocol Protocol, socket string, acct account) (nc net.Conn) {
 	if protocol == Redis {
 		c := dialRESP(b, "unix", socket)
 		if got := c.do("AUTH", acct.id, acct.password); got != "+OK\r\n" {
 			b.Fatalf("AUTH: %q", got)
 		}
-		return c.nc
+		nc = c.nc
+	} else {
+		nc = loginMCOn(b, "unix", socket, acct).nc
 	}
-	return loginMCOn(b, "unix", socket, acct).nc
+	// The benchmark runs longer than the login's I/O timeout.
+	if err := nc.SetDeadline(time.Time{}); err != nil {
+		b.Fatal(err)
+	}
+	return nc
 }
 
 // BenchmarkCurveAccounting measures the proxy's CPU per request with the miss-ratio curve's
@@ -163,6 +176,13 @@ func dialProxy(b *testing.B, protocol Protocol, socket string, acct account) net
 // Each round serves the two tenants in alternating order and yields one ratio of the proxy's
 // CPU per request with the accounting to without; the median of the rounds is "x-proxy-cpu",
 // their quartiles "x-proxy-cpu-p25" and "x-proxy-cpu-p75", so a noisy machine shows as spread.
+//
+// That ratio cannot resolve a few percent on a loaded machine; the decomposition can. In the
+// same run the benchmark replays accountingStream in-process (measureAccounting) and divides
+// the accounting's CPU per request by the proxy's without curves ("proxy-cpu-ns/op-none"):
+// "recorder-share" is the share of the proxy's CPU the recorder's accounting (true object
+// sizes in engine bytes) adds, "curve-share" the share all of the curve state adds, ghost
+// list and eviction watcher included.
 func BenchmarkCurveAccounting(b *testing.B) {
 	for _, protocol := range []Protocol{Redis, Memcached} {
 		b.Run(string(protocol), func(b *testing.B) { benchmarkCurveAccounting(b, protocol) })
@@ -209,12 +229,18 @@ func benchmarkCurveAccounting(b *testing.B, protocol Protocol) {
 	}
 	b.StopTimer()
 	total := float64(rounds * ops)
+	perRequestOff := float64(cpuOff) / total
 	b.ReportMetric(float64(cpuOn)/total, "proxy-cpu-ns/op-curves")
-	b.ReportMetric(float64(cpuOff)/total, "proxy-cpu-ns/op-none")
+	b.ReportMetric(perRequestOff, "proxy-cpu-ns/op-none")
 	slices.Sort(ratios)
 	b.ReportMetric((ratios[rounds/2-1]+ratios[rounds/2])/2, "x-proxy-cpu")
 	b.ReportMetric(ratios[rounds/4], "x-proxy-cpu-p25")
 	b.ReportMetric(ratios[rounds-1-rounds/4], "x-proxy-cpu-p75")
+	stream := newAccountingStream(protocol)
+	costs := measureAccounting(b, stream)
+	stream.report(b, costs)
+	b.ReportMetric(costs.recorder/perRequestOff, "recorder-share")
+	b.ReportMetric(costs.curves/perRequestOff, "curve-share")
 }
 
 // startCurveAccountingProxy starts TestCurveAccountingProxyProcess with config and returns a
@@ -298,40 +324,245 @@ func processCPU(b testing.TB) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// BenchmarkReadWriteAccounting is the accounting of one look-aside pair (a read that hits and
-// a write of the same key) alone, on a tenant with a local partition ("curves") and on the
-// same tenant with its curve state removed ("none", the hit and value-size counters every
-// tenant keeps): the part of the proxy's CPU per request the miss-ratio curve adds, without
-// the noise of the whole request path.
-func BenchmarkReadWriteAccounting(b *testing.B) {
-	for _, curves := range []bool{true, false} {
-		name := "none"
-		if curves {
-			name = "curves"
+// accountingStream is a tenant's look-aside request stream, for replaying in-process the
+// accounting calls the proxy makes for it: reads of Zipf(0.9)-popular keys, out of 2^20 with
+// values of 32 to 2,048 bytes in steps of 32, from an engine that holds the most recently
+// used eighth of them (an LRU of that many objects), each miss followed by a write of the
+// key, which evicts the least recently used object once the engine is full.
+type accountingStream struct {
+	protocol Protocol
+	steps    []accountingStep
+	requests int      // reads and writes in steps
+	replies  [][]byte // redis: a GET reply by value length
+	// evictions is the engine's eviction notifications for the steps' evictions, in order:
+	// redis' pub/sub messages, memcached's eviction log lines.
+	evictions []byte
+}
+
+// accountingStep is a read of a key, and when it misses the write and the eviction that
+// follow. It holds what the proxy has at hand when it accounts for a request (the key's
+// hash, the lengths in the request and reply), so the replay reads the stream in order.
+type accountingStep struct {
+	hash             uint64 // as keyHashes returns it
+	keyLen, valueLen int32
+	hit              bool
+	evicted          bool // the write evicted a key, whose notification is next in evictions
+}
+
+func newAccountingStream(protocol Protocol) *accountingStream {
+	const keys, cached, steps, zipf = 1 << 20, 1 << 17, 1 << 20, 0.9
+	rng := rand.New(rand.NewPCG(15, 15))
+	s := &accountingStream{protocol: protocol, replies: make([][]byte, 2049)}
+	var keyNames [][]byte
+	var step accountingStep
+	objects := make([]accountingStep, keys) // a read of each key that hits
+	popularity := make([]float64, keys)     // cumulative
+	total := 0.0
+	for k := range keys {
+		key := fmt.Appendf(nil, "object:%d", k)
+		_, full := keyHashes(key)
+		keyNames = append(keyNames, key)
+		objects[k] = accountingStep{hash: full, keyLen: int32(len(key)), valueLen: int32(32 * (1 + rng.IntN(64))), hit: true}
+		total += 1 / math.Pow(float64(k+1), zipf)
+		popularity[k] = total
+	}
+	lru := list.New()
+	inCache := make(map[int]*list.Element, cached)
+	// The first steps fill the engine; the stream is what follows.
+	for n := range 2 * steps {
+		key := min(sort.SearchFloat64s(popularity, rng.Float64()*total), keys-1)
+		step = objects[key]
+		if el, hit := inCache[key]; hit {
+			lru.MoveToFront(el)
+		} else {
+			step.hit = false
+			inCache[key] = lru.PushFront(key)
 		}
-		b.Run(name, func(b *testing.B) {
-			acct := newAccount(b, "team-a/cache")
-			n, _ := singleNode(b, Redis, acct, Options{})
-			t := (*n.p.tenants.Load())[acct.id]
-			if ps := t.part.Load(); !curves && ps != nil {
-				t.part.Store(nil)
-				ps.stop()
+		if !step.hit && lru.Len() > cached {
+			out := lru.Remove(lru.Back()).(int)
+			delete(inCache, out)
+			step.evicted = true
+			if n >= steps {
+				s.evictions = s.appendEviction(s.evictions, keyNames[out], objects[out])
 			}
-			hashes := make([]uint64, 1024)
-			for i := range hashes {
-				hashes[i], _ = keyHashes([]byte("key:" + strconv.Itoa(i)))
+		}
+		if n >= steps {
+			s.steps = append(s.steps, step)
+			s.requests++
+			if !step.hit {
+				s.requests++ // the write
 			}
-			i := 0
-			cpu0 := processCPU(b)
-			for b.Loop() {
-				h := hashes[i&(len(hashes)-1)]
-				t.recordRead(h, true, 8, 100)
-				t.recordWrite(h, 8, 100)
-				i++
+		}
+	}
+	// 64 replies, about 64 KiB: the proxy reads a reply's value length from the buffer it
+	// just read the reply into, which a replay through megabytes of replies would not.
+	if protocol == Redis {
+		for _, o := range objects {
+			if s.replies[o.valueLen] == nil {
+				s.replies[o.valueLen] = resp.AppendBulk(nil, bytes.Repeat([]byte("v"), int(o.valueLen)))
 			}
-			// CPU time per pair: on a loaded machine steadier than ns/op, which counts waits
-			// for a core.
-			b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
+		}
+	}
+	return s
+}
+
+// appendEviction appends the engine's notification of the eviction of key, last read as
+// object.
+func (s *accountingStream) appendEviction(buf, key []byte, object accountingStep) []byte {
+	if s.protocol == Redis {
+		return resp.AppendCommandStrings(buf, "message", evictedChannel, string(key))
+	}
+	return fmt.Appendf(buf, "ts=1.2 gid=7 type=eviction key=%s fetch=no ttl=-1 la=1 clsid=12 size=%d\r\n",
+		bytes.ReplaceAll(key, []byte(":"), []byte("%3A")), object.keyLen+object.valueLen+50)
+}
+
+// accountingMode is what replay does for each request.
+type accountingMode int
+
+const (
+	// accountNone: the tenant's accounting without curve state, its hit and value-size
+	// counters from the lengths on the wire, as every tenant keeps.
+	accountNone accountingMode = iota
+	// accountCurves: the tenant's accounting with its curve state (the recorder, the ghost
+	// list and the eviction watcher's reading and recording of each eviction), and the value
+	// sizes as the engine holds them (redis: mrc.RedisValueLen of a write's value,
+	// readValueLen of a reply; memcached's are the lengths on the wire).
+	accountCurves
+	// accountRecorder: the recorder's calls alone (mrc.Recorder Read and Write, with true
+	// object sizes in engine bytes), with the value sizes they need.
+	accountRecorder
+	// accountNothing: the stream read and nothing done, accountRecorder's baseline.
+	accountNothing
+)
+
+// replay makes on t the accounting calls of mode for the stream, as countRESP and
+// countMemcache make them, and returns the CPU time the calling thread spent. t must have its
+// curve state but for accountNone.
+func (s *accountingStream) replay(b testing.TB, t *tenant, mode accountingMode) time.Duration {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	ps := t.part.Load()
+	if (ps == nil) != (mode == accountNone) {
+		b.Fatalf("replay mode %d on a tenant with curve state %v", mode, ps != nil)
+	}
+	events := bufio.NewReader(bytes.NewReader(s.evictions))
+	redisEvents := resp.NewReplyReader(events, resp.ReplyLimits{})
+	var line []byte
+	miss := resp.AppendNull(nil, resp.RESP2)
+	value := bytes.Repeat([]byte("v"), 2048)
+	engineSizes := mode == accountCurves || mode == accountRecorder
+	start := threadCPU(b)
+	for i := range s.steps {
+		step := &s.steps[i]
+		h, keyLen := step.hash, int(step.keyLen)
+		readLen, writeLen := int(step.valueLen), int(step.valueLen)
+		switch {
+		case !step.hit:
+			readLen = 0
+			if engineSizes && s.protocol == Redis {
+				readLen, writeLen = readValueLen(miss), mrc.RedisValueLen(value[:writeLen])
+			}
+		case engineSizes && s.protocol == Redis:
+			readLen = readValueLen(s.replies[readLen])
+		}
+		switch mode {
+		case accountNone, accountCurves:
+			t.recordRead(h, step.hit, keyLen, readLen)
+			if !step.hit {
+				t.recordWrite(h, keyLen, writeLen)
+			}
+		case accountRecorder:
+			ps.curves.Read(h, step.hit, keyLen, readLen)
+			if !step.hit {
+				ps.curves.Write(h, keyLen, writeLen)
+			}
+		}
+		if mode != accountCurves || !step.evicted {
+			continue
+		}
+		var err error
+		if s.protocol == Redis {
+			err = recordRedisEviction(redisEvents, t, ps)
+		} else {
+			line, err = recordMemcachedEviction(events, line[:0], ps)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	return threadCPU(b) - start
+}
+
+// threadCPU returns the user and system CPU time the calling thread has used.
+func threadCPU(b testing.TB) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_THREAD, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// accountingCosts are the CPU times per request, in nanoseconds, of the accounting on an
+// accountingStream: the median over rounds of each round's difference.
+type accountingCosts struct {
+	// curves is what the curve state adds to the tenant's accounting (accountCurves less
+	// accountNone).
+	curves float64
+	// recorder is the recorder's part of it (accountRecorder less accountNothing): the
+	// accounting of true object sizes in engine bytes.
+	recorder float64
+}
+
+// accountingRounds is how many times measureAccounting replays the stream in each mode: the
+// median of 9 differences shrugs off a few rounds slowed by other work on the machine.
+const accountingRounds = 9
+
+// measureAccounting replays stream on a tenant of an in-process proxy, in accountingRounds
+// rounds that run each mode once, and returns the accounting's costs.
+func measureAccounting(b *testing.B, stream *accountingStream) accountingCosts {
+	acct := newAccount(b, "team-c/replay")
+	n := startNode(b, "node-a", Options{Protocol: stream.protocol})
+	// A partition the size of the objects the stream's engine holds (2^17 of about 1 KiB):
+	// the ghost list remembers the evictions of a quarter of it.
+	n.update(b, Tenant{ID: acct.id, CredentialHash: acct.hash, LocalEngine: startEngine(b, stream.protocol),
+		LocalPartitionBytes: 160 << 20, Routes: []Route{n.route(1)}})
+	t := (*n.p.tenants.Load())[acct.id]
+	curves := t.part.Load()
+	stream.replay(b, t, accountCurves) // fills the tracker and the ghost list
+	added, recorder := make([]float64, accountingRounds), make([]float64, accountingRounds)
+	perRequest := func(d time.Duration) float64 { return float64(d) / float64(stream.requests) }
+	for round := range accountingRounds {
+		with := stream.replay(b, t, accountCurves)
+		recorder[round] = perRequest(stream.replay(b, t, accountRecorder) - stream.replay(b, t, accountNothing))
+		t.part.Store(nil)
+		added[round] = perRequest(with - stream.replay(b, t, accountNone))
+		t.part.Store(curves)
+	}
+	slices.Sort(added)
+	slices.Sort(recorder)
+	return accountingCosts{curves: added[accountingRounds/2], recorder: recorder[accountingRounds/2]}
+}
+
+// BenchmarkAccountingStream is the in-process half of BenchmarkCurveAccounting alone: the CPU
+// time per request of the accounting on accountingStream, the curve state's
+// ("curve-cpu-ns/op") and the recorder's ("recorder-cpu-ns/op"), medians of accountingRounds.
+func BenchmarkAccountingStream(b *testing.B) {
+	for _, protocol := range []Protocol{Redis, Memcached} {
+		b.Run(string(protocol), func(b *testing.B) {
+			stream := newAccountingStream(protocol)
+			b.ResetTimer()
+			var costs accountingCosts
+			for range b.N {
+				costs = measureAccounting(b, stream)
+			}
+			stream.report(b, costs)
 		})
 	}
+}
+
+// report reports costs and the stream's shape.
+func (s *accountingStream) report(b *testing.B, costs accountingCosts) {
+	b.ReportMetric(costs.curves, "curve-cpu-ns/op")
+	b.ReportMetric(costs.recorder, "recorder-cpu-ns/op")
+	b.ReportMetric(float64(2*len(s.steps)-s.requests)/float64(len(s.steps)), "stream-hit-ratio")
 }

@@ -7,10 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
 	"strings"
 	"time"
 
+	"github.com/cacheqos/cacheqos/cache-sidecar/engine"
 	"github.com/cacheqos/cacheqos/internal/keyhash"
 	"github.com/cacheqos/cacheqos/internal/protocol"
 	"github.com/cacheqos/cacheqos/internal/protocol/resp"
@@ -129,19 +129,46 @@ func followRedisEvictions(nc net.Conn, br *bufio.Reader, t *tenant, ps *partitio
 		return err
 	}
 	for {
-		reply, err := rr.ReadReply()
-		if err != nil {
+		if err := recordRedisEviction(rr, t, ps); err != nil {
 			return err
-		}
-		v, err := reply.Decode()
-		if err != nil {
-			return err
-		}
-		// A pub/sub message: ["message", channel, key].
-		if len(v.Elems) == 3 && string(v.Elems[0].Str) == "message" {
-			ps.ghost.RecordEvictionHash(keyhash.Sum64(v.Elems[2].Str), t.meanValueSize())
 		}
 	}
+}
+
+// recordRedisEviction reads one pub/sub message of evictedChannel and records the evicted key
+// in the ghost list.
+func recordRedisEviction(rr *resp.ReplyReader, t *tenant, ps *partitionState) error {
+	reply, err := rr.ReadReply()
+	if err != nil {
+		return err
+	}
+	if key, ok := messagePayload(reply.Raw()); ok {
+		ps.ghost.RecordEvictionHash(keyhash.Sum64(key), t.meanValueSize())
+	}
+	return nil
+}
+
+// messagePayload returns the payload of a pub/sub message, ["message", channel, payload] in
+// RESP2, read in place: a watcher reads one per eviction, and decoding it into values would
+// allocate.
+func messagePayload(raw []byte) (payload []byte, ok bool) {
+	rest, ok := bytes.CutPrefix(raw, []byte("*3\r\n"))
+	if !ok {
+		return nil, false
+	}
+	var elems [3][]byte
+	for i := range elems {
+		if len(rest) == 0 || rest[0] != '$' {
+			return nil, false
+		}
+		header, body, found := bytes.Cut(rest[1:], []byte("\r\n"))
+		n, valid := protocol.ParseUint(header)
+		if !found || !valid || n > uint64(len(body)) || len(body)-int(n) < 2 {
+			return nil, false
+		}
+		elems[i], rest = body[:n], body[n+2:]
+	}
+	return elems[2], len(rest) == 0 && string(elems[0]) == "message"
 }
 
 func followMemcachedEvictions(nc net.Conn, br *bufio.Reader, ps *partitionState) error {
@@ -156,21 +183,34 @@ func followMemcachedEvictions(nc net.Conn, br *bufio.Reader, ps *partitionState)
 		return fmt.Errorf("watch evictions answered %q", reply)
 	}
 	for {
-		line, err = protocol.AppendLine(br, line[:0], maxEvictionLine)
-		if err != nil {
+		if line, err = recordMemcachedEviction(br, line[:0], ps); err != nil {
 			return err
-		}
-		if key, size, ok := parseEvictionLine(protocol.TrimEOL(line)); ok {
-			ps.ghost.RecordEvictionHash(keyhash.Sum64(key), size)
 		}
 	}
 }
 
+// recordMemcachedEviction reads one line of memcached's eviction log into buf and records an
+// evicted key in the ghost list. It returns the line read, to reuse as the next buf.
+func recordMemcachedEviction(br *bufio.Reader, buf []byte, ps *partitionState) ([]byte, error) {
+	line, err := protocol.AppendLine(br, buf, maxEvictionLine)
+	if err != nil {
+		return line, err
+	}
+	if key, size, ok := parseEvictionLine(protocol.TrimEOL(line)); ok {
+		ps.ghost.RecordEvictionHash(keyhash.Sum64(key), size)
+	}
+	return line, nil
+}
+
 // parseEvictionLine reads the key and size of a memcached eviction log line
-// ("ts=... gid=... type=eviction key=<uri-encoded key> ... size=<bytes>").
+// ("ts=... gid=... type=eviction key=<uri-encoded key> ... size=<bytes>"), decoding the key
+// in place in line: a watcher reads one per eviction, and allocating would cost more than
+// the rest of its work.
 func parseEvictionLine(line []byte) (key []byte, size int64, ok bool) {
 	var isEviction bool
-	for _, field := range bytes.Fields(line) {
+	for len(line) > 0 {
+		var field []byte
+		field, line, _ = bytes.Cut(line, []byte(" "))
 		name, value, found := bytes.Cut(field, []byte("="))
 		if !found {
 			continue
@@ -179,11 +219,11 @@ func parseEvictionLine(line []byte) (key []byte, size int64, ok bool) {
 		case "type":
 			isEviction = string(value) == "eviction"
 		case "key":
-			decoded, err := url.PathUnescape(string(value))
+			decoded, err := engine.AppendDecodedKey(value[:0], value)
 			if err != nil {
 				return nil, 0, false
 			}
-			key = []byte(decoded)
+			key = decoded
 		case "size":
 			n, valid := protocol.ParseInt(value)
 			if !valid {

@@ -146,6 +146,29 @@ func TestParseEvictionLine(t *testing.T) {
 	}
 }
 
+func TestMessagePayload(t *testing.T) {
+	cases := []struct {
+		raw     string
+		payload string
+		ok      bool
+	}{
+		{"*3\r\n$7\r\nmessage\r\n$22\r\n" + evictedChannel + "\r\n$2\r\nk0\r\n", "k0", true},
+		{"*3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$6\r\na\r\nb c\r\n", "a\r\nb c", true},
+		{"*3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$0\r\n\r\n", "", true},
+		{"*3\r\n$9\r\nsubscribe\r\n$1\r\nc\r\n:1\r\n", "", false},
+		{"*3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$5\r\nk0\r\n", "", false}, // shorter than told
+		{"*3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$2\r\nk0\r\nmore", "", false},
+		{"*4\r\n$8\r\npmessage\r\n$1\r\n*\r\n$1\r\nc\r\n$2\r\nk0\r\n", "", false},
+		{"*3\r\n$7\r\nmessage\r\n$x\r\nc\r\n$2\r\nk0\r\n", "", false},
+	}
+	for _, tc := range cases {
+		payload, ok := messagePayload([]byte(tc.raw))
+		if ok != tc.ok || ok && string(payload) != tc.payload {
+			t.Errorf("%q: %q %v, want %q %v", tc.raw, payload, ok, tc.payload, tc.ok)
+		}
+	}
+}
+
 func TestPeerHandshakeIsAuthenticated(t *testing.T) {
 	acct := newAccount(t, "team-a/cache")
 	n, _ := singleNode(t, Redis, acct, Options{})

@@ -95,8 +95,11 @@ func (g *Ghost) RecordEviction(key []byte, size int64) {
 func (g *Ghost) RecordEvictionHash(fingerprint uint64, size int64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if q, ok := g.index[fingerprint]; ok {
-		g.revive(q) // evicted again without an access reported: its older entry is obsolete
+	// Most evicted keys are not remembered: the filter spares them a lookup in index.
+	if f := g.filter.Load(); f != nil && f.mayHold(fingerprint) {
+		if q, ok := g.index[fingerprint]; ok {
+			g.revive(q) // evicted again without an access reported: its older entry is obsolete
+		}
 	}
 	if g.count == len(g.ring) {
 		if len(g.ring) == g.maxEntries {
