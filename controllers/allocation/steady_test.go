@@ -65,7 +65,7 @@ func TestAnotherManagersStatusWrites(t *testing.T) {
 		_, err := versions()
 		return err
 	})
-	time.Sleep(6 * time.Second) // the placing allocation's writes, and the reconciler's Ready
+	time.Sleep(6 * time.Second) // the writes of the allocation that placed them
 
 	applyStatusAs(t, teamNS, "one", map[string]any{"conditions": []any{map[string]any{
 		"type": "Reviewed", "status": "True", "reason": "Reviewed", "message": "checked by hand",
