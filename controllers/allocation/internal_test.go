@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -752,5 +753,95 @@ func TestWithinNoise(t *testing.T) {
 	}
 	if withinNoise(nil, base()) {
 		t.Error("withinNoise: nothing written yet is not within noise of an observation")
+	}
+}
+
+// statusApplies counts the status applies sent through it; any other request fails.
+type statusApplies struct {
+	client.Client
+	scheme *runtime.Scheme
+	writer countingStatusWriter
+}
+
+type countingStatusWriter struct {
+	client.SubResourceWriter
+	sent int
+}
+
+func (s *statusApplies) Scheme() *runtime.Scheme          { return s.scheme }
+func (s *statusApplies) Status() client.SubResourceWriter { return &s.writer }
+func (w *countingStatusWriter) Patch(context.Context, client.Object, client.Patch, ...client.SubResourcePatchOption) error {
+	w.sent++
+	return nil
+}
+
+// TestApplyTenantStatusComparesWithTheObject: a tenant status is applied when the object, as
+// read, differs from it in a field the loop owns (whoever changed it), and not when only
+// another manager's fields changed, even at a resourceVersion the loop never wrote.
+func TestApplyTenantStatusComparesWithTheObject(t *testing.T) {
+	written := metav1.NewTime(time.Date(2026, 11, 27, 5, 0, 0, 0, time.UTC))
+	desired := func() tenantStatus {
+		return tenantStatus{
+			Allocation: &v1.TenantAllocation{Memory: resource.MustParse("128Mi"), NodeCount: 1, Decision: "Kept",
+				Nodes: []v1.NodeAllocation{{NodeName: "a", Memory: resource.MustParse("128Mi")}}},
+			Observed:          &v1.TenantObservation{Time: written, HitRatio: "0.9", OpsPerSecond: 20},
+			PredictedHitRatio: "0.9",
+			Conditions: []metav1.Condition{
+				{Type: v1.ConditionSLOMet, Status: metav1.ConditionTrue, Reason: v1.ReasonTargetMet, Message: "met", LastTransitionTime: written},
+				{Type: v1.ConditionAllocated, Status: metav1.ConditionTrue, Reason: "Kept", Message: "kept", LastTransitionTime: written},
+			},
+		}
+	}
+	// held is the tenant as the loop's own apply of desired left it, beside the reconciler's Ready.
+	held := func() *v1.TenantSLO {
+		d := desired()
+		ready := metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: "PartitionsRunning", Message: "running", LastTransitionTime: written}
+		return &v1.TenantSLO{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "t", ResourceVersion: "7"},
+			Status: v1.TenantSLOStatus{Conditions: append([]metav1.Condition{ready}, d.Conditions...),
+				Allocation: d.Allocation, Observed: d.Observed, PredictedHitRatio: d.PredictedHitRatio},
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(tenant *v1.TenantSLO, st *tenantStatus)
+		sent   int
+	}{
+		{"nothing changed", func(*v1.TenantSLO, *tenantStatus) {}, 0},
+		{"another manager changed its own condition", func(tn *v1.TenantSLO, _ *tenantStatus) {
+			tn.ResourceVersion = "8"
+			tn.Status.Conditions[0].Message = "running on 2 nodes"
+		}, 0},
+		{"the loop's times carry sub-second digits the status does not", func(_ *v1.TenantSLO, st *tenantStatus) {
+			st.Conditions[0].LastTransitionTime = metav1.NewTime(written.Add(300 * time.Millisecond))
+		}, 0},
+		{"another manager overwrote the decision", func(tn *v1.TenantSLO, _ *tenantStatus) {
+			tn.Status.Allocation = tn.Status.Allocation.DeepCopy()
+			tn.Status.Allocation.Decision = "Raised"
+		}, 1},
+		{"the loop's condition changed", func(_ *v1.TenantSLO, st *tenantStatus) { st.Conditions[0].Message = "met again" }, 1},
+		{"the loop drops a condition it wrote", func(_ *v1.TenantSLO, st *tenantStatus) { st.Conditions = st.Conditions[:1] }, 1},
+		{"the loop clears a tenant no longer admitted", func(_ *v1.TenantSLO, st *tenantStatus) { *st = tenantStatus{} }, 1},
+		{"a tenant without the loop's fields is cleared", func(tn *v1.TenantSLO, st *tenantStatus) {
+			tn.Status = v1.TenantSLOStatus{Conditions: tn.Status.Conditions[:1]}
+			*st = tenantStatus{}
+		}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			scheme := runtime.NewScheme()
+			if err := v1.AddToScheme(scheme); err != nil {
+				t.Fatal(err)
+			}
+			api := &statusApplies{scheme: scheme}
+			l := New(api, api, nil, logr.Discard(), Options{})
+			tenant, st := held(), desired()
+			tc.change(tenant, &st)
+			if err := l.applyTenantStatus(t.Context(), tenant, st); err != nil {
+				t.Fatal(err)
+			}
+			if api.writer.sent != tc.sent {
+				t.Errorf("%d status applies sent, want %d", api.writer.sent, tc.sent)
+			}
+		})
 	}
 }

@@ -9,8 +9,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
+	"github.com/cacheqos/cacheqos/controllers/conditions"
 	"github.com/cacheqos/cacheqos/controllers/internal/objects"
 	"github.com/cacheqos/cacheqos/controllers/internal/testenv"
 	"github.com/cacheqos/cacheqos/internal/promquery"
@@ -39,6 +42,78 @@ func TestSteadyAllocationsWriteNoTenantStatus(t *testing.T) {
 	// Let the allocation that placed them finish its writes.
 	time.Sleep(6 * time.Second)
 	expectNoSteadyWrites(t, cacheNS, teamNS, 2, 11*time.Second, versions)
+}
+
+// TestAnotherManagersStatusWrites: after another field manager writes a TenantSLO's status,
+// the allocations write the tenant's status only where a field the allocation loop owns
+// changed. A condition of the other manager's own makes no allocator request over two
+// intervals (the loop re-sent its identical status once when it compared with its own last
+// apply instead of with the object: the flake of TestSteadyMeasuredPlansStay, where the
+// TenantSLO reconciler's Ready came late); an allocation decision the other manager
+// overwrote is written back by the next allocation, with one request.
+func TestAnotherManagersStatusWrites(t *testing.T) {
+	cacheNS, teamNS := env.Namespace(t, "other-cache"), env.Namespace(t, "other-team")
+	create(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "other-a", Labels: map[string]string{"pool": "other"}}})
+	sidecarPod(t, cacheNS, "shared", "other-a", "10.9.1.1")
+	create(t, sharedCluster(cacheNS, "other", "", 100000, v1.PolicyEqual))
+	names := []string{"one", "two"}
+	for _, name := range names {
+		create(t, strictTenant(teamNS, name, cacheNS, "64Mi", v1.Placement{}))
+	}
+	versions := func() (map[string]string, error) { return placedVersions(teamNS, names, map[string]string{}) }
+	testenv.Eventually(t, timeout, func() error {
+		_, err := versions()
+		return err
+	})
+	time.Sleep(6 * time.Second) // the writes of the allocation that placed them
+
+	applyStatusAs(t, teamNS, "one", map[string]any{"conditions": []any{map[string]any{
+		"type": "Reviewed", "status": "True", "reason": "Reviewed", "message": "checked by hand",
+		"lastTransitionTime": metav1.Now().UTC().Format(time.RFC3339),
+	}}})
+	expectNoSteadyWrites(t, cacheNS, teamNS, 2, 11*time.Second, versions)
+
+	slo := &v1.TenantSLO{}
+	if err := get(slo, teamNS, "one"); err != nil {
+		t.Fatal(err)
+	}
+	decision := slo.Status.Allocation.Decision
+	overwritten := "Raised"
+	if decision == overwritten {
+		overwritten = "Lowered"
+	}
+	mark := env.Requests.Mark()
+	applyStatusAs(t, teamNS, "one", map[string]any{"allocation": map[string]any{"decision": overwritten}})
+	testenv.Eventually(t, timeout, func() error {
+		if err := get(slo, teamNS, "one"); err != nil {
+			return err
+		}
+		if got := slo.Status.Allocation.Decision; got != decision {
+			return fmt.Errorf("allocation.decision %q, want %q written back", got, decision)
+		}
+		return nil
+	})
+	time.Sleep(6 * time.Second) // one more allocation, which has nothing to correct
+	writes := env.Requests.Since(mark, func(r testenv.Request) bool {
+		return r.FieldManager == objects.FieldOwnerAllocator && testenv.WritesUnder("/apis/cacheqos.io/v1alpha1/namespaces/"+teamNS+"/tenantslos/")(r)
+	})
+	if len(writes) != 1 || !strings.HasSuffix(writes[0].Path, "/one/status") {
+		t.Errorf("allocator writes after one's decision was overwritten: %v, want one, to one's status", writes)
+	}
+}
+
+// applyStatusAs server-side applies status to the TenantSLO ns/name as a field manager of
+// the test's, taking the fields it sends from whoever owned them.
+func applyStatusAs(t *testing.T, ns, name string, status map[string]any) {
+	t.Helper()
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v1.GroupVersion.String(), "kind": "TenantSLO",
+		"metadata": map[string]any{"namespace": ns, "name": name},
+		"status":   status,
+	}}
+	if err := env.Client.Status().Patch(ctx(), u, client.Apply, client.FieldOwner("steady-test"), client.ForceOwnership); err != nil {
+		t.Fatalf("applying the status of %s/%s: %v", ns, name, err)
+	}
 }
 
 // TestSteadyMeasuredPlansStay: under the optimal policy, with a real Prometheus measuring
@@ -148,17 +223,39 @@ func expectNoSteadyWrites(t *testing.T, cacheNS, teamNS string, intervals int, w
 }
 
 // placedVersions adds to out the resourceVersion of each named TenantSLO in teamNS, or fails
-// while one has no allocation yet.
+// while one has no allocation yet, or its Ready condition does not describe the allocation
+// yet: the TenantSLO reconciler rewrites Ready after the plans change (5 s after, later under
+// load), the last write of a placement, which a steady window must not count.
 func placedVersions(teamNS string, names []string, out map[string]string) (map[string]string, error) {
 	for _, name := range names {
 		slo := &v1.TenantSLO{}
 		if err := get(slo, teamNS, name); err != nil {
 			return nil, err
 		}
-		if slo.Status.Allocation == nil || slo.Status.Allocation.Memory.Value() == 0 {
+		a := slo.Status.Allocation
+		if a == nil || a.Memory.Value() == 0 {
 			return nil, fmt.Errorf("%s has no allocation yet", name)
+		}
+		if err := readyDescribes(slo, a); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 		out["tenant "+name] = slo.ResourceVersion
 	}
 	return out, nil
+}
+
+// readyDescribes fails unless the tenant's Ready condition names the partitions of allocation
+// a as not running (no sidecar runs partitions in envtest).
+func readyDescribes(slo *v1.TenantSLO, a *v1.TenantAllocation) error {
+	ready := condition(slo.Status.Conditions, v1.ConditionReady)
+	held := fmt.Sprintf("of %d partitions not running yet, on ", a.NodeCount)
+	if ready.Reason != conditions.ReasonPartitionsPending || !strings.Contains(ready.Message, held) {
+		return fmt.Errorf("Ready %q (%s) does not describe the %d partitions allocated yet", ready.Message, ready.Reason, a.NodeCount)
+	}
+	for _, n := range a.Nodes {
+		if !strings.Contains(ready.Message, n.NodeName) {
+			return fmt.Errorf("Ready %q does not name %s, where the tenant is allocated, yet", ready.Message, n.NodeName)
+		}
+	}
+	return nil
 }

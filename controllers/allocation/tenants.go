@@ -1,7 +1,9 @@
 package allocation
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -49,13 +51,33 @@ type tenantCounts struct {
 	meetingSLO, throttled int32
 }
 
-// hasLoopStatus reports whether the loop wrote anything to the tenant's status.
-func hasLoopStatus(t *v1.TenantSLO) bool {
-	return t.Status.Allocation != nil || t.Status.Observed != nil || t.Status.PredictedHitRatio != "" ||
-		meta.FindStatusCondition(t.Status.Conditions, v1.ConditionSLOMet) != nil ||
-		meta.FindStatusCondition(t.Status.Conditions, v1.ConditionThrottled) != nil ||
-		meta.FindStatusCondition(t.Status.Conditions, v1.ConditionCurveAccurate) != nil ||
-		meta.FindStatusCondition(t.Status.Conditions, v1.ConditionAllocated) != nil
+// loopConditions are the condition types the loop owns, in the order it writes them.
+var loopConditions = []string{v1.ConditionSLOMet, v1.ConditionThrottled, v1.ConditionCurveAccurate, v1.ConditionAllocated}
+
+// loopStatusOf is what the tenant's status holds of the fields the loop owns.
+func loopStatusOf(t *v1.TenantSLO) tenantStatus {
+	st := tenantStatus{Allocation: t.Status.Allocation, Observed: t.Status.Observed, PredictedHitRatio: t.Status.PredictedHitRatio}
+	for _, typ := range loopConditions {
+		if c := meta.FindStatusCondition(t.Status.Conditions, typ); c != nil {
+			st.Conditions = append(st.Conditions, *c)
+		}
+	}
+	return st
+}
+
+// applyTenantStatus applies st to the tenant's status unless the status as read already
+// holds exactly st, as the apply would encode it, in the fields the loop owns. Comparing with
+// the object, not only with the loop's own last apply (what ssa.Writer remembers), keeps
+// another manager's write to its own fields (the TenantSLO reconciler's Ready) from making the
+// next allocation re-send an identical status; a field the loop owns that anyone changed
+// differs, and is written back.
+func (l *Loop) applyTenantStatus(ctx context.Context, t *v1.TenantSLO, st tenantStatus) error {
+	held, errHeld := json.Marshal(loopStatusOf(t))
+	want, errWant := json.Marshal(st)
+	if errHeld == nil && errWant == nil && bytes.Equal(held, want) {
+		return nil
+	}
+	return l.writer.ApplyStatus(ctx, t, st)
 }
 
 // writeTenantStatuses writes every tenant's allocation, observations and SLOMet, Throttled
@@ -125,14 +147,14 @@ func (l *Loop) writeTenantStatuses(ctx context.Context, in *inputs, mr metricsRe
 		if meta.IsStatusConditionTrue(st.Conditions, v1.ConditionThrottled) {
 			counts.throttled++
 		}
-		errs = append(errs, l.writer.ApplyStatus(ctx, t, st))
+		errs = append(errs, l.applyTenantStatus(ctx, t, st))
 	}
 	for i := range in.tenants {
 		t := &in.tenants[i]
-		if isAdmitted(in, t) || !hasLoopStatus(t) {
+		if isAdmitted(in, t) {
 			continue
 		}
-		errs = append(errs, l.writer.ApplyStatus(ctx, t, tenantStatus{}))
+		errs = append(errs, l.applyTenantStatus(ctx, t, tenantStatus{}))
 	}
 	opmetrics.TenantsMeetingSLO.WithLabelValues(cluster).Set(float64(counts.meetingSLO))
 	return counts, errors.Join(errs...)
