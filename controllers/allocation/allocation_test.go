@@ -160,11 +160,11 @@ func TestAllocationWithPrometheus(t *testing.T) {
 	for _, s := range []*promtest.Sidecar{nodeA, nodeB} {
 		s.SetTraffic("alloc-team/web", web)
 		s.SetCurve("alloc-team/web", webCurve)
-		s.SetCurveCheck("alloc-team/web", promquery.CurveCheck{PredictedHitRatio: 0.91, AchievedHitRatio: 0.9, SampledReads: 2000})
+		s.SetCurveCheck("alloc-team/web", promquery.CurveCheck{Predicted: 0.91, Achieved: 0.9, SampledReads: 2000})
 		s.SetPlanGeneration(0)
 	}
 	nodeA.SetTraffic("alloc-team/batch", batch)
-	nodeA.SetCurveCheck("alloc-team/batch", promquery.CurveCheck{PredictedHitRatio: 0.7, AchievedHitRatio: 0.4, SampledReads: 800})
+	nodeA.SetCurveCheck("alloc-team/batch", promquery.CurveCheck{Predicted: 0.7, Achieved: 0.4, SampledReads: 800})
 	prom := promtest.Start(t, []string{nodeA.Address(), nodeB.Address()}, time.Second)
 	prom.WaitFor(t, `count_over_time(`+promquery.MetricRequests+`[8s]) >= 7`, 3, 30*time.Second)
 

@@ -147,8 +147,7 @@ func (st *clusterState) demandOf(tenant string, measured []planning.NodeRate, th
 }
 
 // observe copies a tenant's measurements into the snapshot: rates on the cluster's nodes,
-// hit ratio, hit and miss latencies, and the miss-ratio curve with its check against the
-// partitions' hits.
+// hit ratio, hit and miss latencies, and the miss-ratio curve.
 func observe(pt *planning.Tenant, tm *promquery.TenantMeasurement, nodes []string) {
 	for _, node := range nodes {
 		if n := tm.Nodes[node]; n != nil {
@@ -161,9 +160,6 @@ func observe(pt *planning.Tenant, tm *promquery.TenantMeasurement, nodes []strin
 	if hit, miss, ok := tm.HitMissLatency(); ok {
 		pt.Observed.HitLatencySeconds = min(hit, planning.MaxLatencySeconds)
 		pt.Observed.MissLatencySeconds = min(miss, planning.MaxLatencySeconds)
-	}
-	if c, ok := tm.CurveCheck(); ok {
-		pt.Observed.Curve = &c
 	}
 	pt.MissRatioCurve = mergedCurve(tm, nodes)
 }

@@ -160,56 +160,6 @@ func TestDamping(t *testing.T) {
 	}
 }
 
-// The correction follows the sidecars' check of the curve (its value at the partitions' sizes
-// against what they achieved, over the curve's window) once the sizes were held for two warm
-// intervals, so that the window is theirs, and when it rests on enough sampled reads; else
-// the observed hit ratio. It is not bounded by a fixed ratio.
-func TestDampingFollowsTheCurveCheck(t *testing.T) {
-	pts := [][2]float64{{10, 0.2}, {40, 0.6}, {80, 0.8}}
-	const f = 25.0 / 40 // the factor that takes the curve through 0.4 at 40 MiB (TestDamping)
-	cliff := [][2]float64{{1, 0.5}, {2, 0.6}, {80, 0.8}}
-	// 0.3 at 40 MiB is where the cliff curve is at 0.6 MiB: a factor far beyond 1/16.
-	fCliff := 0.6 / 40
-	// Each settled interval moves a pessimistic factor halfway (geometrically); the first
-	// interval is cold and sets none.
-	halfway := func(f float64) []float64 { return []float64{0, math.Sqrt(f), math.Pow(f, 0.75), math.Pow(f, 0.875)} }
-	for _, tc := range []struct {
-		name     string
-		pts      [][2]float64
-		observed float64
-		check    *planning.CurveCheck
-		want     []float64 // the factor after each interval
-	}{
-		// After one warm interval the observed 0.4 still counts; then the check says the
-		// curve is right: doing as well as the curve says is taken as it is.
-		{"the check says the curve is right, whatever the interval's hit ratio", pts, 0.4,
-			&planning.CurveCheck{PredictedHitRatio: 0.65, AchievedHitRatio: 0.65, SampledReads: 5000}, []float64{0, math.Sqrt(f), 1, 1}},
-		// An observed 0.9 is above anything the curve reaches (left to the allocator); the
-		// check, 0.2 below its prediction, puts the curve at 0.4 at 40 MiB.
-		{"the check's difference is applied at the curve's value", pts, 0.9,
-			&planning.CurveCheck{PredictedHitRatio: 0.7, AchievedHitRatio: 0.5, SampledReads: 5000}, []float64{0, 0, math.Sqrt(f), math.Pow(f, 0.75)}},
-		{"a check on too few reads is noise: the observed hit ratio", pts, 0.4,
-			&planning.CurveCheck{PredictedHitRatio: 0.6, AchievedHitRatio: 0.6, SampledReads: planning.MinCurveCheckReads - 1}, halfway(f)},
-		{"no check: the observed hit ratio", pts, 0.4, nil, halfway(f)},
-		{"no fixed bound on the factor", cliff, 0.3, nil, halfway(fCliff)},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			l := New()
-			l.cfg = config(Mechanisms{Damping: true})
-			for i, want := range tc.want {
-				tn := tenant("ns/a", 100, 0.5, tc.pts, 40*mib, tc.observed)
-				tn.Observed.Curve = tc.check
-				in := Input{Snapshot: snapshot(tn)}
-				l.observe(in)
-				l.shape(in)
-				if got := l.tenants["ns/a"].factor; math.Abs(got-want) > 1e-3*want {
-					t.Errorf("interval %d: factor %v, want %v", i, got, want)
-				}
-			}
-		})
-	}
-}
-
 // Feedback raises a strict target by the shortfall observed at a settled size that the plan in
 // force predicted to meet it, never beyond what the curve reaches, and halves the raise once
 // the objective is met. A shortfall at a size the plan did not promise the target is not the

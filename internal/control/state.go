@@ -12,6 +12,9 @@ import (
 const (
 	// smoothing is the weight of the newest settled observation in the averages (EWMA).
 	smoothing = 0.5
+	// maxCorrection bounds the damped correction factor: an averaged factor beyond it says
+	// the curve is not a rescaling of the engine's behaviour at all.
+	maxCorrection = 16
 	// maxBoost bounds how far feedback raises a target.
 	maxBoost = 0.05
 	// protectSlack: a tenant whose observed hit ratio is this far above its target is
@@ -31,13 +34,6 @@ const (
 	// ends) gets up to maxLearnSamples.
 	learnSamples    = 2
 	maxLearnSamples = 6
-	// checkSettled is how many warm intervals in a row a tenant's partitions must have held
-	// their sizes before the sidecars' curve check is taken for the correction: the check
-	// spans the curve's window, which halves the weight of the past every interval, so
-	// after a resize it still mixes the reads of the old sizes in (a quarter of the weight
-	// after one warm interval, an eighth after two), and a shrunk partition would look as
-	// if its curve underrated it.
-	checkSettled = 2
 	// noReuse is the hit ratio under which a curve has seen no reuse yet.
 	noReuse = 0.05
 	// relearnIntervals bounds how long after a move the curve from before it stands for the
@@ -58,8 +54,6 @@ type tenantState struct {
 	placed []planning.CurrentPartition
 	seen   bool
 	warm   bool
-	// warmFor counts the warm intervals in a row up to the one measured last.
-	warmFor int
 	// filling reports a warm interval whose hit ratio still rose clearly over the one before:
 	// the partitions are still filling, so the measurement is not yet what the memory gives;
 	// settled is warm and not filling.
@@ -138,10 +132,6 @@ func (l *Loop) observe(in Input) {
 			l.tenants[t.ID] = st
 		}
 		st.warm = st.seen && totalOf(t.Current.Partitions) > 0 && samePlacement(st.placed, t.Current.Partitions, l.cfg.MinChangeBytes)
-		st.warmFor++
-		if !st.warm {
-			st.warmFor = 0
-		}
 		st.moved = st.seen && !sameNodes(st.placed, t.Current.Partitions)
 		st.sinceMove++
 		if st.moved {
@@ -364,15 +354,14 @@ func fitted(t *planning.Tenant) *curve.Curve {
 // averaged geometrically over settled intervals, and the snapshot carries the rescaled curve
 // with an observation it already predicts, so the allocator corrects nothing more. An
 // observation above anything the curve reaches is left to the allocator, which lifts the
-// curve (no rescaling explains it). The factor is not bounded by a fixed ratio: the curve's
-// own points bound it (curve.CorrectionFactor).
+// curve (no rescaling explains it).
 func (l *Loop) damp(t *planning.Tenant, c *curve.Curve) *curve.Curve {
 	st := l.tenants[t.ID]
 	total := totalOf(t.Current.Partitions)
-	at, ok := curveObservation(t, c, total, st.warmFor >= checkSettled)
-	if !ok {
+	if t.Observed.HitRatio == nil || total <= 0 {
 		return c
 	}
+	at := curve.Point{SizeBytes: total, HitRatio: *t.Observed.HitRatio}
 	f, ok := c.CorrectionFactor(at)
 	if !ok {
 		if math.Abs(c.At(total)-at.HitRatio) > 1e-9 && at.HitRatio > 0 {
@@ -392,7 +381,7 @@ func (l *Loop) damp(t *planning.Tenant, c *curve.Curve) *curve.Curve {
 			// memory in force really gives: taken as it is.
 			next = math.Exp((1-smoothing)*math.Log(prev) + smoothing*math.Log(f))
 		}
-		st.factor = next
+		st.factor = math.Min(maxCorrection, math.Max(1.0/maxCorrection, next))
 	}
 	if st.factor > 0 {
 		c = c.Rescaled(st.factor)
@@ -403,28 +392,8 @@ func (l *Loop) damp(t *planning.Tenant, c *curve.Curve) *curve.Curve {
 		t.MissRatioCurve[i] = planning.MissRatioPoint{SizeBytes: p.SizeBytes, MissRatio: 1 - p.HitRatio}
 	}
 	predicted := c.At(total)
-	t.Observed.HitRatio, t.Observed.Curve = &predicted, nil
+	t.Observed.HitRatio = &predicted
 	return c
-}
-
-// curveObservation is the point the tenant's curve c should pass through at its current total
-// size. Where the sidecars compared the curve with the partitions' own reads over the curve's
-// window (with enough sampled reads to be more than noise, and sizes held long enough that
-// the window is of them: settled), it is the curve's value there moved by their difference:
-// the curve's error measured on the reads it was built from, not against a hit ratio
-// measured over another window. Otherwise it is the observed hit ratio.
-func curveObservation(t *planning.Tenant, c *curve.Curve, total int64, settled bool) (curve.Point, bool) {
-	if total <= 0 {
-		return curve.Point{}, false
-	}
-	if chk := t.Observed.Curve; settled && chk != nil && chk.SampledReads >= planning.MinCurveCheckReads {
-		h := c.At(total) + chk.AchievedHitRatio - chk.PredictedHitRatio
-		return curve.Point{SizeBytes: total, HitRatio: math.Min(1, math.Max(0, h))}, true
-	}
-	if t.Observed.HitRatio == nil {
-		return curve.Point{}, false
-	}
-	return curve.Point{SizeBytes: total, HitRatio: *t.Observed.HitRatio}, true
 }
 
 // protections are the memory minimums that keep strict tenants that met their objective

@@ -9,8 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"time"
-
-	"github.com/cacheqos/cacheqos/internal/allocator/planning"
 )
 
 // Scope selects what Measure reads: the series of some nodes, rated over a window.
@@ -64,18 +62,29 @@ type TenantNodeMeasurement struct {
 
 // CurveCheck is a partition's curve read at its current memory limit against the hit ratio
 // the partition achieved, both over the curve's (decayed) window. A value not exported is NaN.
-type CurveCheck = planning.CurveCheck
+type CurveCheck struct {
+	Predicted, Achieved float64
+	// SampledReads is the number of sampled reads the curve rests on in that window.
+	SampledReads float64
+}
 
 // CurveCheck combines the partitions' checks, each weighted by its sampled reads; false when
 // no partition exported a complete check with a sampled read.
 func (t *TenantMeasurement) CurveCheck() (CurveCheck, bool) {
-	checks := make([]CurveCheck, 0, len(t.Nodes))
+	var sum CurveCheck
 	for _, n := range t.Nodes {
-		if n.CurveCheck != nil {
-			checks = append(checks, *n.CurveCheck)
+		c := n.CurveCheck
+		if c == nil || math.IsNaN(c.Predicted) || math.IsNaN(c.Achieved) || math.IsNaN(c.SampledReads) || c.SampledReads <= 0 {
+			continue
 		}
+		sum.Predicted += c.Predicted * c.SampledReads
+		sum.Achieved += c.Achieved * c.SampledReads
+		sum.SampledReads += c.SampledReads
 	}
-	return planning.CombineCurveChecks(checks)
+	if sum.SampledReads <= 0 {
+		return CurveCheck{}, false
+	}
+	return CurveCheck{Predicted: sum.Predicted / sum.SampledReads, Achieved: sum.Achieved / sum.SampledReads, SampledReads: sum.SampledReads}, true
 }
 
 // CurvePoint is the hit ratio a partition of SizeBytes would have.
@@ -208,8 +217,8 @@ func measureSteps(sel string, w time.Duration) []measureStep {
 		{tenantRate(MetricRequestDuration+"_count", sel, w), addTenant(func(t *TenantMeasurement, v float64) { t.LatencyCountPerSecond = v })},
 		{tenantLatencyBuckets(sel, w), addBucket},
 		{tenantNodeCurve(sel), addCurvePoint},
-		{tenantNodeGauge(MetricMRCPredicted, sel), addCurveCheck(func(c *CurveCheck, v float64) { c.PredictedHitRatio = v })},
-		{tenantNodeGauge(MetricMRCAchieved, sel), addCurveCheck(func(c *CurveCheck, v float64) { c.AchievedHitRatio = v })},
+		{tenantNodeGauge(MetricMRCPredicted, sel), addCurveCheck(func(c *CurveCheck, v float64) { c.Predicted = v })},
+		{tenantNodeGauge(MetricMRCAchieved, sel), addCurveCheck(func(c *CurveCheck, v float64) { c.Achieved = v })},
 		{tenantNodeGauge(MetricMRCSampledReads, sel), addCurveCheck(func(c *CurveCheck, v float64) { c.SampledReads = v })},
 	}
 }
@@ -368,7 +377,7 @@ func addCurvePoint(m *Measurements, smp Sample) error {
 func addCurveCheck(set func(*CurveCheck, float64)) func(*Measurements, Sample) error {
 	return addTenantNode(func(n *TenantNodeMeasurement, v float64) {
 		if n.CurveCheck == nil {
-			n.CurveCheck = &CurveCheck{PredictedHitRatio: math.NaN(), AchievedHitRatio: math.NaN(), SampledReads: math.NaN()}
+			n.CurveCheck = &CurveCheck{Predicted: math.NaN(), Achieved: math.NaN(), SampledReads: math.NaN()}
 		}
 		set(n.CurveCheck, v)
 	})

@@ -33,8 +33,8 @@ func TestMeasureAgainstPrometheus(t *testing.T) {
 	nodeA.SetTraffic("ads/batch", promtest.Traffic{RequestsPerSecond: 100, HitRatio: 0.5, BytesInPerSecond: 1000, BytesOutPerSecond: 1000,
 		HitLatency: 200 * time.Microsecond, MissLatency: time.Millisecond, ThrottledPerSecond: 10})
 	nodeA.SetCurve("shop/web", []promquery.CurvePoint{{SizeBytes: 1 << 20, HitRatio: 0.3}, {SizeBytes: 1 << 30, HitRatio: 0.9}})
-	nodeA.SetCurveCheck("shop/web", promquery.CurveCheck{PredictedHitRatio: 0.8, AchievedHitRatio: 0.7, SampledReads: 300})
-	nodeB.SetCurveCheck("shop/web", promquery.CurveCheck{PredictedHitRatio: 0.6, AchievedHitRatio: 0.6, SampledReads: 100})
+	nodeA.SetCurveCheck("shop/web", promquery.CurveCheck{Predicted: 0.8, Achieved: 0.7, SampledReads: 300})
+	nodeB.SetCurveCheck("shop/web", promquery.CurveCheck{Predicted: 0.6, Achieved: 0.6, SampledReads: 100})
 	for _, s := range []*promtest.Sidecar{nodeA, nodeB} {
 		s.SetPlanGeneration(1)
 	}
@@ -94,7 +94,7 @@ func TestMeasureAgainstPrometheus(t *testing.T) {
 		t.Errorf("shop/web curve on node-a = %v", curve)
 	}
 	// The curve checks of both partitions, weighted by their sampled reads.
-	if c, ok := webM.CurveCheck(); !ok || !within(c.PredictedHitRatio, 0.75, 1e-9) || !within(c.AchievedHitRatio, 0.675, 1e-9) || c.SampledReads != 400 {
+	if c, ok := webM.CurveCheck(); !ok || !within(c.Predicted, 0.75, 1e-9) || !within(c.Achieved, 0.675, 1e-9) || c.SampledReads != 400 {
 		t.Errorf("shop/web curve check %+v (%v), want predicted 0.75, achieved 0.675 over 400 reads", c, ok)
 	}
 	if _, ok := batchM.CurveCheck(); ok {

@@ -98,18 +98,18 @@ func TestCurveCheckWeighsPartitionsBySampledReads(t *testing.T) {
 		ok    bool
 	}{
 		{name: "no check exported", nodes: map[string]*CurveCheck{"a": nil}},
-		{name: "one partition", nodes: map[string]*CurveCheck{"a": {PredictedHitRatio: 0.9, AchievedHitRatio: 0.8, SampledReads: 50}},
-			want: CurveCheck{PredictedHitRatio: 0.9, AchievedHitRatio: 0.8, SampledReads: 50}, ok: true},
+		{name: "one partition", nodes: map[string]*CurveCheck{"a": {Predicted: 0.9, Achieved: 0.8, SampledReads: 50}},
+			want: CurveCheck{Predicted: 0.9, Achieved: 0.8, SampledReads: 50}, ok: true},
 		{name: "weighted by sampled reads", nodes: map[string]*CurveCheck{
-			"a": {PredictedHitRatio: 0.9, AchievedHitRatio: 0.5, SampledReads: 300},
-			"b": {PredictedHitRatio: 0.5, AchievedHitRatio: 0.5, SampledReads: 100}},
-			want: CurveCheck{PredictedHitRatio: 0.8, AchievedHitRatio: 0.5, SampledReads: 400}, ok: true},
+			"a": {Predicted: 0.9, Achieved: 0.5, SampledReads: 300},
+			"b": {Predicted: 0.5, Achieved: 0.5, SampledReads: 100}},
+			want: CurveCheck{Predicted: 0.8, Achieved: 0.5, SampledReads: 400}, ok: true},
 		{name: "incomplete and unsampled partitions are left out", nodes: map[string]*CurveCheck{
-			"a": {PredictedHitRatio: 0.9, AchievedHitRatio: nan, SampledReads: 300},
-			"b": {PredictedHitRatio: 0.2, AchievedHitRatio: 0.1, SampledReads: 0},
-			"c": {PredictedHitRatio: 0.6, AchievedHitRatio: 0.4, SampledReads: 10}},
-			want: CurveCheck{PredictedHitRatio: 0.6, AchievedHitRatio: 0.4, SampledReads: 10}, ok: true},
-		{name: "nothing sampled", nodes: map[string]*CurveCheck{"a": {PredictedHitRatio: 0.9, AchievedHitRatio: 0.9, SampledReads: 0}}},
+			"a": {Predicted: 0.9, Achieved: nan, SampledReads: 300},
+			"b": {Predicted: 0.2, Achieved: 0.1, SampledReads: 0},
+			"c": {Predicted: 0.6, Achieved: 0.4, SampledReads: 10}},
+			want: CurveCheck{Predicted: 0.6, Achieved: 0.4, SampledReads: 10}, ok: true},
+		{name: "nothing sampled", nodes: map[string]*CurveCheck{"a": {Predicted: 0.9, Achieved: 0.9, SampledReads: 0}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -119,7 +119,7 @@ func TestCurveCheckWeighsPartitionsBySampledReads(t *testing.T) {
 			}
 			got, ok := m.CurveCheck()
 			near := func(a, b float64) bool { return math.Abs(a-b) < 1e-12 }
-			if ok != tt.ok || !near(got.PredictedHitRatio, tt.want.PredictedHitRatio) || !near(got.AchievedHitRatio, tt.want.AchievedHitRatio) || got.SampledReads != tt.want.SampledReads {
+			if ok != tt.ok || !near(got.Predicted, tt.want.Predicted) || !near(got.Achieved, tt.want.Achieved) || got.SampledReads != tt.want.SampledReads {
 				t.Errorf("CurveCheck() = %+v, %v; want %+v, %v", got, ok, tt.want, tt.ok)
 			}
 		})

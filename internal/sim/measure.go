@@ -3,7 +3,6 @@ package sim
 import (
 	"fmt"
 
-	"github.com/cacheqos/cacheqos/internal/allocator/planning"
 	"github.com/cacheqos/cacheqos/internal/mrc"
 	"github.com/cacheqos/cacheqos/internal/workload"
 )
@@ -71,16 +70,14 @@ func (p *partition) access(a workload.Access, h uint64, stored int64) (hit bool)
 
 // curve reads the partition's curve as the sidecar exports it: at the grid that follows the
 // partition's limit and its tenant's footprint (mrc.PartitionSizes), each size holding what
-// the engine model says a partition of that limit holds; and, as the sidecar exports it too,
-// the curve at the partition's limit against the hit ratio it achieved.
-func (p *partition) curve() (mrc.Curve, planning.CurveCheck, error) {
+// the engine model says a partition of that limit holds.
+func (p *partition) curve() (mrc.Curve, error) {
 	model := p.recorder.Model()
 	limit := max(p.memory, 1)
 	now := p.recorder.Tracker().SnapshotAt([]int64{limit}, model.Capacity)
-	check := planning.CurveCheck{PredictedHitRatio: now.HitRatio[0], AchievedHitRatio: now.AchievedHitRatio, SampledReads: now.SampledAccesses}
 	grid, err := mrc.PartitionSizes(limit, int64(now.FootprintBytes)+model.Baseline(), DefaultMRCCurvePoints)
 	if err != nil {
-		return mrc.Curve{}, check, err
+		return mrc.Curve{}, err
 	}
-	return p.recorder.Tracker().SnapshotAt(grid, model.Capacity), check, nil
+	return p.recorder.Tracker().SnapshotAt(grid, model.Capacity), nil
 }

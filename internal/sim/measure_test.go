@@ -109,15 +109,9 @@ func TestPartitionRecordsAsTheProxy(t *testing.T) {
 					proxy.Write(h, len(a.Key), int(a.Size))
 				}
 			}
-			got, check, err := p.curve()
+			got, err := p.curve()
 			if err != nil {
 				t.Fatal(err)
-			}
-			// The check the sidecar exports: the curve at the partition's limit, and what it achieved.
-			at := proxy.Tracker().SnapshotAt([]int64{p.memory}, e.model.Capacity)
-			if check != (planning.CurveCheck{PredictedHitRatio: at.HitRatio[0], AchievedHitRatio: at.AchievedHitRatio, SampledReads: at.SampledAccesses}) || !(check.SampledReads > 0) {
-				t.Errorf("simulated partition's curve check %+v, the proxy's recording gives predicted %v, achieved %v over %v sampled reads",
-					check, at.HitRatio[0], at.AchievedHitRatio, at.SampledAccesses)
 			}
 			want := proxy.Tracker().SnapshotAt(got.Sizes, e.model.Capacity)
 			if fmt.Sprint(got.HitRatio) != fmt.Sprint(want.HitRatio) || got.AchievedHitRatio != want.AchievedHitRatio {
@@ -137,12 +131,12 @@ func TestCurveOutlivesResize(t *testing.T) {
 	for _, a := range requests(t, "zipf:keys=20000,skew=0.9,value=100-1000", 20000) {
 		p.access(a, keyhash.Sum64String(a.Key), objectBytes(e.model, a))
 	}
-	before, _, _ := p.curve()
+	before, _ := p.curve()
 	ts := e.tenants[0]
 	if err := e.applyPartition(ts, 0, planning.Partition{Node: e.sc.Nodes[0].Name, MemoryBytes: 3 * mib}); err != nil {
 		t.Fatal(err)
 	}
-	after, _, _ := ts.parts[0].curve()
+	after, _ := ts.parts[0].curve()
 	if ts.parts[0] != p || after.Requests != before.Requests || after.Requests == 0 {
 		t.Errorf("after a resize the curve counts %d reads, before it %d", after.Requests, before.Requests)
 	}

@@ -128,7 +128,6 @@ func (e *engine) snapshotTenant(ts *tenantState, seconds float64) planning.Tenan
 	}
 	if ts.measured {
 		var curves []nodeCurve
-		var checks []planning.CurveCheck
 		var hits, reads int64
 		for j, st := range ts.stats {
 			if st.requests == 0 {
@@ -139,9 +138,8 @@ func (e *engine) snapshotTenant(ts *tenantState, seconds float64) planning.Tenan
 			hits += st.hits
 			reads += st.served()
 			if p := ts.parts[j]; p != nil && p.recorder != nil {
-				if c, check, err := p.curve(); err == nil {
+				if c, err := p.curve(); err == nil {
 					curves = append(curves, nodeCurve{requestsPerSecond: rate, curve: c})
-					checks = append(checks, check)
 				}
 			}
 		}
@@ -153,9 +151,6 @@ func (e *engine) snapshotTenant(ts *tenantState, seconds float64) planning.Tenan
 				pt.Observed.HitLatencySeconds = e.sc.hitLatency()
 				pt.Observed.MissLatencySeconds = e.sc.missLatency()
 			}
-		}
-		if c, ok := planning.CombineCurveChecks(checks); ok {
-			pt.Observed.Curve = &c
 		}
 		pt.MissRatioCurve = mergeCurves(curves, len(e.sc.Nodes))
 	}

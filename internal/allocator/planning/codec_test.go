@@ -22,8 +22,7 @@ tenants:
   memory: {minBytes: 1048576, maxBytes: 536870912}
   spread: {minNodes: 1}
   rates: [{node: node-a, requestsPerSecond: 1500, bytesPerSecond: 3000000}]
-  observed: {hitRatio: 0.85, hitLatencySeconds: 0.0002, missLatencySeconds: 0.005,
-    curve: {predictedHitRatio: 0.87, achievedHitRatio: 0.84, sampledReads: 1200}}
+  observed: {hitRatio: 0.85, hitLatencySeconds: 0.0002, missLatencySeconds: 0.005}
   missRatioCurve: [{sizeBytes: 1048576, missRatio: 0.6}, {sizeBytes: 268435456, missRatio: 0.1}]
   current: {partitions: [{node: node-a, memoryBytes: 134217728}]}
 `
@@ -45,7 +44,7 @@ func TestDecodeSnapshotYAMLAndJSONRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s round trip: %v\n%s", f, err, data)
 		}
-		if again.Nodes[0].Load.OpsPerSecond != 2000 || *again.Tenants[0].Observed.HitRatio != 0.85 || *again.Tenants[0].Observed.Curve != (CurveCheck{PredictedHitRatio: 0.87, AchievedHitRatio: 0.84, SampledReads: 1200}) {
+		if again.Nodes[0].Load.OpsPerSecond != 2000 || *again.Tenants[0].Observed.HitRatio != 0.85 {
 			t.Fatalf("%s round trip lost data: %+v", f, again)
 		}
 	}
@@ -81,10 +80,6 @@ func TestDecodeSnapshotErrorsNameTheField(t *testing.T) {
 		{"broken JSON", `{"apiVersion": `, "invalid JSON"},
 		{"latency objective without latencies", strings.Replace(strings.Replace(validYAML, "{hitRatio: 0.9}", "{latencySeconds: 0.001}", 1),
 			"hitLatencySeconds: 0.0002, ", "", 1), "a latency objective needs observed.hitLatencySeconds"},
-		{"curve check outside [0, 1]", strings.Replace(validYAML, "achievedHitRatio: 0.84", "achievedHitRatio: 1.84", 1),
-			"tenants[0].observed.curve.achievedHitRatio: 1.84 is outside [0, 1]"},
-		{"negative sampled reads", strings.Replace(validYAML, "sampledReads: 1200", "sampledReads: -1", 1),
-			"tenants[0].observed.curve.sampledReads: -1 is outside"},
 		{"strict without objective", strings.Replace(validYAML, "  objective: {hitRatio: 0.9}\n", "", 1), "a strict tenant needs an objective"},
 	}
 	for _, c := range cases {

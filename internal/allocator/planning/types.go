@@ -151,41 +151,6 @@ type Observation struct {
 	// miss, without the node's queueing delay, which the allocator models (M/M/1).
 	HitLatencySeconds  float64 `json:"hitLatencySeconds,omitempty"`
 	MissLatencySeconds float64 `json:"missLatencySeconds,omitempty"`
-	// Curve compares the miss-ratio curve with what the partitions achieved, both over the
-	// curve's window (nil: not exported).
-	Curve *CurveCheck `json:"curve,omitempty"`
-}
-
-// CurveCheck is the curve's hit ratio at the partitions' current sizes against the hit ratio
-// they achieved, both over the curve's window: their difference is the curve's own error at
-// those sizes, measured on the same reads.
-type CurveCheck struct {
-	PredictedHitRatio float64 `json:"predictedHitRatio"`
-	AchievedHitRatio  float64 `json:"achievedHitRatio"`
-	// SampledReads is the number of sampled reads the curve rests on in that window.
-	SampledReads float64 `json:"sampledReads"`
-}
-
-// MinCurveCheckReads is the number of sampled reads below which a curve check is noise: with
-// fewer, three standard deviations of the sampling error exceed 0.15.
-const MinCurveCheckReads = 100
-
-// CombineCurveChecks merges the checks of a tenant's partitions, each weighted by its sampled
-// reads; false when none has a sampled read.
-func CombineCurveChecks(checks []CurveCheck) (CurveCheck, bool) {
-	var sum CurveCheck
-	for _, c := range checks {
-		if math.IsNaN(c.PredictedHitRatio) || math.IsNaN(c.AchievedHitRatio) || !(c.SampledReads > 0) {
-			continue
-		}
-		sum.PredictedHitRatio += c.PredictedHitRatio * c.SampledReads
-		sum.AchievedHitRatio += c.AchievedHitRatio * c.SampledReads
-		sum.SampledReads += c.SampledReads
-	}
-	if sum.SampledReads <= 0 {
-		return CurveCheck{}, false
-	}
-	return CurveCheck{PredictedHitRatio: sum.PredictedHitRatio / sum.SampledReads, AchievedHitRatio: sum.AchievedHitRatio / sum.SampledReads, SampledReads: sum.SampledReads}, true
 }
 
 // MissRatioPoint is one point of a sampled miss-ratio curve.

@@ -176,11 +176,6 @@ func (v *validator) tenant(p string, t *Tenant, nodes map[string]bool) {
 	}
 	v.latency(p+".observed.hitLatencySeconds", t.Observed.HitLatencySeconds)
 	v.latency(p+".observed.missLatencySeconds", t.Observed.MissLatencySeconds)
-	if c := t.Observed.Curve; c != nil {
-		v.ratio(p+".observed.curve.predictedHitRatio", c.PredictedHitRatio)
-		v.ratio(p+".observed.curve.achievedHitRatio", c.AchievedHitRatio)
-		v.rate(p+".observed.curve.sampledReads", c.SampledReads)
-	}
 	if len(t.MissRatioCurve) > MaxCurvePoints {
 		v.addf(p+".missRatioCurve", "%d points, at most %d", len(t.MissRatioCurve), MaxCurvePoints)
 	}

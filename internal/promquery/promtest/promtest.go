@@ -328,8 +328,8 @@ func (s *Sidecar) SetCurve(tenant string, points []promquery.CurvePoint) {
 // SetCurveCheck sets a tenant's curve read at its partition's size, the hit ratio the partition
 // achieved and the sampled reads behind both.
 func (s *Sidecar) SetCurveCheck(tenant string, c promquery.CurveCheck) {
-	s.predicted.WithLabelValues(tenant).Set(c.PredictedHitRatio)
-	s.achieved.WithLabelValues(tenant).Set(c.AchievedHitRatio)
+	s.predicted.WithLabelValues(tenant).Set(c.Predicted)
+	s.achieved.WithLabelValues(tenant).Set(c.Achieved)
 	s.sampledReads.WithLabelValues(tenant).Set(c.SampledReads)
 }
 
