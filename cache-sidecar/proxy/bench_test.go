@@ -135,11 +135,11 @@ func benchmarkGetSet(b *testing.B, protocol Protocol, clients, depth int) {
 	}
 	ops := max(b.N, clients*depth)
 	b.ResetTimer()
-	cpu0 := processCPU(b)
+	cpu0 := cpuTime(b, syscall.RUSAGE_SELF)
 	directTime := timeClients(b, direct, ops)
-	cpu1 := processCPU(b)
+	cpu1 := cpuTime(b, syscall.RUSAGE_SELF)
 	proxyTime := timeClients(b, proxied, ops)
-	cpu2 := processCPU(b)
+	cpu2 := cpuTime(b, syscall.RUSAGE_SELF)
 	b.StopTimer()
 	// The clients run in this process for both phases, the proxy only in the second: the
 	// difference is the proxy's CPU per request, which a loaded machine disturbs less than
@@ -311,14 +311,15 @@ func TestCurveAccountingProxyProcess(t *testing.T) {
 	fmt.Println(n.socketPath)
 	requests := bufio.NewScanner(os.Stdin)
 	for requests.Scan() {
-		fmt.Println(int64(processCPU(t)))
+		fmt.Println(int64(cpuTime(t, syscall.RUSAGE_SELF)))
 	}
 }
 
-// processCPU returns the user and system CPU time this process has used.
-func processCPU(b testing.TB) time.Duration {
+// cpuTime returns the user and system CPU time used by this process (syscall.RUSAGE_SELF) or
+// by the calling thread (syscall.RUSAGE_THREAD).
+func cpuTime(b testing.TB, who int) time.Duration {
 	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+	if err := syscall.Getrusage(who, &ru); err != nil {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
@@ -451,7 +452,7 @@ func (s *accountingStream) replay(b testing.TB, t *tenant, mode accountingMode) 
 	miss := resp.AppendNull(nil, resp.RESP2)
 	value := bytes.Repeat([]byte("v"), 2048)
 	engineSizes := mode == accountCurves || mode == accountRecorder
-	start := threadCPU(b)
+	start := cpuTime(b, syscall.RUSAGE_THREAD)
 	for i := range s.steps {
 		step := &s.steps[i]
 		h, keyLen := step.hash, int(step.keyLen)
@@ -490,16 +491,7 @@ func (s *accountingStream) replay(b testing.TB, t *tenant, mode accountingMode) 
 			b.Fatal(err)
 		}
 	}
-	return threadCPU(b) - start
-}
-
-// threadCPU returns the user and system CPU time the calling thread has used.
-func threadCPU(b testing.TB) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_THREAD, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return cpuTime(b, syscall.RUSAGE_THREAD) - start
 }
 
 // accountingCosts are the CPU times per request, in nanoseconds, of the accounting on an

@@ -26,22 +26,30 @@ import (
 // request and the TenantSLOs keep their resourceVersions, while the cluster's status (its
 // lastPlan.time moves on) shows the allocations ran.
 func TestSteadyAllocationsWriteNoTenantStatus(t *testing.T) {
-	cacheNS, teamNS := env.Namespace(t, "steady-cache"), env.Namespace(t, "steady-team")
-	create(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "steady-a", Labels: map[string]string{"pool": "steady"}}})
-	sidecarPod(t, cacheNS, "shared", "steady-a", "10.9.0.1")
-	create(t, sharedCluster(cacheNS, "steady", "", 100000, v1.PolicyEqual))
-	names := []string{"one", "two", "three"}
+	cacheNS, teamNS, versions := placedStrictTenants(t, "steady", "10.9.0.1", "one", "two", "three")
+	expectNoSteadyWrites(t, cacheNS, teamNS, 2, 11*time.Second, versions)
+}
+
+// placedStrictTenants sets up, under names starting with prefix, one node with a sidecar pod
+// at podIP, an equal-policy cluster of 100,000 ops/s and a strict 64Mi tenant per name, waits
+// until every tenant is placed and the allocation that placed them has finished its writes,
+// and returns the namespaces and a function reading the tenants' resourceVersions.
+func placedStrictTenants(t *testing.T, prefix, podIP string, names ...string) (cacheNS, teamNS string, versions func() (map[string]string, error)) {
+	cacheNS, teamNS = env.Namespace(t, prefix+"-cache"), env.Namespace(t, prefix+"-team")
+	node := prefix + "-a"
+	create(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Labels: map[string]string{"pool": prefix}}})
+	sidecarPod(t, cacheNS, "shared", node, podIP)
+	create(t, sharedCluster(cacheNS, prefix, "", 100000, v1.PolicyEqual))
 	for _, name := range names {
 		create(t, strictTenant(teamNS, name, cacheNS, "64Mi", v1.Placement{}))
 	}
-	versions := func() (map[string]string, error) { return placedVersions(teamNS, names, map[string]string{}) }
+	versions = func() (map[string]string, error) { return placedVersions(teamNS, names, map[string]string{}) }
 	testenv.Eventually(t, timeout, func() error {
 		_, err := versions()
 		return err
 	})
-	// Let the allocation that placed them finish its writes.
-	time.Sleep(6 * time.Second)
-	expectNoSteadyWrites(t, cacheNS, teamNS, 2, 11*time.Second, versions)
+	time.Sleep(6 * time.Second) // the writes of the allocation that placed them
+	return cacheNS, teamNS, versions
 }
 
 // TestAnotherManagersStatusWrites: after another field manager writes a TenantSLO's status,
@@ -52,20 +60,7 @@ func TestSteadyAllocationsWriteNoTenantStatus(t *testing.T) {
 // TenantSLO reconciler's Ready came late); an allocation decision the other manager
 // overwrote is written back by the next allocation, with one request.
 func TestAnotherManagersStatusWrites(t *testing.T) {
-	cacheNS, teamNS := env.Namespace(t, "other-cache"), env.Namespace(t, "other-team")
-	create(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "other-a", Labels: map[string]string{"pool": "other"}}})
-	sidecarPod(t, cacheNS, "shared", "other-a", "10.9.1.1")
-	create(t, sharedCluster(cacheNS, "other", "", 100000, v1.PolicyEqual))
-	names := []string{"one", "two"}
-	for _, name := range names {
-		create(t, strictTenant(teamNS, name, cacheNS, "64Mi", v1.Placement{}))
-	}
-	versions := func() (map[string]string, error) { return placedVersions(teamNS, names, map[string]string{}) }
-	testenv.Eventually(t, timeout, func() error {
-		_, err := versions()
-		return err
-	})
-	time.Sleep(6 * time.Second) // the writes of the allocation that placed them
+	cacheNS, teamNS, versions := placedStrictTenants(t, "other", "10.9.1.1", "one", "two")
 
 	applyStatusAs(t, teamNS, "one", map[string]any{"conditions": []any{map[string]any{
 		"type": "Reviewed", "status": "True", "reason": "Reviewed", "message": "checked by hand",

@@ -65,19 +65,24 @@ func loopStatusOf(t *v1.TenantSLO) tenantStatus {
 	return st
 }
 
-// applyTenantStatus applies st to the tenant's status unless the status as read already
-// holds exactly st, as the apply would encode it, in the fields the loop owns. Comparing with
-// the object, not only with the loop's own last apply (what ssa.Writer remembers), keeps
-// another manager's write to its own fields (the TenantSLO reconciler's Ready) from making the
-// next allocation re-send an identical status; a field the loop owns that anyone changed
-// differs, and is written back.
+// applyTenantStatus applies st to the tenant's status unless the status as read already holds
+// it (statusHolds).
 func (l *Loop) applyTenantStatus(ctx context.Context, t *v1.TenantSLO, st tenantStatus) error {
-	held, errHeld := json.Marshal(loopStatusOf(t))
-	want, errWant := json.Marshal(st)
-	if errHeld == nil && errWant == nil && bytes.Equal(held, want) {
+	if statusHolds(t, st) {
 		return nil
 	}
 	return l.writer.ApplyStatus(ctx, t, st)
+}
+
+// statusHolds says whether the tenant's status as read holds exactly st, as the apply would
+// encode it, in the fields the loop owns. Comparing with the object, not only with the loop's
+// own last apply (what ssa.Writer remembers), keeps another manager's write to its own fields
+// (the TenantSLO reconciler's Ready) from making the next allocation re-send an identical
+// status; a field the loop owns that anyone changed differs, and is written back.
+func statusHolds(t *v1.TenantSLO, st tenantStatus) bool {
+	held, errHeld := json.Marshal(loopStatusOf(t))
+	want, errWant := json.Marshal(st)
+	return errHeld == nil && errWant == nil && bytes.Equal(held, want)
 }
 
 // writeTenantStatuses writes every tenant's allocation, observations and SLOMet, Throttled

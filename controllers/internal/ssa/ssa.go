@@ -1,7 +1,10 @@
 // Package ssa writes objects and status with server-side apply. Every writer (the two
 // reconcilers and the allocation loop) is its own field manager and sends only the fields it
 // owns, so they share objects — even one status conditions list — without overwriting each
-// other; a Writer does not send an apply that cannot change anything.
+// other. A Writer skips an apply only when it knows the apply changes nothing: the same
+// configuration it applied last, to the object still at the resourceVersion that apply left.
+// After anyone else's write it sends the apply, which may change nothing; callers that must
+// not send one then (the allocation loop's tenant statuses) compare with the object as read.
 package ssa
 
 import (
