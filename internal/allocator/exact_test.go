@@ -555,3 +555,57 @@ func TestOptimalMatchesExactOnFoundCases(t *testing.T) {
 		})
 	}
 }
+
+// With a plan in force, a re-routing plan pays only for rerouteMinGain more expected hits at
+// the same strict tier: instance 98's plan in force against itself with t/1 grown on its node
+// until its hits are up by half and by twice that share, and against the exact optimum's
+// placement (1.02% more).
+func TestReroutingPaysOnlyAboveItsGain(t *testing.T) {
+	s, err := planning.DecodeSnapshot([]byte(cliffPastANodeSnapshot))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := newProblem(s, Options{DisableSolver: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := newOptInstance(p)
+	_, reserved := o.greedyPlace(o.greedySizing())
+	o.chooseCandidates(reserved) // the nodes the plan in force is checked against
+	inForce, ok := o.currentCandidate()
+	if !ok {
+		t.Fatal("the plan in force is not a candidate")
+	}
+	_, hits, _ := o.tiers(inForce.levels, inForce.parts)
+	// grown is the plan in force with t/1 grown on its node until the hits rise by share.
+	grown := func(share float64) optCandidate {
+		c := optCandidate{levels: inForce.levels, parts: slices.Clone(inForce.parts)}
+		c.parts[1] = slices.Clone(c.parts[1])
+		for {
+			c.parts[1][0].bytes += 1 << 20
+			if _, h, _ := o.tiers(c.levels, c.parts); h >= hits*(1+share) {
+				return c
+			}
+		}
+	}
+	optimum := optCandidate{levels: inForce.levels, parts: [][]part{
+		{{node: 0, bytes: 2027384832}},
+		{{node: 0, bytes: 117932032}, {node: 1, bytes: 1877188608}, {node: 2, bytes: 1110224896}},
+		{{node: 1, bytes: 2417778688}},
+		{{node: 2, bytes: 2113167360}},
+	}}
+	for _, tc := range []struct {
+		name string
+		to   optCandidate
+		pays bool
+	}{
+		{"the plan in force itself", inForce, false},
+		{"half the minimum gain", grown(rerouteMinGain / 2), false},
+		{"twice the minimum gain", grown(2 * rerouteMinGain), true},
+		{"the exact optimum's placement", optimum, true},
+	} {
+		if got := o.paysForRerouting(inForce, tc.to); got != tc.pays {
+			t.Errorf("%s: pays %v, want %v", tc.name, got, tc.pays)
+		}
+	}
+}

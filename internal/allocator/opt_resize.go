@@ -78,8 +78,8 @@ func (o *optInstance) resize(ctx context.Context, deadline time.Time, c optCandi
 }
 
 // rerouteMinGain is the share of expected hits a free split must add, at the same strict tier,
-// to re-route keys of a plan in force: below half the 0.5% the plans are held to against the
-// exact optimum, above the noise of measured curves.
+// to re-route keys of a plan in force: under half the 0.5% the plans are held to against the
+// exact optimum. In a loop the control loop asks 2% of a new plan on top.
 const rerouteMinGain = 0.002
 
 // paysForRerouting says whether candidate to, which re-routes keys of from, is worth it: more
