@@ -303,12 +303,42 @@ func (c *mcClient) write(s string) {
 // line reads one response line without its CRLF.
 func (c *mcClient) line() string {
 	c.t.Helper()
-	c.nc.SetReadDeadline(time.Now().Add(testIOTimeout))
-	line, err := protocol.AppendLine(c.br, nil, 1<<20)
+	line, err := c.lineErr()
 	if err != nil {
 		c.t.Fatalf("read line: %v", err)
 	}
-	return string(protocol.TrimEOL(line))
+	return line
+}
+
+func (c *mcClient) lineErr() (string, error) {
+	c.nc.SetReadDeadline(time.Now().Add(testIOTimeout))
+	line, err := protocol.AppendLine(c.br, nil, 1<<20)
+	return string(protocol.TrimEOL(line)), err
+}
+
+// response reads one whole response whose values are the tests' one-line "v-..." strings:
+// lines up to the first that is neither a VALUE header nor such a value.
+func (c *mcClient) response() string {
+	c.t.Helper()
+	response, err := c.responseErr()
+	if err != nil {
+		c.t.Fatalf("read response: %v (so far %q)", err, response)
+	}
+	return response
+}
+
+func (c *mcClient) responseErr() (string, error) {
+	var out strings.Builder
+	for {
+		line, err := c.lineErr()
+		if err != nil {
+			return out.String(), err
+		}
+		out.WriteString(line + "\r\n")
+		if !strings.HasPrefix(line, "VALUE ") && !strings.HasPrefix(line, "v-") {
+			return out.String(), nil
+		}
+	}
 }
 
 // get runs a retrieval and returns the values by key.

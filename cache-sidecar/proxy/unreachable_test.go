@@ -89,14 +89,7 @@ func TestUnreachablePeerReadsMiss(t *testing.T) {
 				client := loginMC(t, c.a, c.acct)
 				exchange = func(request string) string {
 					client.write(request)
-					var out strings.Builder
-					for {
-						line := client.line()
-						out.WriteString(line + "\r\n")
-						if !strings.HasPrefix(line, "VALUE ") && !strings.HasPrefix(line, "v-") {
-							return out.String()
-						}
-					}
+					return client.response()
 				}
 			}
 			if err := c.b.p.Close(); err != nil {
