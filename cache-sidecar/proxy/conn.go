@@ -73,6 +73,11 @@ type entry struct {
 	keyLen, valueLen int32
 	split            *split
 	more             *entryMore
+	// missOnUnreachable: a plain read (MGET, get, gets), whose keys on a node unreachable past
+	// the peer retry window are answered as misses.
+	missOnUnreachable bool
+	// proto is the RESP version the request came in, which a miss made for it speaks.
+	proto resp.Proto
 }
 
 // entryMore holds the fields of the less common entries.
@@ -110,9 +115,6 @@ type split struct {
 	keyLens   []int32
 	// deletes: the command removes its keys (DEL, UNLINK; keyHashes set).
 	deletes bool
-	// missOnUnreachable: a plain read (MGET, get, gets), whose keys on a node unreachable past
-	// the peer retry window are answered as misses.
-	missOnUnreachable bool
 }
 
 // pending is a request in a connection's pipeline, from the moment the reader queues it until
@@ -162,6 +164,7 @@ const maxRetainedReply = 64 << 10
 func (c *conn) newPending(e entry, replies int) *pending {
 	p := pendingPool.Get().(*pending)
 	p.entry, p.c = e, c
+	p.proto = c.proto
 	p.remaining.Store(int32(replies))
 	p.held.Store(0)
 	return p
@@ -707,17 +710,17 @@ func (c *conn) send(l *link, rt *routes, node int, raw []byte, size int, w waite
 }
 
 // sendSplit obtains every part's link and makes the local part wait for tokens, then queues
-// one request for all parts and sends them. If a link cannot be had or the tokens are
-// refused, nothing is sent and the error is returned for the caller to answer; but the parts
-// of a plain read (split.missOnUnreachable) whose node is unreachable are not sent and fail
-// with that, which answers their keys as misses.
-func (c *conn) sendSplit(rt *routes, nodes []int, raws [][]byte, s *split, start int64) error {
+// one request for all parts (e, its split and start set) and sends them. If a link cannot be
+// had or the tokens are refused, nothing is sent and the error is returned for the caller to
+// answer; but the parts of a plain read (e.missOnUnreachable) whose node is unreachable are
+// not sent and fail with that, which answers their keys as misses.
+func (c *conn) sendSplit(rt *routes, nodes []int, raws [][]byte, e entry) error {
 	links := make([]*link, len(nodes))
 	unreachable := make([]error, len(nodes))
 	var sent []int // the parts sent, by index
 	for i, node := range nodes {
 		l, err := c.backend(rt, node)
-		if _, ok := unreachablePeer(err); ok && s.missOnUnreachable {
+		if _, ok := unreachablePeer(err); ok && e.missOnUnreachable {
 			unreachable[i] = err
 			continue
 		}
@@ -734,7 +737,8 @@ func (c *conn) sendSplit(rt *routes, nodes []int, raws [][]byte, s *split, start
 			}
 		}
 	}
-	p := c.newPending(entry{kind: entrySplit, split: s, tenant: c.tenant, start: start}, len(links))
+	e.kind, e.tenant = entrySplit, c.tenant
+	p := c.newPending(e, len(links))
 	p.parts = slices.Grow(p.parts[:0], len(links))[:len(links)]
 	for i, l := range links {
 		p.parts[i].local = l != nil && l.local
@@ -752,7 +756,7 @@ func (c *conn) sendSplit(rt *routes, nodes []int, raws [][]byte, s *split, start
 	sentLinks, sentRaws, waiters := make([]*link, len(sent)), make([][]byte, len(sent)), make([]waiter, len(sent))
 	for n, i := range sent {
 		sentLinks[n], sentRaws[n] = links[i], raws[i]
-		waiters[n] = waiter{p: p, part: i, expect: memcache.Expect{Command: s.cmd}}
+		waiters[n] = waiter{p: p, part: i, expect: memcache.Expect{Command: e.split.cmd}}
 	}
 	err := sendParts(sentLinks, sentRaws, waiters)
 	if errors.Is(err, errLinkClosed) {
@@ -794,12 +798,19 @@ func (c *conn) missOnUnreachable(err error, miss []byte, start int64) bool {
 	return true
 }
 
+// partMissed reports whether part i of a split plain read failed because its node is
+// unreachable: its keys are misses.
+func (p *pending) partMissed(i int) bool {
+	_, unreachable := unreachablePeer(p.parts[i].failure)
+	return unreachable && p.missOnUnreachable
+}
+
 // countSplitUnreachable counts the parts of a split request whose node was unreachable: as
 // misses when the request is a plain read answered without error (answered), else as errors.
 func countSplitUnreachable(p *pending, answered bool) {
 	for i := range p.parts {
 		if err := p.parts[i].failure; err != nil {
-			p.tenant.stats.countUnreachable(err, answered && p.split.missOnUnreachable)
+			p.tenant.stats.countUnreachable(err, answered && p.missOnUnreachable)
 		}
 	}
 }

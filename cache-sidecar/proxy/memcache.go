@@ -174,12 +174,18 @@ func (h *memcacheHandler) forward(rt *routes, node int, req *memcache.Request, e
 	}
 }
 
+// plainRetrieval reports whether cmd is a plain read of its keys (get, gets), whose miss is
+// END whatever the keys.
+func plainRetrieval(cmd memcache.Command) bool {
+	return cmd == memcache.CmdGet || cmd == memcache.CmdGets
+}
+
 // missReply is what memcached answers a plain read (get, gets, mg that only reads) that
 // finds none of its keys; ok is false for other requests. An mg miss echoes the opaque and
 // the key when asked (k), and is silent with q.
 func missReply(req *memcache.Request) (reply []byte, ok bool) {
 	switch {
-	case req.Command == memcache.CmdGet, req.Command == memcache.CmdGets:
+	case plainRetrieval(req.Command):
 		return memcache.AppendEnd(nil), true
 	case req.Command != memcache.CmdMetaGet, req.Base64Key:
 		return nil, false
@@ -285,8 +291,7 @@ func (h *memcacheHandler) retrieve(req *memcache.Request, start int64) {
 	}
 	var nodes []int
 	var partKeys [][][]byte
-	s := &split{cmd: req.Command, owner: make([]int, len(keys)), keyHashes: hashes,
-		missOnUnreachable: req.Command == memcache.CmdGet || req.Command == memcache.CmdGets}
+	s := &split{cmd: req.Command, owner: make([]int, len(keys)), keyHashes: hashes}
 	for n, key := range keys {
 		part := slices.Index(nodes, owners[n])
 		if part < 0 {
@@ -301,7 +306,7 @@ func (h *memcacheHandler) retrieve(req *memcache.Request, start int64) {
 	for p := range nodes {
 		raws[p] = memcache.AppendRetrieval(nil, req.Command, req.Exptime, partKeys[p])
 	}
-	if err := c.sendSplit(rt, nodes, raws, s, start); err != nil {
+	if err := c.sendSplit(rt, nodes, raws, entry{split: s, start: start, missOnUnreachable: plainRetrieval(req.Command)}); err != nil {
 		h.failed(err, start)
 	}
 }
@@ -428,9 +433,8 @@ func (h *memcacheHandler) deliverSplit(p *pending) {
 	var failure []byte
 	for i := range p.parts {
 		pr := &p.parts[i]
-		_, unreachable := unreachablePeer(pr.failure)
 		switch {
-		case unreachable && s.missOnUnreachable: // no values: its keys are misses
+		case p.partMissed(i): // no values: its keys are misses
 		case pr.failure != nil:
 			failure = firstFailure(failure, memcacheFailure(pr.failure))
 		case pr.isError:

@@ -541,8 +541,7 @@ func (h *redisHandler) split(spec *resp.CommandSpec, cmd *resp.Command, start in
 	// One sub-command per node, in the order nodes first appear among the keys.
 	var nodes []int
 	var subArgs [][][]byte
-	s := &split{merge: spec.Merge, owner: make([]int, len(idx)), keyHashes: hashes, keyLens: lens, deletes: deletesKeys[spec],
-		missOnUnreachable: spec == specMGet}
+	s := &split{merge: spec.Merge, owner: make([]int, len(idx)), keyHashes: hashes, keyLens: lens, deletes: deletesKeys[spec]}
 	for n, i := range idx {
 		part := slices.Index(nodes, owners[n])
 		if part < 0 {
@@ -557,7 +556,7 @@ func (h *redisHandler) split(spec *resp.CommandSpec, cmd *resp.Command, start in
 	for p := range nodes {
 		raws[p] = resp.AppendCommand(nil, subArgs[p])
 	}
-	if err := c.sendSplit(rt, nodes, raws, s, start); err != nil {
+	if err := c.sendSplit(rt, nodes, raws, entry{split: s, start: start, missOnUnreachable: spec == specMGet}); err != nil {
 		h.failed(err, start)
 	}
 }
@@ -579,7 +578,7 @@ func (h *redisHandler) fanOut(spec *resp.CommandSpec, cmd *resp.Command, start i
 	for i := range nodes {
 		nodes[i], raws[i] = i, cmd.Raw()
 	}
-	if err := c.sendSplit(rt, nodes, raws, &split{merge: spec.Merge}, start); err != nil {
+	if err := c.sendSplit(rt, nodes, raws, entry{split: &split{merge: spec.Merge}, start: start}); err != nil {
 		h.failed(err, start)
 	}
 }
@@ -900,10 +899,9 @@ func (h *redisHandler) deliverSplit(p *pending) {
 	var failure []byte
 	for i := range p.parts {
 		pr := &p.parts[i]
-		_, unreachable := unreachablePeer(pr.failure)
 		switch {
-		case unreachable && s.missOnUnreachable:
-			values[i] = missedPart(c.proto, s, i)
+		case p.partMissed(i):
+			values[i] = missedPart(p.proto, s, i)
 		case pr.failure != nil:
 			failure = firstFailure(failure, failureReply(pr.failure))
 		case pr.isError:

@@ -39,7 +39,8 @@ type partCopy struct {
 
 // copySplit merges a split read one or more of whose parts are streamed; c.outMu is held. A
 // part that does not match its keys, or fails, makes the reply the first failure (the streamed
-// parts are then read away); a link that fails during the merge leaves the client a partial
+// parts are then read away), but for a plain read's part whose node is unreachable: its keys
+// are misses (partMissed). A link that fails during the merge leaves the client a partial
 // reply, so its connection closes. Whatever happens, every streamed part is read to its end,
 // so its link stays in step.
 func (c *conn) copySplit(p *pending) {
@@ -129,6 +130,8 @@ func (c *conn) mergeRESPParts(p *pending, copies []*partCopy) (cut bool) {
 	for i := range p.parts {
 		pr := &p.parts[i]
 		switch pc := copies[i]; {
+		case p.partMissed(i):
+			values[i] = missedPart(p.proto, s, i)
 		case pr.failure != nil:
 			failure = firstFailure(failure, failureReply(pr.failure))
 		case pc != nil:
@@ -144,6 +147,7 @@ func (c *conn) mergeRESPParts(p *pending, copies []*partCopy) (cut bool) {
 			values[i] = v
 		}
 	}
+	countSplitUnreachable(p, failure == nil)
 	if failure != nil {
 		c.write(failure)
 		return false
@@ -236,6 +240,7 @@ func (c *conn) mergeMemcacheParts(p *pending, copies []*partCopy) (cut bool) {
 	for i := range p.parts {
 		pr := &p.parts[i]
 		switch pc := copies[i]; {
+		case p.partMissed(i): // no values: its keys are misses
 		case pr.failure != nil:
 			failure = firstFailure(failure, memcacheFailure(pr.failure))
 		case pc != nil:
@@ -244,6 +249,7 @@ func (c *conn) mergeMemcacheParts(p *pending, copies []*partCopy) (cut bool) {
 			failure = firstFailure(failure, pr.raw)
 		}
 	}
+	countSplitUnreachable(p, failure == nil)
 	if failure != nil {
 		c.write(failure)
 		return false

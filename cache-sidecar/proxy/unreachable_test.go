@@ -13,8 +13,9 @@ import (
 // connections) while its engine keeps its data, and a client of node a reads and writes keys
 // that b owns. The request held while node a redials b within its retry window is answered
 // when the window ends: a plain read as a miss. From then on plain reads of b's keys (redis
-// GET and MGET, b's parts of an MGET across nodes; memcached get, gets and mg that only
-// reads) are answered at once as misses, and nothing is written anywhere; writes and reads
+// GET and MGET, b's parts of an MGET across nodes, also beside a value of a's streamed to the
+// client; memcached get, gets and mg that only reads) are answered at once as misses, and
+// nothing is written anywhere; writes and reads
 // that write (SET, GETDEL, DEL across nodes; set, mg that creates the item) get the error
 // naming node b. cacheqos_sidecar_peer_unreachable_total counts both. When b is back, its
 // keys are read from it again.
@@ -27,6 +28,9 @@ func TestUnreachablePeerReadsMiss(t *testing.T) {
 	redis := func(args ...string) string { return string(resp.AppendCommandStrings(nil, args...)) }
 	bulk := func(v string) string { return fmt.Sprintf("$%d\r\n%s\r\n", len(v), v) }
 	const redisFailure, mcFailure = "-ERR cacheqos: node node-b: ", "SERVER_ERROR cacheqos: node node-b: "
+	// big is the value of onA[2]: beyond a link's read buffer, a's part of a read across both
+	// nodes is streamed (splitstream.go).
+	big := "v-" + strings.Repeat("x", 100<<10)
 	tests := []struct {
 		name     string
 		protocol Protocol
@@ -45,6 +49,7 @@ func TestUnreachablePeerReadsMiss(t *testing.T) {
 					{request: redis("GET", onB[1]), want: "$-1\r\n"},
 					{request: redis("MGET", onB[0], onB[1]), want: "*2\r\n$-1\r\n$-1\r\n"},
 					{request: redis("MGET", onA[0], onB[0], onA[1]), want: "*3\r\n" + bulk("v-"+onA[0]) + "$-1\r\n" + bulk("v-"+onA[1])},
+					{request: redis("MGET", onA[2], onB[0]), want: "*2\r\n" + bulk(big) + "$-1\r\n"},
 					{request: redis("SET", onB[0], "lost"), want: redisFailure, failure: true},
 					{request: redis("GETDEL", onB[0]), want: redisFailure, failure: true},
 					{request: redis("DEL", onA[0], onB[0]), want: redisFailure, failure: true},
@@ -63,6 +68,7 @@ func TestUnreachablePeerReadsMiss(t *testing.T) {
 					{request: "gets " + onB[1] + "\r\n", want: "END\r\n"},
 					{request: "get " + onB[0] + " " + onB[1] + "\r\n", want: "END\r\n"},
 					{request: "get " + onB[0] + " " + onA[0] + "\r\n", want: valueA + "END\r\n"},
+					{request: "get " + onA[2] + " " + onB[0] + "\r\n", want: fmt.Sprintf("VALUE %s 0 %d\r\n%s\r\nEND\r\n", onA[2], len(big), big)},
 					{request: "mg " + onB[0] + " v f Oab k\r\n", want: "EN Oab k" + onB[0] + "\r\n"},
 					{request: "mg " + onB[0] + " v q\r\nmn\r\n", want: "MN\r\n"},
 					{request: "mg " + onB[0] + " v N30\r\n", want: mcFailure, failure: true},
@@ -77,7 +83,12 @@ func TestUnreachablePeerReadsMiss(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			opts := Options{Protocol: tt.protocol, PeerRetryWindow: window}
 			c := startClusterWith(t, opts, 1, 1)
-			onA, onB := keysOn(t, c, tt.protocol, c.engineA, 2), keysOnB(t, c, tt.protocol, 2)
+			onA, onB := keysOn(t, c, tt.protocol, c.engineA, 3), keysOnB(t, c, tt.protocol, 2)
+			if tt.protocol == Redis {
+				dialRESP(t, "unix", c.engineA).do("SET", onA[2], big)
+			} else {
+				dialMC(t, "unix", c.engineA).set(onA[2], big)
+			}
 			var exchange func(request string) string
 			if tt.protocol == Redis {
 				client := loginRESP(t, c.a, c.acct)
