@@ -39,9 +39,14 @@ func startClusterWith(t *testing.T, opts Options, weightA, weightB float64) *clu
 func (c *cluster) setWeights(t *testing.T, weightA, weightB float64) {
 	t.Helper()
 	c.weightA, c.weigB = weightA, weightB
-	routes := []Route{c.a.route(weightA), c.b.route(weightB)}
-	c.a.update(t, Tenant{ID: c.acct.id, CredentialHash: c.acct.hash, LocalEngine: c.engineA, Routes: routes})
-	c.b.update(t, Tenant{ID: c.acct.id, CredentialHash: c.acct.hash, LocalEngine: c.engB, Routes: routes})
+	c.a.update(t, c.tenant(c.engineA))
+	c.b.update(t, c.tenant(c.engB))
+}
+
+// tenant is the tenant's configuration on the node of engine, with the cluster's weights.
+func (c *cluster) tenant(engine string) Tenant {
+	routes := []Route{c.a.route(c.weightA), c.b.route(c.weigB)}
+	return Tenant{ID: c.acct.id, CredentialHash: c.acct.hash, LocalEngine: engine, Routes: routes}
 }
 
 // enginesHold returns, per engine, which of keys it holds (asked directly).

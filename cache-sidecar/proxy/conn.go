@@ -73,8 +73,9 @@ type entry struct {
 	keyLen, valueLen int32
 	split            *split
 	more             *entryMore
-	// missOnUnreachable: a plain read (MGET, get, gets), whose keys on a node unreachable past
-	// the peer retry window are answered as misses.
+	// missOnUnreachable: a plain read (GET, MGET, get, gets) whose keys are answered as misses
+	// when their node is unreachable past the peer retry window or closes the link the read
+	// was sent on (peerUnreachableError).
 	missOnUnreachable bool
 	// proto is the RESP version the request came in, which a miss made for it speaks.
 	proto resp.Proto
@@ -798,8 +799,15 @@ func (c *conn) missOnUnreachable(err error, miss []byte, start int64) bool {
 	return true
 }
 
-// partMissed reports whether part i of a split plain read failed because its node is
-// unreachable: its keys are misses.
+// failedAsMiss reports whether p, forwarded whole and failed (p.failure), is answered as a
+// miss: a plain read whose node is unreachable or closed the link. It counts p for the node
+// either way.
+func (p *pending) failedAsMiss() bool {
+	return p.tenant.stats.countUnreachable(p.failure, p.missOnUnreachable) && p.missOnUnreachable
+}
+
+// partMissed reports whether part i of a split request failed as an unreachable node (see
+// failedAsMiss) of a plain read: its keys are misses.
 func (p *pending) partMissed(i int) bool {
 	_, unreachable := unreachablePeer(p.parts[i].failure)
 	return unreachable && p.missOnUnreachable

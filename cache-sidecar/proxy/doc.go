@@ -120,7 +120,11 @@
 // is redialed with backoff for up to Options.PeerRetryWindow while the requests for it wait,
 // so a restart shorter than that delays them instead of failing them; after the window plain
 // reads of the node's keys (GET, MGET's parts, get, gets, a reading mg) are answered as misses
-// and the other requests with the dial's error (peerUnreachableError). An Update whose routes leave out the node stops the wait
+// and the other requests with the dial's error (peerUnreachableError). The requests a peer
+// loses by closing the link they were sent on (a stopping sidecar answers those it read and
+// reads no more) are answered so too, GET, MGET's parts, get and gets as misses, the others
+// with "node <node>: connection closed" (a reading mg too: its miss echoes flags the sent
+// request no longer has); a link that times out fails its requests with the error. An Update whose routes leave out the node stops the wait
 // at once: the requests held for it are routed again under the new routes (a read of a key
 // the node held misses on its new owner, a write goes there). Multi-key commands:
 //   - split by node and merged: MGET (values back in key order), MSET, DEL, UNLINK, EXISTS,

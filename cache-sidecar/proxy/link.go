@@ -502,14 +502,24 @@ func (l *link) drained() bool {
 	return done
 }
 
-// failure words a link's I/O error for the clients whose replies it loses.
+// errConnectionClosed words the failure of a link whose connection closed.
+var errConnectionClosed = errors.New("connection closed")
+
+// failure words a link's I/O error for the clients whose replies it loses. A peer link whose
+// connection closed (the peer's sidecar stopping, which answers the requests it read and not
+// those still on the way) fails as an unreachable peer: the plain reads it loses are answered
+// as misses (see peerUnreachableError). A link that timed out does not: its peer is there but
+// does not answer, which its clients are told.
 func (l *link) failure(err error) error {
 	var reason string
 	var ne net.Error
+	closed := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET)
 	switch {
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed),
-		errors.Is(err, syscall.EPIPE), errors.Is(err, syscall.ECONNRESET):
-		reason = "connection closed"
+	case closed && !l.local:
+		return &peerUnreachableError{node: l.node, err: errConnectionClosed}
+	case closed:
+		reason = errConnectionClosed.Error()
 	case errors.As(err, &ne) && ne.Timeout():
 		reason = "timed out"
 	default:
@@ -541,7 +551,7 @@ func (l *link) fail(failure error) {
 	l.nc.Close()
 	kick(l.wake)
 	if failure == nil {
-		failure = errors.New("connection closed")
+		failure = errConnectionClosed
 	}
 	for _, w := range lost {
 		if w.skip {
@@ -598,9 +608,10 @@ type linkSlot struct {
 var errRouteChanged = errors.New("the tenant's routes changed while the request waited for its node")
 
 // peerUnreachableError is the failure of a peer that could not be reached (the dial or the
-// handshake failed on the network, not by the peer's answer) for the whole retry window. A
-// plain read of a key the peer owns is then answered as a miss (see missOnUnreachable): the
-// key's value is out of reach, which a look-aside client handles as it handles an eviction.
+// handshake failed on the network, not by the peer's answer) for the whole retry window, or
+// that closed the link a request was sent on before it answered (see link.failure). A plain
+// read of a key the peer owns is then answered as a miss (see missOnUnreachable): the key's
+// value is out of reach, which a look-aside client handles as it handles an eviction.
 type peerUnreachableError struct {
 	node string
 	err  error
@@ -843,7 +854,7 @@ func (s *linkSet) retire(match func(linkKey) bool, now bool) {
 			switch {
 			case l == nil:
 			case now:
-				l.fail(errors.New("connection closed"))
+				l.fail(errConnectionClosed)
 			default:
 				l.retire()
 			}

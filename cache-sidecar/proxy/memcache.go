@@ -167,6 +167,7 @@ func (h *memcacheHandler) forward(rt *routes, node int, req *memcache.Request, e
 		raw = h.buf
 	}
 	e.expect = req.Expect()
+	e.missOnUnreachable = plainRetrieval(req.Command)
 	if err := h.c.forward(rt, node, raw, len(req.Raw()), e); err != nil {
 		if miss, ok := missReply(req); !ok || !h.c.missOnUnreachable(err, miss, e.start) {
 			h.failed(err, e.start)
@@ -419,6 +420,8 @@ func (h *memcacheHandler) deliver(p *pending) {
 	switch {
 	case p.kind == entrySplit:
 		h.deliverSplit(p)
+	case p.failure != nil && p.failedAsMiss():
+		c.write(memcache.AppendEnd(nil))
 	case p.failure != nil:
 		c.write(memcacheFailure(p.failure))
 	default:

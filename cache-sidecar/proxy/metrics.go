@@ -72,8 +72,9 @@ type tenantStats struct {
 // peerStats are a tenant's counters of one peer node, where its clients connect.
 type peerStats struct {
 	forwarded atomic.Uint64
-	// unreachableMisses and unreachableErrors count the requests for the peer answered, once
-	// it had been unreachable for the retry window, as misses (plain reads) or with the error.
+	// unreachableMisses and unreachableErrors count the requests for the peer answered without
+	// it (peerUnreachableError: unreachable for the retry window, or it closed the link they
+	// were sent on) as misses (plain reads) or with the error.
 	unreachableMisses, unreachableErrors atomic.Uint64
 }
 
@@ -140,8 +141,8 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 //   - ingress, on any node a client of the tenant uses: requests 5 (one per class) + latency
 //     histogram 11 (8 buckets, +Inf, sum, count) + connections 1 + auth failures 1 +
 //     forwarded requests P (one per peer node the tenant's keys are forwarded to) + requests
-//     for unreachable peers 2U (two outcomes per peer found unreachable since the tenant's
-//     series appeared) = 18 + P + 2U;
+//     for unreachable peers 2U (two outcomes per peer found unreachable, or closing a link
+//     with requests due, since the tenant's series appeared) = 18 + P + 2U;
 //   - serving, on a node holding a partition: served 1 + hits 1 + misses 1 + bytes 2 +
 //     throttled, refused and waited seconds 3 + ghost hits 1 + evictions 1 + curve hit ratios
 //     (16 by default, at most 64) + predicted and achieved hit ratio 2 + sampling rate,
@@ -175,7 +176,7 @@ var (
 	descForwarded = desc("forwarded_requests_total",
 		"Requests of the tenant's clients on this node forwarded to the partition on a peer node.", "tenant", "peer")
 	descPeerUnreachable = desc("peer_unreachable_total",
-		"Requests of the tenant's clients on this node for keys a peer node owns that had been unreachable for the peer retry window: plain reads answered as misses (outcome \""+outcomeMiss+"\"), the others with an error (\""+outcomeError+"\").",
+		"Requests of the tenant's clients on this node for keys a peer node owns answered without it, because it had been unreachable for the peer retry window or closed the connection they were sent on: plain reads answered as misses (outcome \""+outcomeMiss+"\"), the others with an error (\""+outcomeError+"\").",
 		"tenant", "peer", "outcome")
 	descAuthFailures = desc("auth_failures_total",
 		"Failed authentications as the tenant on this node (tenant \""+unknownTenant+"\": user names that are no tenant).", "tenant")

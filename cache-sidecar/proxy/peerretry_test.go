@@ -47,7 +47,8 @@ func TestForwardingWaitsForRestartingPeer(t *testing.T) {
 				t.Fatal(err)
 			}
 			// The request below is to find no link open to b, as after a restart: one sent on
-			// the link b closes under it fails with it (see docs/operations.md).
+			// the link b closes under it is answered at once, as a miss
+			// (TestRequestsLostWithPeerLinkMissOrFail).
 			awaitNoPeerLink(t, c.a.p)
 			if tt.silent {
 				silent := listenOn(t, c.b.peerAddr) // never accepted: the handshake gets no answer

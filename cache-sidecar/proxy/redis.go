@@ -405,7 +405,7 @@ func (h *redisHandler) route(spec *resp.CommandSpec, cmd *resp.Command, start in
 		return
 	}
 	rt := c.tenant.cfg.Load().routes
-	e := entry{kind: entryForward, start: start}
+	e := entry{kind: entryForward, start: start, missOnUnreachable: spec == specGet}
 	node := rt.any
 	for n, i := range idx {
 		routing, full := keyHashes(args[i])
@@ -525,7 +525,7 @@ func (h *redisHandler) split(spec *resp.CommandSpec, cmd *resp.Command, start in
 		same = same && owner == owners[0]
 	}
 	if same {
-		e := entry{kind: entryForward, start: start}
+		e := entry{kind: entryForward, start: start, missOnUnreachable: spec == specMGet}
 		switch {
 		case lens != nil:
 			e.access, e.more = accessReadMulti, &entryMore{keyHashes: hashes, keyLens: lens}
@@ -778,6 +778,8 @@ func (h *redisHandler) deliver(p *pending) {
 	switch {
 	case p.kind == entrySplit:
 		h.deliverSplit(p)
+	case p.failure != nil && p.failedAsMiss():
+		c.write(forwardedMiss(p))
 	case p.failure != nil:
 		c.write(failureReply(p.failure))
 	case p.kind == entryScan:
@@ -953,6 +955,15 @@ func nullArray(proto resp.Proto, n int) []byte {
 		out = resp.AppendNull(out, proto)
 	}
 	return out
+}
+
+// forwardedMiss is the reply of a GET, or an MGET of one node's keys, that failed as a miss
+// (failedAsMiss).
+func forwardedMiss(p *pending) []byte {
+	if p.access == accessReadMulti {
+		return nullArray(p.proto, len(p.more.keyHashes))
+	}
+	return resp.AppendNull(nil, p.proto)
 }
 
 // missedPart is the reply of an MGET's part whose node is unreachable: a missing value for

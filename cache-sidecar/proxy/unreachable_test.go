@@ -1,8 +1,13 @@
 package proxy
 
 import (
+	"errors"
 	"fmt"
+	"io"
+	"net"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -153,6 +158,60 @@ func TestUnreachablePeerReadsMiss(t *testing.T) {
 			time.Sleep(dialRetryDelay) // the last failed dial's answer stands this long
 			if got := exchange(request); got != back {
 				t.Errorf("%q once node b is back: %q, want %q", request, got, back)
+			}
+		})
+	}
+}
+
+// TestLostReplyAnsweredAsMiss: which link failures answer the requests they lose as misses. A
+// peer link whose connection closed (EOF, reset, broken pipe, closed) fails as an unreachable
+// peer, with the words clients saw before; a plain read it loses is a miss, another request
+// gets the error, and both count for the peer. The local partition's link, a timeout and any
+// other failure give the error to every request, counted nowhere.
+func TestLostReplyAnsweredAsMiss(t *testing.T) {
+	reset := &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}
+	brokenPipe := &net.OpError{Op: "write", Net: "tcp", Err: os.NewSyscallError("write", syscall.EPIPE)}
+	timeout := &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
+	tests := []struct {
+		name   string
+		err    error
+		local  bool
+		want   string // the failure's words
+		misses bool   // a plain read it loses is a miss
+	}{
+		{name: "peer EOF", err: io.EOF, want: "node node-b: connection closed", misses: true},
+		{name: "peer EOF within a reply", err: io.ErrUnexpectedEOF, want: "node node-b: connection closed", misses: true},
+		{name: "peer reset", err: reset, want: "node node-b: connection closed", misses: true},
+		{name: "peer broken pipe", err: brokenPipe, want: "node node-b: connection closed", misses: true},
+		{name: "peer link closed", err: net.ErrClosed, want: "node node-b: connection closed", misses: true},
+		{name: "peer timeout", err: timeout, want: "node node-b: timed out"},
+		{name: "peer unexpected reply", err: errors.New("the engine sent a reply nobody asked for"), want: "node node-b: the engine sent a reply nobody asked for"},
+		{name: "local EOF", err: io.EOF, local: true, want: "local partition: connection closed"},
+		{name: "local reset", err: reset, local: true, want: "local partition: connection closed"},
+		{name: "local timeout", err: timeout, local: true, want: "local partition: timed out"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := &link{node: "node-b", local: tt.local}
+			failure := l.failure(tt.err)
+			if failure.Error() != tt.want {
+				t.Errorf("failure of %v: %q, want %q", tt.err, failure, tt.want)
+			}
+			tn := &tenant{}
+			tn.stats.init()
+			for _, plainRead := range []bool{true, false} {
+				p := &pending{entry: entry{tenant: tn, missOnUnreachable: plainRead}, failure: failure}
+				if got, want := p.failedAsMiss(), plainRead && tt.misses; got != want {
+					t.Errorf("a request lost with %q (plain read %v) answered as a miss: %v, want %v", failure, plainRead, got, want)
+				}
+			}
+			var counted uint64
+			if tt.misses {
+				counted = 1
+			}
+			peer := tn.stats.peer("node-b")
+			if misses, errs := peer.unreachableMisses.Load(), peer.unreachableErrors.Load(); misses != counted || errs != counted {
+				t.Errorf("counted %d misses and %d errors for node-b, want %d of each", misses, errs, counted)
 			}
 		})
 	}
