@@ -317,6 +317,7 @@ type conn struct {
 	queue         ring[*pending]
 	readerDone    bool
 	readerWaiting bool // the pipeline is full; the reader waits on readerWake
+	hungUp        bool // the client is gone (hangUp): the reader waits for no room and stops
 	writerWake    chan struct{}
 	readerWake    chan struct{}
 
@@ -415,7 +416,7 @@ func (p *Proxy) newConn(nc net.Conn, br *bufio.Reader, peerTenant *tenant) *conn
 
 // serve runs the connection to its end.
 func (c *conn) serve() {
-	defer c.nc.Close()
+	defer c.nc.Close() // reader and writer are done, so the close waits for nobody (see hangUp)
 	if !c.peer {
 		c.p.stats.unauthenticated.Add(1)
 	}
@@ -500,11 +501,16 @@ func (c *conn) setTenant(t *tenant) bool {
 }
 
 // push queues a request, waiting while the pipeline is full or the connection holds its bound
-// of reply bytes (the writer makes room as the client reads its replies).
+// of reply bytes (the writer makes room as the client reads its replies). Once the client is
+// gone it waits no more, and the reader stops after this request: the writer drops its reply.
 func (c *conn) push(p *pending) {
 	c.mu.Lock()
 	for c.queue.len() >= c.p.opts.MaxPipeline ||
 		c.queue.len() > 0 && c.replyBytes.Load() >= c.p.opts.MaxConnectionReplyBytes {
+		if c.hungUp {
+			c.closing = true
+			break
+		}
 		c.readerWaiting = true
 		c.mu.Unlock()
 		<-c.readerWake
@@ -941,7 +947,7 @@ func (c *conn) finish(p *pending) {
 	if p.close && !c.clientGone {
 		c.flushClient()
 		c.clientGone = true
-		c.nc.Close()
+		c.hangUp()
 	}
 }
 
@@ -1030,11 +1036,31 @@ func (c *conn) refreshWriteDeadline() {
 	}
 }
 
-// lostClient stops writing to a client that cannot take replies; the reader then fails too.
+// lostClient stops writing to a client that cannot take replies and hangs up on it, which
+// ends the reader too; c.outMu is held.
 func (c *conn) lostClient() {
 	c.clientGone = true
 	c.resetOut()
-	c.nc.Close()
+	c.hangUp()
+}
+
+// hangUp ends the connection for the client without waiting for the reader; c.outMu is held.
+// Closing a socket waits for a raw read of it in progress (pollRequests), and the request
+// that read is handling may wait in push for room that only the writer makes, once it has
+// outMu: a close here would never return, and a link's reader delivering replies
+// (deliverReady) would hang with it. So the socket is shut down instead, which the client sees
+// as a close and which ends the reader's next read, push waits no more, and serve closes the
+// socket once the reader and the writer are done.
+func (c *conn) hangUp() {
+	c.mu.Lock()
+	c.hungUp = true
+	c.mu.Unlock()
+	kick(c.readerWake)
+	if c.raw == nil {
+		c.nc.Close() // no raw read to wait for
+		return
+	}
+	c.raw.Control(func(fd uintptr) { syscall.Shutdown(int(fd), syscall.SHUT_RDWR) })
 }
 
 // served counts a reply of the local partition.
