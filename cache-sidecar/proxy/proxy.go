@@ -446,10 +446,7 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 	for l := range p.listeners {
 		l.Close()
 	}
-	conns := make([]*conn, 0, len(p.conns))
-	for c := range p.conns {
-		conns = append(conns, c)
-	}
+	conns := p.openConns()
 	p.mu.Unlock()
 	for _, c := range conns {
 		c.stopReading()
@@ -469,6 +466,15 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 	return err
 }
 
+// openConns lists the open connections; p.mu is held.
+func (p *Proxy) openConns() []*conn {
+	conns := make([]*conn, 0, len(p.conns))
+	for c := range p.conns {
+		conns = append(conns, c)
+	}
+	return conns
+}
+
 // Close stops the listeners, closes every connection and link and stops background work at
 // once; replies still due are lost (Shutdown waits for them). Engines are not touched.
 func (p *Proxy) Close() error {
@@ -481,10 +487,13 @@ func (p *Proxy) Close() error {
 	for l := range p.listeners {
 		l.Close()
 	}
-	for c := range p.conns {
+	conns := p.openConns()
+	p.mu.Unlock()
+	// Closed without p.mu: a close waits for a raw read in progress, whose request may be
+	// dialing a link, which takes p.mu.
+	for _, c := range conns {
 		c.nc.Close()
 	}
-	p.mu.Unlock()
 	p.cancel()
 	for _, t := range *p.tenants.Load() {
 		if ps := t.part.Load(); ps != nil {
