@@ -1060,7 +1060,9 @@ func (c *conn) hangUp() {
 		c.nc.Close() // no raw read to wait for
 		return
 	}
-	c.raw.Control(func(fd uintptr) { syscall.Shutdown(int(fd), syscall.SHUT_RDWR) })
+	if err := c.raw.Control(func(fd uintptr) { _ = syscall.Shutdown(int(fd), syscall.SHUT_RDWR) }); err != nil {
+		c.nc.Close() // the socket is already closed: there is no read to wait for
+	}
 }
 
 // served counts a reply of the local partition.

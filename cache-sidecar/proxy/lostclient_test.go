@@ -83,7 +83,7 @@ func TestLostClientMidPipelineStallsNoOne(t *testing.T) {
 				}
 			})
 			l := listen(t)
-			go p.Serve(l)
+			go func() { _ = p.Serve(l) }() // ends when the cleanup closes p (serveInBackground would wait for it first)
 			n := &testNode{id: "node-a", p: p, addr: l.Addr().String()}
 			n.update(t, Tenant{ID: acct.id, CredentialHash: acct.hash, LocalEngine: engine, Routes: []Route{{Node: n.id, Weight: 1}}})
 
@@ -101,8 +101,9 @@ func TestLostClientMidPipelineStallsNoOne(t *testing.T) {
 
 			lost, _ := tt.login(t, n, acct)
 			go func() {
-				lost.SetWriteDeadline(time.Now().Add(testIOTimeout))
-				lost.Write([]byte(strings.Repeat(tt.get("big"), lostReads)))
+				// The write ends in an error once the proxy hangs up; only the stall matters.
+				_ = lost.SetWriteDeadline(time.Now().Add(testIOTimeout))
+				_, _ = lost.Write([]byte(strings.Repeat(tt.get("big"), lostReads)))
 			}()
 			var c *conn
 			deadline := time.Now().Add(testIOTimeout)
@@ -117,7 +118,9 @@ func TestLostClientMidPipelineStallsNoOne(t *testing.T) {
 					}
 				}
 			}
-			lost.(*net.TCPConn).SetLinger(0)
+			if err := lost.(*net.TCPConn).SetLinger(0); err != nil {
+				t.Fatal(err)
+			}
 			lost.Close()
 
 			// The other client's reads share the engine link with the lost client's.
@@ -129,8 +132,13 @@ func TestLostClientMidPipelineStallsNoOne(t *testing.T) {
 						served <- err
 						return
 					}
-					if reply, err := readOther(); err != nil || reply != tt.hit("small", "v-small") {
-						served <- fmt.Errorf("get small: %q, %v", reply, err)
+					reply, err := readOther()
+					if err != nil {
+						served <- fmt.Errorf("get small: %w", err)
+						return
+					}
+					if reply != tt.hit("small", "v-small") {
+						served <- fmt.Errorf("get small: %q", reply)
 						return
 					}
 				}
@@ -181,6 +189,8 @@ func stalled(c *conn) bool {
 // goroutines is every goroutine's stack, grouped.
 func goroutines() string {
 	var b bytes.Buffer
-	pprof.Lookup("goroutine").WriteTo(&b, 1)
+	if err := pprof.Lookup("goroutine").WriteTo(&b, 1); err != nil {
+		return err.Error()
+	}
 	return b.String()
 }
