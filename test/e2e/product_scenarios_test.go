@@ -309,8 +309,11 @@ func testUninstallLeavesNothingBehind(t *testing.T) {
 			t.Errorf("CRD %s.cacheqos.io is gone after uninstall, but crds.keep is true: %v", crd, err)
 		}
 	}
-	if out, err := tool(t.Context(), "kubectl", "get", "cacheqos", "-A", "-o", "name"); err != nil || strings.TrimSpace(out) != "" {
-		t.Errorf("cacheqos objects left after every test deleted its own: %q %v", out, err)
+	// The columns tell a finalizer that never ran (deleted, finalizer still there) from an
+	// object created again after its test (created late) or never deleted.
+	columns := "custom-columns=KIND:.kind,NAMESPACE:.metadata.namespace,NAME:.metadata.name,CREATED:.metadata.creationTimestamp,DELETED:.metadata.deletionTimestamp,FINALIZERS:.metadata.finalizers"
+	if out, err := tool(t.Context(), "kubectl", "get", "cacheqos", "-A", "--no-headers", "-o", columns); err != nil || strings.TrimSpace(out) != "" {
+		t.Errorf("cacheqos objects left after every test deleted its own (KIND NAMESPACE NAME CREATED DELETED FINALIZERS):\n%s%v", out, err)
 	}
 }
 

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -180,26 +181,58 @@ func create(t *testing.T, obj ctrlclient.Object) {
 	t.Cleanup(func() { deleteAndWait(t, obj) })
 }
 
+// deleteAndWait deletes obj and waits until the API server says that very object is gone. A
+// 404 alone is not enough: the API server also answers 404 while it does not serve a resource
+// for a moment, and an object "gone" that way was still there at the end of a CI run (with its
+// plans, so its finalizer had never run). A Delete answered that way is sent again.
 func deleteAndWait(t *testing.T, obj ctrlclient.Object) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := cluster.kube.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
-		t.Errorf("deleting %s/%s: %v", obj.GetNamespace(), obj.GetName(), err)
-		return
-	}
 	key := ctrlclient.ObjectKeyFromObject(obj)
+	current := obj.DeepCopyObject().(ctrlclient.Object)
 	for {
-		err := cluster.kube.Get(ctx, key, obj.DeepCopyObject().(ctrlclient.Object))
-		if apierrors.IsNotFound(err) {
+		err := cluster.kube.Get(ctx, key, current)
+		switch {
+		case objectNotFound(err, key.Name):
 			return
+		case err == nil && obj.GetUID() != "" && current.GetUID() != obj.GetUID():
+			t.Errorf("%T %s was created again (uid %s, created %s) after the test's own (uid %s)", obj, key, current.GetUID(), current.GetCreationTimestamp(), obj.GetUID())
+			return
+		case err == nil && current.GetDeletionTimestamp() == nil:
+			if err := cluster.kube.Delete(ctx, current); err != nil && !objectNotFound(err, key.Name) {
+				t.Logf("deleting %T %s: %v (trying again)", obj, key, err)
+			}
+		case err != nil:
+			t.Logf("reading %T %s while deleting it: %v (trying again)", obj, key, err)
 		}
 		if ctx.Err() != nil {
-			t.Errorf("%T %s is still there after 2m (finalizers %v)", obj, key, obj.GetFinalizers())
+			t.Errorf("%T %s is still there after 2m (finalizers %v)", obj, key, current.GetFinalizers())
 			return
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
+}
+
+// objectNotFound reports whether err is the API server saying the object named name does not
+// exist, not that it does not serve the resource: that 404 has no name in its details, or is
+// not a Status at all (client-go then names the request's object and adds an
+// UnexpectedServerResponse cause).
+func objectNotFound(err error, name string) bool {
+	var status apierrors.APIStatus
+	if !apierrors.IsNotFound(err) || !errors.As(err, &status) {
+		return false
+	}
+	details := status.Status().Details
+	if details == nil || details.Name != name {
+		return false
+	}
+	for _, cause := range details.Causes {
+		if cause.Type == metav1.CauseTypeUnexpectedServerResponse {
+			return false
+		}
+	}
+	return true
 }
 
 // tenantNamespace creates a namespace labelled as a tenant's (the chart's NetworkPolicy lets
