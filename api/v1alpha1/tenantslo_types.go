@@ -375,7 +375,8 @@ type TenantAllocation struct {
 	PlanGeneration int64 `json:"planGeneration,omitempty"`
 
 	// decision says why the tenant's memory is what the last allocation made it: Placed (it
-	// had none), Kept (unchanged), Protected (it met its objective and keeps at least the
+	// had none), Kept (unchanged), Moved (as much memory, but some of it on other nodes,
+	// where its keys start cold), Protected (it met its objective and keeps at least the
 	// memory that met it, or was just given memory for its objective and keeps it until that
 	// memory is measured warm), Learning (a strict tenant whose miss-ratio curve is not learned yet
 	// holds a fair share), RaisedForTarget (more memory to reach its target), Raised (spare
@@ -383,7 +384,7 @@ type TenantAllocation struct {
 	// (the memory meets another objective or earns more hits elsewhere). The Allocated
 	// condition's message gives the numbers.
 	// +optional
-	// +kubebuilder:validation:Enum=Placed;Kept;Protected;Learning;RaisedForTarget;Raised;LoweredForPriority;Lowered
+	// +kubebuilder:validation:Enum=Placed;Kept;Moved;Protected;Learning;RaisedForTarget;Raised;LoweredForPriority;Lowered
 	Decision string `json:"decision,omitempty"`
 
 	// isolated: under policy lacs the tenant is an elephant (its traffic exceeds a 1/K share

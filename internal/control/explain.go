@@ -2,6 +2,9 @@ package control
 
 import (
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 
 	"github.com/cacheqos/cacheqos/internal/allocator/planning"
 )
@@ -16,6 +19,9 @@ const (
 	// ReasonKept: the tenant's memory did not change (the plan in force was kept, or the new
 	// plan leaves it as it was).
 	ReasonKept Reason = "Kept"
+	// ReasonMoved: the tenant keeps as much memory, but the new plan places some of it on
+	// other nodes, where its keys start cold.
+	ReasonMoved Reason = "Moved"
 	// ReasonProtected: the tenant met its objective and keeps at least the memory that met it.
 	ReasonProtected Reason = "Protected"
 	// ReasonLearning: a strict tenant whose curve is not learned yet holds a fair share.
@@ -51,6 +57,7 @@ func (l *Loop) explain(in Input, c *candidate, d *Decision) map[string]TenantDec
 		_, protected := c.protected[t.ID]
 		blocker, wasDropped := c.dropped[t.ID]
 		changed := abs(to-from) > l.cfg.MinChangeBytes
+		left, joined := relocated(t.Current.Partitions, d.Desired[t.ID])
 		switch {
 		case !d.Taken:
 			td.Reason = ReasonKept
@@ -67,6 +74,10 @@ func (l *Loop) explain(in Input, c *candidate, d *Decision) map[string]TenantDec
 		case protected && to >= from-l.cfg.MinChangeBytes:
 			td.Reason = ReasonProtected
 			td.Message = fmt.Sprintf("met its objective%s with %s: keeps at least %s", observedText(st), planning.FormatBytes(from), planning.FormatBytes(c.protected[t.ID].bytes))
+		case !changed && left > l.cfg.MinChangeBytes:
+			td.Reason = ReasonMoved
+			td.Message = fmt.Sprintf("keeps %s, but %s of it moves to other nodes (%s): the new plan places it differently, and the keys routed there start cold",
+				planning.FormatBytes(to), planning.FormatBytes(left), joined)
 		case !changed:
 			td.Reason = ReasonKept
 			td.Message = fmt.Sprintf("keeps %s: the new plan leaves it as it was", planning.FormatBytes(to))
@@ -86,6 +97,31 @@ func (l *Loop) explain(in Input, c *candidate, d *Decision) map[string]TenantDec
 		out[t.ID] = td
 	}
 	return out
+}
+
+// relocated is the memory the tenant gives up on the nodes where it shrinks, and the change
+// on each node that changes, as "n1 -1.0 MiB, n2 +1.0 MiB" in node order.
+func relocated(current []planning.CurrentPartition, desired []planning.Partition) (int64, string) {
+	change := map[string]int64{}
+	for _, p := range current {
+		change[p.Node] -= p.MemoryBytes
+	}
+	for _, p := range desired {
+		change[p.Node] += p.MemoryBytes
+	}
+	var left int64
+	var nodes []string
+	for _, n := range slices.Sorted(maps.Keys(change)) {
+		delta := change[n]
+		switch {
+		case delta < 0:
+			left -= delta
+			nodes = append(nodes, fmt.Sprintf("%s -%s", n, planning.FormatBytes(-delta)))
+		case delta > 0:
+			nodes = append(nodes, fmt.Sprintf("%s +%s", n, planning.FormatBytes(delta)))
+		}
+	}
+	return left, strings.Join(nodes, ", ")
 }
 
 func allocated(parts []planning.Partition) int64 {
