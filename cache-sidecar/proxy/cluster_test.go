@@ -16,7 +16,7 @@ type cluster struct {
 	acct           account
 	a, b           *testNode
 	engineA, engB  string
-	weightA, weigB float64
+	weightA, weightB float64
 }
 
 func startCluster(t *testing.T, protocol Protocol, weightA, weightB float64) *cluster {
@@ -38,14 +38,14 @@ func startClusterWith(t *testing.T, opts Options, weightA, weightB float64) *clu
 // setWeights gives both nodes the same routes with new weights.
 func (c *cluster) setWeights(t *testing.T, weightA, weightB float64) {
 	t.Helper()
-	c.weightA, c.weigB = weightA, weightB
+	c.weightA, c.weightB = weightA, weightB
 	c.a.update(t, c.tenant(c.engineA))
 	c.b.update(t, c.tenant(c.engB))
 }
 
 // tenant is the tenant's configuration on the node of engine, with the cluster's weights.
 func (c *cluster) tenant(engine string) Tenant {
-	routes := []Route{c.a.route(c.weightA), c.b.route(c.weigB)}
+	routes := []Route{c.a.route(c.weightA), c.b.route(c.weightB)}
 	return Tenant{ID: c.acct.id, CredentialHash: c.acct.hash, LocalEngine: engine, Routes: routes}
 }
 

@@ -140,7 +140,7 @@ func TestRequestsLostWithPeerLinkMissOrFail(t *testing.T) {
 				t.Fatalf("Shutdown of node b: %v", err)
 			}
 			c.b = startNodeOn(t, c.b.id, opts, listenOn(t, c.b.addr), listenOn(t, c.b.peerAddr))
-			c.setWeights(t, c.weightA, c.weigB)
+			c.setWeights(t, c.weightA, c.weightB)
 			counts := map[outcome]int{}
 			var stored []string
 			for i := range rounds {

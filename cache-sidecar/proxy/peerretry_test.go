@@ -60,7 +60,7 @@ func TestForwardingWaitsForRestartingPeer(t *testing.T) {
 				time.Sleep(tt.down)
 				b := startNodeOn(t, c.b.id, opts, listenOn(t, c.b.addr), listenOn(t, c.b.peerAddr))
 				c.b = b
-				c.setWeights(t, c.weightA, c.weigB)
+				c.setWeights(t, c.weightA, c.weightB)
 			}
 			got := viaA.read()
 			took := time.Since(sent)

@@ -154,7 +154,7 @@ func TestUnreachablePeerReadsMiss(t *testing.T) {
 			}
 
 			c.b = startNodeOn(t, c.b.id, opts, listenOn(t, c.b.addr), listenOn(t, c.b.peerAddr))
-			c.setWeights(t, c.weightA, c.weigB)
+			c.setWeights(t, c.weightA, c.weightB)
 			time.Sleep(dialRetryDelay) // the last failed dial's answer stands this long
 			if got := exchange(request); got != back {
 				t.Errorf("%q once node b is back: %q, want %q", request, got, back)
