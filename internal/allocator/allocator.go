@@ -228,6 +228,7 @@ func Plan(ctx context.Context, s *planning.Snapshot, opts Options) (*planning.Pl
 	}
 	if name == PolicyOptimal {
 		p.throttleBestEffort(alloc)
+		p.guardBestEffort(alloc)
 	}
 	plan := p.evaluate(alloc)
 	plan.Cluster = s.Cluster
@@ -265,6 +266,7 @@ func Evaluate(s *planning.Snapshot, opts Options) (*planning.Plan, error) {
 	name := cmp.Or(opts.Policy, PolicyOptimal)
 	if name == PolicyOptimal {
 		p.throttleBestEffort(alloc)
+		p.guardBestEffort(alloc)
 	}
 	plan := p.evaluate(alloc)
 	plan.Cluster = s.Cluster

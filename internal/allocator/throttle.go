@@ -100,3 +100,53 @@ func (p *problem) carriesStrict(a *allocation, j int) bool {
 	}
 	return false
 }
+
+// guardBestEffort caps every best-effort part not already held back at what it is planned to
+// send plus half its node's headroom: under the utilization cap on a node that carries a
+// strict tenant, under saturation on others (at least a quarter more than it sends, and at
+// least an even share of the node). Half, because a bucket lets a tenant past its rate by its
+// burst and its maximum wait, and two tenants may surge at once. Planned load fits under the caps, so the plan's predictions do not change; but a
+// best-effort tenant that starts flooding between two plans fills at most the headroom
+// instead of saturating the node under the strict tenants until the next plan holds it back.
+func (p *problem) guardBestEffort(a *allocation) {
+	as := p.assess(a)
+	limit := p.opts.maxUtilization()
+	for j, nd := range p.nodes {
+		// Without a strict tenant, as in throttleBestEffort, only saturation is worth a wait.
+		limit := limit
+		if !p.carriesStrict(a, j) {
+			limit = 1
+		}
+		headOps, headBytes := max(0, limit*nd.ops-as.opsLoad[j]), max(0, limit*nd.bandwidth-as.bytesLoad[j])
+		tenants := 0
+		for k := range p.tenants {
+			if slices.ContainsFunc(a.parts[k], func(pt part) bool { return pt.node == j }) {
+				tenants++
+			}
+		}
+		shareOps, shareBytes := nd.ops/float64(tenants), nd.bandwidth/float64(tenants)
+		for k := range p.tenants {
+			t := &p.tenants[k]
+			if t.strict {
+				continue
+			}
+			for i, pt := range a.parts[k] {
+				if _, held := a.throttled[tenantNode{k, j}]; pt.node != j || held {
+					continue
+				}
+				ops := t.servedOps(t.reqRate*as.fractions[k][i], as.caps[k][i])
+				bytes := 0.0
+				if t.reqRate > 0 {
+					bytes = ops * t.byteRate / t.reqRate
+				}
+				if a.throttled == nil {
+					a.throttled = map[tenantNode]partCaps{}
+				}
+				a.throttled[tenantNode{k, j}] = partCaps{
+					opsPerSec:   max(shareOps, ops+max(headOps/2, ops/4)),
+					bytesPerSec: max(shareBytes, bytes+max(headBytes/2, bytes/4)),
+				}
+			}
+		}
+	}
+}
