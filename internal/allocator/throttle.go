@@ -101,21 +101,21 @@ func (p *problem) carriesStrict(a *allocation, j int) bool {
 	return false
 }
 
-// guardBestEffort caps every best-effort part not already held back at what it is planned to
-// send plus half its node's headroom: under the utilization cap on a node that carries a
-// strict tenant, under saturation on others (at least a quarter more than it sends, and at
-// least an even share of the node). Half, because a bucket lets a tenant past its rate by its
-// burst and its maximum wait, and two tenants may surge at once. Planned load fits under the caps, so the plan's predictions do not change; but a
-// best-effort tenant that starts flooding between two plans fills at most the headroom
-// instead of saturating the node under the strict tenants until the next plan holds it back.
+// guardBestEffort caps every best-effort part not already held back, on a node that carries a
+// strict tenant, at what it is planned to send plus half the node's headroom under the
+// utilization cap (at least a quarter more than it sends, and at least an even share of the
+// node). Half, because a bucket lets a tenant past its rate by its burst and its maximum wait,
+// and two tenants may surge at once. Planned load fits under the caps, so the plan's
+// predictions do not change; but a best-effort tenant that starts flooding between two plans
+// fills at most the headroom instead of saturating the node under the strict tenants until the
+// next plan holds it back. Nodes without a strict tenant are not guarded: there a growing
+// tenant would wait in its bucket to protect nobody.
 func (p *problem) guardBestEffort(a *allocation) {
 	as := p.assess(a)
 	limit := p.opts.maxUtilization()
 	for j, nd := range p.nodes {
-		// Without a strict tenant, as in throttleBestEffort, only saturation is worth a wait.
-		limit := limit
 		if !p.carriesStrict(a, j) {
-			limit = 1
+			continue
 		}
 		headOps, headBytes := max(0, limit*nd.ops-as.opsLoad[j]), max(0, limit*nd.bandwidth-as.bytesLoad[j])
 		tenants := 0
@@ -143,10 +143,22 @@ func (p *problem) guardBestEffort(a *allocation) {
 					a.throttled = map[tenantNode]partCaps{}
 				}
 				a.throttled[tenantNode{k, j}] = partCaps{
-					opsPerSec:   max(shareOps, ops+max(headOps/2, ops/4)),
-					bytesPerSec: max(shareBytes, bytes+max(headBytes/2, bytes/4)),
+					opsPerSec:   guardStep(max(shareOps, ops+max(headOps/2, ops/4))),
+					bytesPerSec: guardStep(max(shareBytes, bytes+max(headBytes/2, bytes/4))),
 				}
 			}
 		}
 	}
+}
+
+// guardStep rounds a guard's rate up to the next of the rates 2^(i/4): a guard follows its
+// tenant's traffic and the node's headroom, which move a little every interval, and a plan
+// whose limits changed is written again to every sidecar of the node. On the steps a limit
+// changes only when the traffic moves by a fifth or so, and stays at most a fifth above the
+// rate computed.
+func guardStep(rate float64) float64 {
+	if rate <= 0 {
+		return rate
+	}
+	return math.Exp2(math.Ceil(4*math.Log2(rate)-1e-9) / 4)
 }

@@ -10,9 +10,10 @@ import (
 // On a node whose demand is beyond its utilization cap, the optimal policy holds best-effort
 // tenants back, lowest priority first, none below an even share of the node, and never a
 // strict tenant; a node within its cap holds no one back, nor does a node of best-effort
-// tenants only that is not saturated. Every best-effort part not held back is guarded: capped
-// above what it sends, at what it sends plus half the node's headroom (under the cap, or under
-// saturation without a strict tenant), at least a quarter more and at least an even share.
+// tenants only that is not saturated. On a node with a strict tenant, every best-effort part
+// not held back is guarded: capped above what it sends, at what it sends plus half the node's
+// headroom under the cap, at least a quarter more and at least an even share, rounded up to a
+// step of 2^(1/4) so that the limit does not follow every small change of traffic.
 func TestBestEffortHeldBackOnOverloadedNodes(t *testing.T) {
 	needSolver(t)
 	const fmib = float64(mib)
@@ -63,9 +64,8 @@ func TestBestEffortHeldBackOnOverloadedNodes(t *testing.T) {
 				tenantAt("c/app", planning.ClassBestEffort, 100, 3500),
 			},
 			// 9,500 ops/s against 10,000: no strict tenant queues behind them, so no one is held
-			// back. Guarded against saturation (500 ops/s of headroom): the bulk tenant at
-			// 6,000 + 6,000/4, the app at its even share.
-			wantLimit: map[string]float64{"b/bulk": 7500, "c/app": 5000},
+			// back or guarded.
+			wantLimit: map[string]float64{"b/bulk": 0, "c/app": 0},
 		},
 		{
 			name: "best effort alone, saturated",
@@ -74,9 +74,9 @@ func TestBestEffortHeldBackOnOverloadedNodes(t *testing.T) {
 				tenantAt("c/app", planning.ClassBestEffort, 100, 4000),
 			},
 			// 12,000 ops/s against 10,000: held back to the 90% cap, the bulk tenant first,
-			// down to its even share of 5,000; the app gives up the remaining 0 and is guarded
-			// at its even share (4,000 + the 1,000 left under saturation, halved, is less).
-			wantLimit: map[string]float64{"b/bulk": 5000, "c/app": 5000},
+			// down to its even share of 5,000; the app gives up the remaining 0 and, with no
+			// strict tenant to protect, is not guarded.
+			wantLimit: map[string]float64{"b/bulk": 5000, "c/app": 0},
 			held:      true,
 		},
 		{
@@ -85,8 +85,18 @@ func TestBestEffortHeldBackOnOverloadedNodes(t *testing.T) {
 				tenantAt("a/strict", planning.ClassStrict, 1, 2000),
 				tenantAt("b/bulk", planning.ClassBestEffort, 10, 6000),
 			},
-			// Guarded at 6,000 + 6,000/4, more than half the 1,000 ops/s under the cap.
-			wantLimit: map[string]float64{"a/strict": 0, "b/bulk": 7500},
+			// Guarded at 6,000 + 6,000/4 (more than half the 1,000 ops/s under the cap), 7,500,
+			// rounded up to the step 2^13.
+			wantLimit: map[string]float64{"a/strict": 0, "b/bulk": 8192},
+		},
+		{
+			name: "within the cap, 3% more traffic",
+			tenants: []planning.Tenant{
+				tenantAt("a/strict", planning.ClassStrict, 1, 2000),
+				tenantAt("b/bulk", planning.ClassBestEffort, 10, 6180),
+			},
+			// 7,725 rounds up to the same step: the plan's limits, and so the node's plan, stay.
+			wantLimit: map[string]float64{"a/strict": 0, "b/bulk": 8192},
 		},
 	}
 	for _, tc := range cases {
