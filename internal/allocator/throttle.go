@@ -142,10 +142,13 @@ func (p *problem) guardBestEffort(a *allocation) {
 				if a.throttled == nil {
 					a.throttled = map[tenantNode]partCaps{}
 				}
-				a.throttled[tenantNode{k, j}] = partCaps{
+				guard := partCaps{
 					opsPerSec:   guardStep(max(shareOps, ops+max(headOps/2, ops/4))),
 					bytesPerSec: guardStep(max(shareBytes, bytes+max(headBytes/2, bytes/4))),
 				}
+				a.throttled[tenantNode{k, j}] = guard
+				a.note(k, "guarded at %.0f ops/s on %s (it is expected to send %.0f): the node carries a strict tenant, and a best-effort tenant sending more than the plan saw fills at most half the node's headroom until the next plan",
+					guard.opsPerSec, nd.name, ops)
 			}
 		}
 	}

@@ -1,7 +1,9 @@
 package allocator
 
 import (
+	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/cacheqos/cacheqos/internal/allocator/planning"
@@ -110,6 +112,10 @@ func TestBestEffortHeldBackOnOverloadedNodes(t *testing.T) {
 				}
 				if math.Abs(got-want) > 1 {
 					t.Errorf("%s: ops limit %.0f/s, want %.0f/s (%v)", id, got, want, tp.Explanation)
+				}
+				// A guard says so, with its limit, in the tenant's explanation.
+				if guard := fmt.Sprintf("guarded at %.0f ops/s", want); want > 0 && !tc.held && !strings.Contains(tp.Explanation, guard) {
+					t.Errorf("%s: explanation %q, want it to say %q", id, tp.Explanation, guard)
 				}
 			}
 			// Whoever is held back, the node ends at the cap.
