@@ -13,9 +13,9 @@ import (
 
 // cluster is two proxies acting as two nodes, each with its own engine for one tenant.
 type cluster struct {
-	acct           account
-	a, b           *testNode
-	engineA, engB  string
+	acct             account
+	a, b             *testNode
+	engineA, engB    string
 	weightA, weightB float64
 }
 
