@@ -58,6 +58,9 @@ func (l *Loop) explain(in Input, c *candidate, d *Decision) map[string]TenantDec
 		blocker, wasDropped := c.dropped[t.ID]
 		changed := abs(to-from) > l.cfg.MinChangeBytes
 		left, joined := relocated(t.Current.Partitions, d.Desired[t.ID])
+		// moved is the memory that changes nodes: what it gives up on some nodes beyond what it
+		// loses in total.
+		moved := left - max(0, from-to)
 		switch {
 		case !d.Taken:
 			td.Reason = ReasonKept
@@ -74,10 +77,10 @@ func (l *Loop) explain(in Input, c *candidate, d *Decision) map[string]TenantDec
 		case protected && to >= from-l.cfg.MinChangeBytes:
 			td.Reason = ReasonProtected
 			td.Message = fmt.Sprintf("met its objective%s with %s: keeps at least %s", observedText(st), planning.FormatBytes(from), planning.FormatBytes(c.protected[t.ID].bytes))
-		case !changed && left > l.cfg.MinChangeBytes:
+		case !changed && moved > l.cfg.MinChangeBytes:
 			td.Reason = ReasonMoved
 			td.Message = fmt.Sprintf("keeps %s, but %s of it moves to other nodes (%s): the new plan places it differently, and the keys routed there start cold",
-				planning.FormatBytes(to), planning.FormatBytes(left), joined)
+				planning.FormatBytes(to), planning.FormatBytes(moved), joined)
 		case !changed:
 			td.Reason = ReasonKept
 			td.Message = fmt.Sprintf("keeps %s: the new plan leaves it as it was", planning.FormatBytes(to))
@@ -93,6 +96,9 @@ func (l *Loop) explain(in Input, c *candidate, d *Decision) map[string]TenantDec
 		default:
 			td.Reason = ReasonLowered
 			td.Message = fmt.Sprintf("lowered from %s to %s: the memory meets another objective or earns more expected hits elsewhere", planning.FormatBytes(from), planning.FormatBytes(to))
+		}
+		if td.Reason != ReasonMoved && d.Taken && from > 0 && moved > l.cfg.MinChangeBytes {
+			td.Message += fmt.Sprintf("; %s of it moves to other nodes (%s), where its keys start cold", planning.FormatBytes(moved), joined)
 		}
 		out[t.ID] = td
 	}

@@ -7,7 +7,8 @@ import (
 )
 
 // A tenant whose total memory stays but whose memory changes nodes is told it moved, with the
-// change per node: its keys routed to the new node start cold, which "kept" would hide.
+// change per node: its keys routed to the new node start cold, which "kept" would hide. Any
+// other decision that moves memory between nodes says so too.
 func TestExplainSaysWhenMemoryMoves(t *testing.T) {
 	parts := func(nodeMiB ...any) []planning.CurrentPartition {
 		var out []planning.CurrentPartition
@@ -36,6 +37,10 @@ func TestExplainSaysWhenMemoryMoves(t *testing.T) {
 		{"off a node entirely", parts("n1", 4, "n2", 4), parts("n2", 4, "n3", 4), ReasonMoved,
 			"keeps 8.0 MiB, but 4.0 MiB of it moves to other nodes (n1 -4.0 MiB, n3 +4.0 MiB): the new plan places it differently, and the keys routed there start cold"},
 		{"grown", parts("n1", 4), parts("n1", 4, "n2", 4), ReasonRaised, "raised from 4.0 MiB to 8.0 MiB: spare memory earns the most expected hits here"},
+		{"grown and moved", parts("n1", 4), parts("n2", 8), ReasonRaised,
+			"raised from 4.0 MiB to 8.0 MiB: spare memory earns the most expected hits here; 4.0 MiB of it moves to other nodes (n1 -4.0 MiB, n2 +8.0 MiB), where its keys start cold"},
+		{"protected, and moved within its nodes", parts("n1", 6, "n2", 2), parts("n1", 4, "n2", 4), ReasonProtected,
+			"met its objective with 8.0 MiB: keeps at least 8.0 MiB; 2.0 MiB of it moves to other nodes (n1 -2.0 MiB, n2 +2.0 MiB), where its keys start cold"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -45,7 +50,11 @@ func TestExplainSaysWhenMemoryMoves(t *testing.T) {
 			l.tenants[tn.ID] = &tenantState{}
 			snap := &planning.Snapshot{Tenants: []planning.Tenant{tn}}
 			d := &Decision{Taken: true, Desired: Allocation{tn.ID: desired(tc.to)}}
-			got := l.explain(Input{Snapshot: snap}, &candidate{}, d)[tn.ID]
+			c := &candidate{}
+			if tc.want == ReasonProtected {
+				c.protected = map[string]protection{tn.ID: {bytes: 8 * mib}}
+			}
+			got := l.explain(Input{Snapshot: snap}, c, d)[tn.ID]
 			if got.Reason != tc.want || got.Message != tc.wantMessage {
 				t.Errorf("%s: %q, want %s: %q", got.Reason, got.Message, tc.want, tc.wantMessage)
 			}
