@@ -325,11 +325,12 @@ func TestBudgetLeavesFreeMemoryOut(t *testing.T) {
 	}
 }
 
-// A tenant whose memory moved to a node it did not hold memory on is fed the curve measured
-// before the move: the new partition's sampler started empty and reports the tenant's long
-// reuse distances as misses until it has seen them (a loop's, after one whole pass, which can
-// take intervals). The new curve is fed once it shows as much reuse, or relearnIntervals after
-// the move whatever it shows.
+// A tenant whose memory moved to a node it did not hold memory on, or whose routing weights
+// sent more than reroutedShare of its keys to other nodes, is fed the curve measured before
+// the move: the partition that receives them has not seen those keys (a new one's sampler
+// started empty) and reports their long reuse distances as misses until it has seen them (a
+// loop's, after one whole pass, which can take intervals). The new curve is fed once it shows
+// as much reuse, or relearnIntervals after the move whatever it shows.
 func TestMovedTenantKeepsItsCurve(t *testing.T) {
 	l := New()
 	l.cfg = config(Mechanisms{})
@@ -337,24 +338,35 @@ func TestMovedTenantKeepsItsCurve(t *testing.T) {
 	cold := [][2]float64{{2, 0}, {4, 0}, {8, 0.1}}
 	caughtUp := [][2]float64{{2, 0}, {4, 0.93}, {8, 0.96}}
 	steps := []struct {
-		node      string
+		mibOn     map[string]int64 // the tenant's memory by node during the interval measured
 		curve     [][2]float64
 		wantCurve [][2]float64
 	}{
-		{"n1", settled, settled},
-		{"n1", settled, settled},
-		{"n2", cold, settled}, // moved: the new partition's curve is not fed
-		{"n2", cold, settled}, // still less reuse than before the move
-		{"n2", cold, settled},
-		{"n2", cold, cold}, // relearnIntervals after the move: its own measurement is
-		{"n1", cold, cold}, // moved again, but what it held shows no more reuse
-		{"n1", caughtUp, caughtUp},
-		{"n2", cold, caughtUp},     // moved
-		{"n2", caughtUp, caughtUp}, // as much reuse as before the move
+		{map[string]int64{"n1": 4}, settled, settled},
+		{map[string]int64{"n1": 4}, settled, settled},
+		{map[string]int64{"n2": 4}, cold, settled}, // moved: the new partition's curve is not fed
+		{map[string]int64{"n2": 4}, cold, settled}, // still less reuse than before the move
+		{map[string]int64{"n2": 4}, cold, settled},
+		{map[string]int64{"n2": 4}, cold, cold}, // relearnIntervals after the move: its own measurement is
+		{map[string]int64{"n1": 4}, cold, cold}, // moved again, but what it held shows no more reuse
+		{map[string]int64{"n1": 4}, caughtUp, caughtUp},
+		{map[string]int64{"n2": 4}, cold, caughtUp},              // moved
+		{map[string]int64{"n2": 4}, caughtUp, caughtUp},          // as much reuse as before the move
+		{map[string]int64{"n1": 1, "n2": 3}, caughtUp, caughtUp}, // a quarter of its keys on a new node
+		{map[string]int64{"n1": 1, "n2": 3}, caughtUp, caughtUp},
+		{map[string]int64{"n1": 3, "n2": 1}, cold, caughtUp}, // half its keys re-routed to n1, on the same nodes
+		{map[string]int64{"n1": 3, "n2": 1}, cold, caughtUp},
+		{map[string]int64{"n1": 3, "n2": 1}, settled, settled},
+		{map[string]int64{"n1": 5, "n2": 2}, caughtUp, caughtUp}, // grown: 4% of its keys re-routed
 	}
 	for i, s := range steps {
-		ten := tenant("ns/loop", 100, 0.9, s.curve, 4*mib, 0.5)
-		ten.Current.Partitions[0].Node = s.node
+		ten := tenant("ns/loop", 100, 0.9, s.curve, 0, 0.5)
+		ten.Current.Partitions = nil
+		for _, node := range []string{"n1", "n2"} {
+			if m := s.mibOn[node]; m > 0 {
+				ten.Current.Partitions = append(ten.Current.Partitions, planning.CurrentPartition{Node: node, MemoryBytes: m * mib})
+			}
+		}
 		snap := snapshot(ten)
 		snap.Nodes = append(snap.Nodes, planning.Node{Name: "n2", MemoryBytes: 100 * mib, BandwidthBytesPerSecond: 1 << 40, OpsPerSecond: 1 << 40})
 		in := Input{Snapshot: snap, Measured: map[string]Measurement{}}
@@ -362,7 +374,7 @@ func TestMovedTenantKeepsItsCurve(t *testing.T) {
 		fed := l.shape(in).damped.Tenants[0].MissRatioCurve
 		want := tenant("ns/loop", 100, 0.9, s.wantCurve, 0, 0).MissRatioCurve
 		if !slices.Equal(fed, want) {
-			t.Errorf("step %d (on %s): fed curve %v, want %v", i, s.node, fed, want)
+			t.Errorf("step %d (%v MiB by node): fed curve %v, want %v", i, s.mibOn, fed, want)
 		}
 	}
 }

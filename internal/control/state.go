@@ -39,6 +39,9 @@ const (
 	// relearnIntervals bounds how long after a move the curve from before it stands for the
 	// new partition's.
 	relearnIntervals = 3
+	// reroutedShare is the share of a tenant's keys routed to other nodes above which its
+	// partitions' curves count as restarted, as for a move to a new node.
+	reroutedShare = 0.10
 	// fillingRise is the least rise of the observed hit ratio over the interval before that
 	// says a partition is still filling (a uniform tenant's fills as fast as its misses
 	// insert, over several intervals); a larger rise is required when the reads' binomial
@@ -74,10 +77,11 @@ type tenantState struct {
 	met, missedWarm bool
 	observed        float64
 	// curve is the sampled curve measured when the tenant last kept its nodes, and moved
-	// reports that it holds memory on a node now where it held none the interval before:
-	// that partition's tracker started empty, so until it has seen the tenant's longer reuse
-	// distances its curve says those are misses, and the tenant's merged curve is fed the
-	// held one.
+	// reports that it holds memory on a node now where it held none the interval before, or
+	// that more than reroutedShare of its keys now route to other nodes: the partitions
+	// receiving them have not seen those keys (a new partition's tracker started empty), so
+	// until they have seen the tenant's longer reuse distances their curves say those are
+	// misses, and the tenant's merged curve is fed the held one.
 	curve []planning.MissRatioPoint
 	moved bool
 	// sinceMove counts the intervals since the tenant last moved; held reports that its
@@ -132,7 +136,7 @@ func (l *Loop) observe(in Input) {
 			l.tenants[t.ID] = st
 		}
 		st.warm = st.seen && totalOf(t.Current.Partitions) > 0 && samePlacement(st.placed, t.Current.Partitions, l.cfg.MinChangeBytes)
-		st.moved = st.seen && !sameNodes(st.placed, t.Current.Partitions)
+		st.moved = st.seen && (!sameNodes(st.placed, t.Current.Partitions) || rerouted(st.placed, t.Current.Partitions) > reroutedShare)
 		st.sinceMove++
 		if st.moved {
 			st.sinceMove = 0
@@ -236,6 +240,28 @@ func samePlacement(a, b []planning.CurrentPartition, floor int64) bool {
 		}
 	}
 	return true
+}
+
+// rerouted is the share of a tenant's keys that allocation b routes to a node that held fewer
+// of them under a (routing weights follow memory): those keys are new to that node's
+// partition and its curve.
+func rerouted(a, b []planning.CurrentPartition) float64 {
+	ta, tb := totalOf(a), totalOf(b)
+	if ta <= 0 || tb <= 0 {
+		return 0
+	}
+	share := map[string]float64{}
+	for _, p := range a {
+		share[p.Node] -= float64(p.MemoryBytes) / float64(ta)
+	}
+	for _, p := range b {
+		share[p.Node] += float64(p.MemoryBytes) / float64(tb)
+	}
+	var moved float64
+	for _, d := range share {
+		moved += max(0, d)
+	}
+	return moved
 }
 
 // sameNodes reports whether every node b holds memory on already held memory in a.
