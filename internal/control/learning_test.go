@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"math"
 	"testing"
 
 	"github.com/cacheqos/cacheqos/internal/allocator/planning"
@@ -94,5 +95,85 @@ func TestUnfitProtectionNamesOnlyOthers(t *testing.T) {
 	}
 	if blocker, ok := unfit["ns/a"]; ok {
 		t.Errorf("ns/a's protection did not fit and names %q as the tenant that needed it", blocker)
+	}
+}
+
+// A strict loop whose curve's top still rises as the window sheds its first pass is raised
+// past its cliff as soon as the rise says the top will reach its target, not only once the
+// window has forgotten the first pass: its memory then fills an interval earlier.
+func TestConvergingCurveReachesItsTarget(t *testing.T) {
+	needSolver(t)
+	loop := func(top float64) planning.Tenant {
+		return tenant("ns/loop", 100, 0.9, [][2]float64{{10, 0}, {39, 0}, {41, top}, {100, top}}, 30*mib, 0)
+	}
+	// Two best-effort tenants, so that the loop's fair share (a third) is below its cliff,
+	// busy enough that past the cliff the loop's hits alone are worth less than theirs.
+	zipf := tenant("ns/zipf", 0, 0, [][2]float64{{10, 0.3}, {40, 0.5}, {70, 0.6}, {100, 0.65}}, 40*mib, 0.5)
+	uniform := tenant("ns/uniform", 0, 0, [][2]float64{{10, 0.1}, {100, 1}}, 30*mib, 0.3)
+	for _, be := range []*planning.Tenant{&zipf, &uniform} {
+		be.Class, be.Objective = planning.ClassBestEffort, nil
+		be.Rates[0].RequestsPerSecond = 30000
+	}
+	for _, tc := range []struct {
+		name        string
+		first, next float64 // the loop's curve top in two intervals in a row
+		raised      bool
+	}{
+		{"rising to past the target", 0.57, 0.856, true},
+		{"flat below the target", 0.856, 0.856, false},
+		{"rising, but not enough", 0.5, 0.6, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := New()
+			var d *Decision
+			for _, top := range []float64{tc.first, tc.next} {
+				snap := snapshot(loop(top), zipf, uniform)
+				in := Input{Snapshot: snap, Current: currentOf(snap), Measured: map[string]Measurement{"ns/loop": {Reads: 10000}, "ns/zipf": {Reads: 10000}, "ns/uniform": {Reads: 10000}}}
+				var err error
+				if d, err = l.Decide(context.Background(), config(DefaultMechanisms()), in); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := allocated(d.Desired["ns/loop"]); (got >= 41*mib) != tc.raised {
+				t.Errorf("loop has %.1f MiB after tops %.3f, %.3f (%s); raised past its cliff: %v, want %v", float64(got)/float64(mib), tc.first, tc.next, d.Tenants["ns/loop"].Message, got >= 41*mib, tc.raised)
+			}
+		})
+	}
+}
+
+// converging takes the halved previous window out of the curve, size by size, and uses
+// what is left only where that reaches the target.
+func TestConvergingEstimatesTheLastInterval(t *testing.T) {
+	curveOf := func(pts ...[2]float64) []planning.MissRatioPoint {
+		out := make([]planning.MissRatioPoint, len(pts))
+		for i, p := range pts {
+			out[i] = planning.MissRatioPoint{SizeBytes: int64(p[0] * float64(mib)), MissRatio: 1 - p[1]}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name      string
+		prev, now []planning.MissRatioPoint
+		age       int
+		target    float64
+		want      []float64 // hit ratios at now's sizes
+	}{
+		// A loop's first pass: 43% of the first interval's reads were first accesses, none of
+		// the second's (a window of 1.5 intervals, 0.144 misses above the cliff).
+		{"a loop past its first pass", curveOf([2]float64{10, 0}, [2]float64{41, 0.57}), curveOf([2]float64{10, 0}, [2]float64{41, 0.856}), 2, 0.9, []float64{0, 0.999}},
+		// New keys keep coming: what the last interval alone gives still misses the target.
+		{"new keys keep coming", curveOf([2]float64{10, 0.2}, [2]float64{40, 0.3}), curveOf([2]float64{10, 0.25}, [2]float64{40, 0.38}), 3, 0.45, []float64{0.25, 0.38}},
+		{"already past the target", curveOf([2]float64{41, 0.57}), curveOf([2]float64{41, 0.95}), 2, 0.9, []float64{0.95}},
+		{"not rising", curveOf([2]float64{41, 0.84}), curveOf([2]float64{41, 0.86}), 2, 0.9, []float64{0.86}},
+		{"a first curve", curveOf([2]float64{41, 0.57}), curveOf([2]float64{41, 0.856}), 1, 0.9, []float64{0.856}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := converging(tc.now, tc.prev, tc.age, tc.target)
+			for i, p := range got {
+				if h := 1 - p.MissRatio; math.Abs(h-tc.want[i]) > 0.002 || p.SizeBytes != tc.now[i].SizeBytes {
+					t.Errorf("point %d: %.3f at %d MiB, want %.3f at %d MiB", i, h, p.SizeBytes/mib, tc.want[i], tc.now[i].SizeBytes/mib)
+				}
+			}
+		})
 	}
 }

@@ -36,6 +36,9 @@ const (
 	maxLearnSamples = 6
 	// noReuse is the hit ratio under which a curve has seen no reuse yet.
 	noReuse = 0.05
+	// risingTop is the least rise of a curve's top over one interval that says its window
+	// still holds first accesses of keys it has seen again since (see converging).
+	risingTop = 0.05
 	// relearnIntervals bounds how long after a move the curve from before it stands for the
 	// new partition's.
 	relearnIntervals = 3
@@ -90,6 +93,11 @@ type tenantState struct {
 	// one (a loop shows none until one pass has been sampled, which can take intervals).
 	sinceMove int
 	held      bool
+	// last is the sampled curve measured last, and previous the one measured the interval
+	// before it (nil when the curve was held or the tenant moved in between); age counts
+	// the intervals the curves have measured since the tenant was placed or moved.
+	last, previous []planning.MissRatioPoint
+	age            int
 	// promised reports that the plan in force was predicted to meet the tenant's objective
 	// (its own hit-ratio target, not the raised one): only then is a shortfall the curve's
 	// error, for feedback to integrate, and not just memory the plan did not give; and a
@@ -152,6 +160,17 @@ func (l *Loop) observe(in Input) {
 		st.held = st.curve != nil && (st.moved || awaiting || st.sinceMove < relearnIntervals && topOf(t.MissRatioCurve) < topOf(st.curve)-noReuse)
 		if !st.held && len(t.MissRatioCurve) > 0 {
 			st.curve = slices.Clone(t.MissRatioCurve)
+		}
+		st.previous = nil
+		if !st.held && !st.moved {
+			st.previous = st.last
+		}
+		st.last = slices.Clone(t.MissRatioCurve)
+		if st.moved || len(t.MissRatioCurve) == 0 {
+			st.age = 0
+		}
+		if len(t.MissRatioCurve) > 0 {
+			st.age++
 		}
 		st.placed, st.seen = slices.Clone(t.Current.Partitions), true
 		st.target, st.raisedTo = 0, 0
@@ -300,8 +319,12 @@ func (l *Loop) shape(in Input) shaped {
 	curves := make([]*curve.Curve, len(damped.Tenants))
 	for i := range damped.Tenants {
 		t := &damped.Tenants[i]
-		if st := l.tenants[t.ID]; st.held {
+		st := l.tenants[t.ID]
+		if st.held {
 			t.MissRatioCurve = st.curve
+		}
+		if st.target > 0 && st.previous != nil {
+			t.MissRatioCurve = converging(t.MissRatioCurve, st.previous, st.age, st.target)
 		}
 		c := fitted(t)
 		if mech.Damping && c != nil {
@@ -340,6 +363,44 @@ func (l *Loop) shape(in Input) shaped {
 		sh.protections, sh.unfit = l.protections(damped, curves)
 	}
 	return sh
+}
+
+// converging is the sampled curve pts of a strict tenant with a hit-ratio target, measured
+// the interval after prev and age intervals after the tenant was placed, or, while its top
+// rises by risingTop or more and stays below the target, the curve of the last interval's
+// reads alone when that reaches the target. Such a window still holds the misses of first
+// accesses to keys seen again since (a loop's first pass, a new tenant's first interval),
+// which a partition holding the keys no longer has. The window halves every interval, so
+// its misses at each size are the last interval's plus half the previous window's: with
+// the windows' weights in intervals of reads (1, 1.5, 1.75, ... towards 2), the last
+// interval's miss ratio is what is left when the halved previous window is taken out.
+// Otherwise the allocator would read the target as out of reach and give the memory that
+// meets it only once the window has forgotten the first pass, intervals later, and that
+// memory would still have to fill. A window that decays more slowly than once an interval
+// (the sidecar's default: halved every minute, planned every 30 s) leaves more of the
+// previous window in, so the estimate errs towards misses.
+func converging(pts, prev []planning.MissRatioPoint, age int, target float64) []planning.MissRatioPoint {
+	top := topOf(pts)
+	before := fitted(&planning.Tenant{MissRatioCurve: prev})
+	if top >= target+topMargin || top < topOf(prev)+risingTop || before == nil || age < 2 {
+		return pts
+	}
+	w, wPrev := windowWeight(age), windowWeight(age-1)
+	out := make([]planning.MissRatioPoint, len(pts))
+	for i, p := range pts {
+		missed := p.MissRatio*w - (1-before.At(p.SizeBytes))*wPrev/2
+		out[i] = planning.MissRatioPoint{SizeBytes: p.SizeBytes, MissRatio: math.Min(1, math.Max(0, missed))}
+	}
+	if topOf(out) < target+topMargin {
+		return pts
+	}
+	return out
+}
+
+// windowWeight is how many intervals' reads a curve's window holds after age intervals, the
+// window halving every interval.
+func windowWeight(age int) float64 {
+	return 2 - math.Pow(2, 1-float64(age))
 }
 
 // tightened replaces a latency or degradation objective of t by one tighter by share.
