@@ -21,8 +21,9 @@ const (
 	HitRatioFloor  = 0.99
 	LatencyCeiling = 1.01
 	// SteadyMovementCeiling bounds the mean memory moved per steady interval, as a share of
-	// the fleet's memory; an interval is steady when the workload has not changed in it and
-	// in the SettleIntervals intervals before it.
+	// the fleet's memory; an interval is steady when SettleIntervals or more intervals have
+	// passed since the workload last changed (the plans of the change's interval and of the
+	// SettleIntervals-1 after it are the settling).
 	SteadyMovementCeiling = 0.02
 	// SettleIntervals bounds how many intervals after a workload change the plans may keep
 	// moving more than SteadyMovementCeiling of the fleet's memory per interval.
@@ -237,7 +238,7 @@ func steadyMovement(changed []bool, moved []float64) (mean, largest float64) {
 	return sum / float64(n), largest
 }
 
-// settling measures, for each workload change followed by more than SettleIntervals
+// settling measures, for each workload change followed by at least SettleIntervals
 // intervals without another, how many intervals pass before the movement stays at most
 // SteadyMovementCeiling until the next change: the longest such time, and how many changes
 // took longer than SettleIntervals. A change followed by another within SettleIntervals
