@@ -70,7 +70,7 @@ func (l *Loop) explain(in Input, c *candidate, d *Decision) map[string]TenantDec
 			td.Message = fmt.Sprintf("placed with %s", planning.FormatBytes(to))
 		case protected && c.protected[t.ID].learning && to >= c.protected[t.ID].bytes-l.cfg.MinChangeBytes:
 			td.Reason = ReasonLearning
-			td.Message = fmt.Sprintf("holds at least a fair share, %s, while its curve is learned: %s", planning.FormatBytes(c.protected[t.ID].bytes), learningText(st))
+			td.Message = fmt.Sprintf("holds at least a fair share, %s, while its curve is learned: %s%s", planning.FormatBytes(c.protected[t.ID].bytes), learningText(st), estimatedText(st))
 		case protected && c.protected[t.ID].pending && to >= from-l.cfg.MinChangeBytes:
 			td.Reason = ReasonProtected
 			td.Message = fmt.Sprintf("was given %s for its objective and missed it%s while that memory was still filling: keeps at least %s until it is measured settled", planning.FormatBytes(from), observedText(st), planning.FormatBytes(c.protected[t.ID].bytes))
@@ -86,7 +86,7 @@ func (l *Loop) explain(in Input, c *candidate, d *Decision) map[string]TenantDec
 			td.Message = fmt.Sprintf("keeps %s: the new plan leaves it as it was", planning.FormatBytes(to))
 		case to > from && t.Class == planning.ClassStrict && t.Objective != nil && !st.met:
 			td.Reason = ReasonRaisedForTarget
-			td.Message = fmt.Sprintf("raised from %s to %s to reach its target%s%s", planning.FormatBytes(from), planning.FormatBytes(to), observedText(st), raisedText(st))
+			td.Message = fmt.Sprintf("raised from %s to %s to reach its target%s%s%s", planning.FormatBytes(from), planning.FormatBytes(to), observedText(st), raisedText(st), estimatedText(st))
 		case to > from:
 			td.Reason = ReasonRaised
 			td.Message = fmt.Sprintf("raised from %s to %s: spare memory earns the most expected hits here", planning.FormatBytes(from), planning.FormatBytes(to))
@@ -153,6 +153,15 @@ func raisedText(st *tenantState) string {
 		return ""
 	}
 	return fmt.Sprintf("; planned for %.3f (feedback and measurement uncertainty)", st.raisedTo)
+}
+
+// estimatedText is "; planned on its last interval's reads: ..." when the tenant's curve was
+// replaced by that estimate (converging).
+func estimatedText(st *tenantState) string {
+	if st.estimatedTop == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; planned on its last interval's reads, which reach %.3f where its curve, still counting first reads of keys it has read again since, reaches %.3f", st.estimatedTop, st.measuredTop)
 }
 
 // learningText says what a learning tenant's curve still waits for.

@@ -98,6 +98,9 @@ type tenantState struct {
 	// the intervals the curves have measured since the tenant was placed or moved.
 	last, previous []planning.MissRatioPoint
 	age            int
+	// estimatedTop is the top of the curve the tenant was planned on when that was its last
+	// interval's estimate (converging), measuredTop its measured curve's (0: not estimated).
+	estimatedTop, measuredTop float64
 	// promised reports that the plan in force was predicted to meet the tenant's objective
 	// (its own hit-ratio target, not the raised one): only then is a shortfall the curve's
 	// error, for feedback to integrate, and not just memory the plan did not give; and a
@@ -323,8 +326,12 @@ func (l *Loop) shape(in Input) shaped {
 		if st.held {
 			t.MissRatioCurve = st.curve
 		}
+		st.estimatedTop, st.measuredTop = 0, 0
 		if st.target > 0 && st.previous != nil {
-			t.MissRatioCurve = converging(t.MissRatioCurve, st.previous, st.age, st.target)
+			if est, ok := converging(t.MissRatioCurve, st.previous, st.age, st.target); ok {
+				st.estimatedTop, st.measuredTop = topOf(est), topOf(t.MissRatioCurve)
+				t.MissRatioCurve = est
+			}
 		}
 		c := fitted(t)
 		if mech.Damping && c != nil {
@@ -365,10 +372,10 @@ func (l *Loop) shape(in Input) shaped {
 	return sh
 }
 
-// converging is the sampled curve pts of a strict tenant with a hit-ratio target, measured
-// the interval after prev and age intervals after the tenant was placed, or, while its top
-// rises by risingTop or more and stays below the target, the curve of the last interval's
-// reads alone when that reaches the target. Such a window still holds the misses of first
+// converging is, for the sampled curve pts of a strict tenant with a hit-ratio target,
+// measured the interval after prev and age intervals after the tenant was placed, the curve
+// of the last interval's reads alone while pts' top rises by risingTop or more and stays
+// below the target, when that reaches the target (false: pts is to be used as measured). Such a window still holds the misses of first
 // accesses to keys seen again since (a loop's first pass, a new tenant's first interval),
 // which a partition holding the keys no longer has. The window halves every interval, so
 // its misses at each size are the last interval's plus half the previous window's: with
@@ -379,11 +386,11 @@ func (l *Loop) shape(in Input) shaped {
 // memory would still have to fill. A window that decays more slowly than once an interval
 // (the sidecar's default: halved every minute, planned every 30 s) leaves more of the
 // previous window in, so the estimate errs towards misses.
-func converging(pts, prev []planning.MissRatioPoint, age int, target float64) []planning.MissRatioPoint {
+func converging(pts, prev []planning.MissRatioPoint, age int, target float64) ([]planning.MissRatioPoint, bool) {
 	top := topOf(pts)
 	before := fitted(&planning.Tenant{MissRatioCurve: prev})
 	if top >= target+topMargin || top < topOf(prev)+risingTop || before == nil || age < 2 {
-		return pts
+		return nil, false
 	}
 	w, wPrev := windowWeight(age), windowWeight(age-1)
 	out := make([]planning.MissRatioPoint, len(pts))
@@ -392,9 +399,9 @@ func converging(pts, prev []planning.MissRatioPoint, age int, target float64) []
 		out[i] = planning.MissRatioPoint{SizeBytes: p.SizeBytes, MissRatio: math.Min(1, math.Max(0, missed))}
 	}
 	if topOf(out) < target+topMargin {
-		return pts
+		return nil, false
 	}
-	return out
+	return out, true
 }
 
 // windowWeight is how many intervals' reads a curve's window holds after age intervals, the
