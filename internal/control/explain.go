@@ -155,8 +155,8 @@ func raisedText(st *tenantState) string {
 	return fmt.Sprintf("; planned for %.3f (feedback and measurement uncertainty)", st.raisedTo)
 }
 
-// estimatedText is "; planned on its last interval's reads: ..." when the tenant's curve was
-// replaced by that estimate (converging).
+// estimatedText is "; planned on its last interval's reads, which reach 0.999 where its
+// curve ... reaches 0.856" when the tenant's curve was replaced by that estimate (converging).
 func estimatedText(st *tenantState) string {
 	if st.estimatedTop == 0 {
 		return ""

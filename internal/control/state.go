@@ -374,22 +374,24 @@ func (l *Loop) shape(in Input) shaped {
 
 // converging is, for the sampled curve pts of a strict tenant with a hit-ratio target,
 // measured the interval after prev and age intervals after the tenant was placed, the curve
-// of the last interval's reads alone while pts' top rises by risingTop or more and stays
-// below the target, when that reaches the target (false: pts is to be used as measured). Such a window still holds the misses of first
-// accesses to keys seen again since (a loop's first pass, a new tenant's first interval),
-// which a partition holding the keys no longer has. The window halves every interval, so
-// its misses at each size are the last interval's plus half the previous window's: with
-// the windows' weights in intervals of reads (1, 1.5, 1.75, ... towards 2), the last
-// interval's miss ratio is what is left when the halved previous window is taken out.
-// Otherwise the allocator would read the target as out of reach and give the memory that
-// meets it only once the window has forgotten the first pass, intervals later, and that
-// memory would still have to fill. A window that decays more slowly than once an interval
-// (the sidecar's default: halved every minute, planned every 30 s) leaves more of the
-// previous window in, so the estimate errs towards misses.
+// of the last interval's reads alone, while pts' top rises by risingTop or more and stays
+// below the target, when that estimate reaches the target (false: use pts as measured).
+// Such a window still holds the misses of first accesses to keys seen again since (a
+// loop's first pass, a new tenant's first interval), which a partition holding the keys no
+// longer has; the allocator would read the target as out of reach and give the memory
+// that meets it only once the window has forgotten the first pass, intervals later, and
+// that memory would still have to fill. The window halves every interval, so its misses at
+// each size are the last interval's plus half the previous window's: with the windows'
+// weights in intervals of reads (1, 1.5, 1.75, ... towards 2), the last interval's miss
+// ratio is what is left when the halved previous window is taken out. A window that decays
+// more slowly than once an interval (the sidecar's default: halved every minute, planned
+// every 30 s) leaves more of the previous window in, so the estimate errs towards misses.
 func converging(pts, prev []planning.MissRatioPoint, age int, target float64) ([]planning.MissRatioPoint, bool) {
-	top := topOf(pts)
+	if age < 2 || topOf(pts) >= target+topMargin || topOf(pts) < topOf(prev)+risingTop {
+		return nil, false
+	}
 	before := fitted(&planning.Tenant{MissRatioCurve: prev})
-	if top >= target+topMargin || top < topOf(prev)+risingTop || before == nil || age < 2 {
+	if before == nil {
 		return nil, false
 	}
 	w, wPrev := windowWeight(age), windowWeight(age-1)
