@@ -74,7 +74,7 @@ type entry struct {
 	split            *split
 	more             *entryMore
 	// missOnUnreachable: a plain read (GET, MGET, get, gets) whose keys are answered as misses
-	// when their node is unreachable past the peer retry window or closes the link the read
+	// when their node cannot be reached (see holdsFor for when) or closes the link the read
 	// was sent on (peerUnreachableError).
 	missOnUnreachable bool
 	// proto is the RESP version the request came in, which a miss made for it speaks.
@@ -435,6 +435,9 @@ func (c *conn) serve() {
 	c.mu.Unlock()
 	c.wakeWriter()
 	<-writerDone
+	if c.peer && c.p.draining.Load() {
+		c.announceRestart()
+	}
 	c.cancel()
 	switch t := c.tenant; {
 	case t != nil:
@@ -444,6 +447,27 @@ func (c *conn) serve() {
 		}
 	case !c.peer:
 		c.p.stats.unauthenticated.Add(-1)
+	}
+}
+
+// restartLinger bounds how long a stopping sidecar waits, after announcing its restart on a
+// peer connection, for the sender to close it.
+const restartLinger = time.Second
+
+// announceRestart ends a peer connection that Shutdown stopped, once every reply it owes is
+// written, with the announcement that this sidecar is restarting (peerRestarting). It then
+// reads and drops what the sender still sends until the sender closes the connection, as it
+// does on reading the announcement, or restartLinger passes: closing a socket with requests
+// left unread resets the connection, which could cost the sender the announcement.
+func (c *conn) announceRestart() {
+	c.outMu.Lock()
+	c.write([]byte(peerRestarting))
+	c.flushClient()
+	gone := c.clientGone
+	c.outMu.Unlock()
+	if !gone {
+		c.nc.SetReadDeadline(time.Now().Add(restartLinger))
+		_, _ = io.Copy(io.Discard, c.nc)
 	}
 }
 
@@ -795,8 +819,7 @@ func (c *conn) sendSplit(rt *routes, nodes []int, raws [][]byte, e entry) error 
 }
 
 // missOnUnreachable answers a plain read that could not be forwarded because err says its
-// node is unreachable past the peer retry window with miss, and counts it; it reports
-// whether it did.
+// node cannot be reached with miss, and counts it; it reports whether it did.
 func (c *conn) missOnUnreachable(err error, miss []byte, start int64) bool {
 	if !c.tenant.stats.countUnreachable(err, true) {
 		return false

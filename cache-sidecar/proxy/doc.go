@@ -116,17 +116,25 @@
 // routes by the tag, which lets related keys share a node. Keys of this node go to the local
 // engine's unix socket (links to a redis engine log in as engine.RedisLinkUser, which runs
 // only the commands the proxy forwards, from scripts too); others are forwarded to the owning node's peer listener over links
-// pooled per peer and tenant. A peer that cannot be dialed (its sidecar restarting in place)
-// is redialed with backoff for up to Options.PeerRetryWindow while the requests for it wait,
-// so a restart shorter than that delays them instead of failing them; after the window plain
-// reads of the node's keys (GET, MGET's parts, get, gets, a reading mg) are answered as misses
-// and the other requests with the dial's error (peerUnreachableError). The requests a peer
+// pooled per peer and tenant. A peer whose sidecar is restarting in place announces it on
+// the links it serves before it closes them (see The peer protocol); a node that announced
+// its restart and cannot be dialed is redialed with backoff for up to Options.PeerRetryWindow
+// while the requests for it wait, so a restart shorter than that delays them instead of
+// failing them (as does a peer that refuses the handshake: it has not loaded its plan yet).
+// After the window, and at once for a node that cannot be reached without having announced a
+// restart (its sidecar killed or crashed, the node lost), plain reads of the node's keys (GET,
+// MGET's parts, get, gets, a reading mg) are answered as misses and the other requests with
+// the dial's error (peerUnreachableError); so are the requests that come while one request a
+// second dials the node again. A sidecar that had no link open to the node when it restarted
+// is not told: its first dial is refused without an announcement and answered at once (its
+// link of another tenant, had it one, would have told it). The requests a peer
 // loses by closing the link they were sent on (a stopping sidecar answers those it read and
 // reads no more) are answered so too, GET, MGET's parts, get and gets as misses, the others
 // with "node <node>: connection closed" (a reading mg too: its miss echoes flags the sent
-// request no longer has); a link that times out fails its requests with the error. An Update whose routes leave out the node stops the wait
-// at once: the requests held for it are routed again under the new routes (a read of a key
-// the node held misses on its new owner, a write goes there). Multi-key commands:
+// request no longer has); a link that times out fails its requests with the error. An Update
+// whose routes leave out the node stops the wait at once: the requests held for it are routed
+// again under the new routes (a read of a key the node held misses on its new owner, a write
+// goes there). Multi-key commands:
 //   - split by node and merged: MGET (values back in key order), MSET, DEL, UNLINK, EXISTS,
 //     TOUCH (counts summed), memcached get/gets/gat/gats (values in key order, one END);
 //     MSET and DEL across nodes are not atomic, as in Redis Cluster;
@@ -185,7 +193,16 @@
 // The connection then carries the engine protocol exactly as a client connection
 // authenticated as that tenant, except that the peer serves every request from its local
 // partition (the sender already chose the node) and splits nothing. Split parts, SCAN and
-// DBSIZE send plain engine commands over it.
+// DBSIZE send plain engine commands over it. A peer that stops gracefully (Shutdown) writes,
+// after the last reply it owes on the connection, "@CQPEER RESTARTING\r\n" and closes the
+// connection once the sender has (or after a second). No redis (RESP2, RESP3) reply or
+// memcached (text, meta) response starts with "@", so the sender tells the line from a reply
+// by its first byte, also while requests are still due that the peer will not answer
+// (FuzzRestartAnnouncementIsNoReply, TestPeerLinkReadsRestartAnnouncement); it notes that the
+// node is restarting, for its dials of the node (see Routing), and closes the link as on a
+// closed connection. Client connections never get the line. A sidecar of the version before
+// takes it for a malformed reply: the requests it loses on that link are answered with a
+// protocol error instead of as misses.
 //
 // # Limits
 //

@@ -1,12 +1,15 @@
 package proxy
 
 import (
+	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"net"
 	"testing"
 	"time"
 
+	"github.com/cacheqos/cacheqos/internal/protocol/memcache"
 	"github.com/cacheqos/cacheqos/internal/protocol/resp"
 )
 
@@ -82,6 +85,47 @@ func FuzzPayloadLen(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		if n := payloadLen(raw); n < 0 || n > len(raw) {
 			t.Errorf("payloadLen(%q) = %d", raw, n)
+		}
+	})
+}
+
+// FuzzRestartAnnouncementIsNoReply: a peer link tells a peer's announcement of a restart from
+// a reply by the bytes at a reply boundary (isRestartAnnouncement), so no reply the link's
+// readers accept may look like it: whatever bytes are read as redis replies (RESP2 and RESP3
+// share the reader) and as memcached responses (text and meta) to any request, no reply read
+// is taken for the announcement.
+func FuzzRestartAnnouncementIsNoReply(f *testing.F) {
+	for _, seed := range []string{
+		"+OK\r\n", "-ERR x\r\n", ":1\r\n", "$18\r\n@CQPEER RESTARTING\r\n", "$-1\r\n", "*1\r\n+@\r\n",
+		"_\r\n,1.5\r\n#t\r\n(1\r\n=7\r\ntxt:@ab\r\n!1\r\n@\r\n%1\r\n+k\r\n+v\r\n~0\r\n>1\r\n+@\r\n|1\r\n+k\r\n+v\r\n:1\r\n",
+		"VALUE @ 0 1\r\n@\r\nEND\r\n", "STORED\r\n", "12 \r\n", "VA 1 k@\r\n@\r\n", "EN\r\n", "HD\r\nMN\r\n", "MN\r\n",
+		"VERSION @\r\n", "STAT @ 1\r\nEND\r\n", "SERVER_ERROR @\r\n", peerRestarting, "+OK\r\n" + peerRestarting,
+	} {
+		for c := range memcache.CmdExtstore + 1 {
+			f.Add(uint8(c), c%2 == 0, []byte(seed))
+		}
+	}
+	f.Fuzz(func(t *testing.T, command uint8, sentinel bool, data []byte) {
+		replies := resp.NewReplyReader(bufio.NewReader(bytes.NewReader(data)), resp.ReplyLimits{})
+		for {
+			reply, err := replies.ReadReply()
+			if err != nil {
+				break
+			}
+			if isRestartAnnouncement(reply.Raw()) {
+				t.Fatalf("the redis reply %q reads as the announcement of a restart", reply.Raw())
+			}
+		}
+		expect := memcache.Expect{Command: memcache.Command(command), Sentinel: sentinel}
+		responses := memcache.NewResponseReader(bufio.NewReader(bytes.NewReader(data)), memcache.ResponseLimits{})
+		for {
+			r, err := responses.ReadResponse(expect)
+			if err != nil {
+				break
+			}
+			if isRestartAnnouncement(r.Raw()) {
+				t.Fatalf("the memcached response %q to %v reads as the announcement of a restart", r.Raw(), expect)
+			}
 		}
 	})
 }

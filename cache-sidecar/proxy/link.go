@@ -321,6 +321,9 @@ func (l *link) readLoop() {
 				return
 			}
 		}
+		if l.restartAnnounced() {
+			return
+		}
 		l.mu.Lock()
 		if l.due.len() == 0 {
 			l.mu.Unlock()
@@ -364,6 +367,22 @@ func (l *link) readLoop() {
 			return
 		}
 	}
+}
+
+// restartAnnounced reports whether the bytes at this reply boundary, some of which are
+// buffered, are a peer's announcement that its sidecar is restarting (peerRestarting). If so
+// it notes the announcement for the node and closes the link as a closed connection does: the
+// replies still due are lost (the peer sends none after it).
+func (l *link) restartAnnounced() bool {
+	if l.local {
+		return false
+	}
+	if b, _ := l.br.Peek(1); !isRestartAnnouncement(b) {
+		return false
+	}
+	l.p.links.announceRestart(l.node)
+	l.fail(l.failure(io.EOF))
+	return true
 }
 
 // replyRoomPoll is how often a link waiting for room for a connection's replies looks again
@@ -597,8 +616,8 @@ type linkSlot struct {
 	failedAt time.Time // last failed dial: others fail fast for dialRetryDelay
 	failure  error
 	// unreachableSince is the first of the dials that failed in a row (zero once one
-	// succeeds): a peer is redialed while it has been unreachable for less than
-	// Options.PeerRetryWindow.
+	// succeeds): a peer that is waited for (see holdsFor) is redialed while it has been
+	// unreachable for less than Options.PeerRetryWindow.
 	unreachableSince time.Time
 }
 
@@ -608,10 +627,11 @@ type linkSlot struct {
 var errRouteChanged = errors.New("the tenant's routes changed while the request waited for its node")
 
 // peerUnreachableError is the failure of a peer that could not be reached (the dial or the
-// handshake failed on the network, not by the peer's answer) for the whole retry window, or
-// that closed the link a request was sent on before it answered (see link.failure). A plain
-// read of a key the peer owns is then answered as a miss (see missOnUnreachable): the key's
-// value is out of reach, which a look-aside client handles as it handles an eviction.
+// handshake failed on the network, not by the peer's answer; holdsFor says whether that is
+// answered at once or after the retry window), or that closed the link a request was sent on
+// before it answered (see link.failure). A plain read of a key the peer owns is then answered
+// as a miss (see missOnUnreachable): the key's value is out of reach, which a look-aside
+// client handles as it handles an eviction.
 type peerUnreachableError struct {
 	node string
 	err  error
@@ -641,7 +661,7 @@ func unreachablePeer(err error) (string, bool) {
 }
 
 // dialRetryDelay is how long requests for an unreachable backend are answered with an error
-// at once instead of dialing again, once the peer retry window is over.
+// at once instead of dialing again, once a failed dial was answered.
 const dialRetryDelay = time.Second
 
 // Backoff of the redials within Options.PeerRetryWindow: short at first, since a sidecar
@@ -657,9 +677,42 @@ type linkSet struct {
 	mu     sync.Mutex
 	slots  map[linkKey]*linkSlot
 	closed bool
+	// restarts holds when each node last announced that its sidecar is restarting
+	// (peerRestarting), until a dial of the node succeeds or the announcement is older than
+	// Options.PeerRetryWindow.
+	restarts map[string]time.Time
 }
 
-func newLinkSet() *linkSet { return &linkSet{slots: make(map[linkKey]*linkSlot)} }
+func newLinkSet() *linkSet {
+	return &linkSet{slots: make(map[linkKey]*linkSlot), restarts: make(map[string]time.Time)}
+}
+
+// announceRestart notes that node's sidecar announced it is restarting.
+func (s *linkSet) announceRestart(node string) {
+	s.mu.Lock()
+	s.restarts[node] = time.Now()
+	s.mu.Unlock()
+}
+
+// restarting reports whether node announced a restart less than window ago and no dial of it
+// has succeeded since (reached); an older announcement is forgotten.
+func (s *linkSet) restarting(node string, window time.Duration) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at, ok := s.restarts[node]
+	if ok && time.Since(at) >= window {
+		delete(s.restarts, node)
+		ok = false
+	}
+	return ok
+}
+
+// reached forgets node's announced restart: a dial of it succeeded.
+func (s *linkSet) reached(node string) {
+	s.mu.Lock()
+	delete(s.restarts, node)
+	s.mu.Unlock()
+}
 
 // slot returns key's slot, creating it with n links. A key no tenant uses any more gets no new
 // slot: the request that asks for it was routed before an Update that retired the key's
@@ -694,8 +747,8 @@ func (p *Proxy) ended() error {
 // sharedLink returns an open link for key, dialing it if needed. pick chooses among the key's links
 // (a client connection always picks the same one, so its replies mostly come in order from
 // one link); forwarded is the counter of a peer link. While another request dials the slot,
-// it waits for that dial, unless the dial only probes a peer that has been unreachable for
-// longer than the retry window: then it fails at once with the last dial's error.
+// it waits for that dial, unless the dial only probes a peer whose last failed dial was
+// answered (see dialSlot): then it fails at once with that dial's error.
 func (p *Proxy) sharedLink(key linkKey, node string, pick int64, forwarded func() *atomic.Uint64) (*link, error) {
 	n := p.opts.EngineLinks
 	if key.peer {
@@ -712,12 +765,11 @@ func (p *Proxy) sharedLink(key linkKey, node string, pick int64, forwarded func(
 			slot.mu.Unlock()
 			return l, nil
 		}
-		inWindow := slot.unreachableSince.IsZero() || time.Since(slot.unreachableSince) < p.opts.PeerRetryWindow
 		switch {
 		case slot.ctx.Err() != nil:
 			slot.mu.Unlock()
 			return nil, p.ended()
-		case slot.dialing != nil && (inWindow || !key.peer):
+		case slot.dialing != nil && (slot.failure == nil || !key.peer):
 			dialing := slot.dialing
 			slot.mu.Unlock()
 			select {
@@ -766,15 +818,17 @@ func (p *Proxy) install(slot *linkSlot, i int, l *link, forwarded func() *atomic
 	return nil
 }
 
-// dialSlot dials a link for slot, which is marked as dialing. A peer that fails the dial (a
-// sidecar restarting in place refuses connections until it listens again) is redialed with
-// backoff until it has been unreachable for Options.PeerRetryWindow, the requests that need it
-// waiting meanwhile; only then is the failure returned, and the requests of the next
-// dialRetryDelay fail at once. Every dial within the window ends with it (the last one at
-// most firstPeerRedial later), so that a peer that does not answer at all (a lost node) holds
-// no request much longer than the window. Once the window is over, a request dials the peer
-// once, with the full dial timeout, to learn whether it is back. Retiring the slot ends the
-// dial and the wait at once.
+// dialSlot dials a link for slot, which is marked as dialing. A peer that fails the dial and
+// is waited for (holdsFor: a sidecar that announced its restart refuses connections until it
+// listens again) is redialed with backoff until it has been unreachable for
+// Options.PeerRetryWindow, the requests that need it waiting meanwhile; only then is the
+// failure returned. Any other failed dial (a peer killed without a word, a lost node, an
+// engine) is returned at once. Either way the requests of the next dialRetryDelay fail at once
+// with it. Every dial within the window ends with it (the last one at most firstPeerRedial
+// later), so that a peer that does not answer at all holds no request much longer than the
+// window. Once the window is over, or after a failure returned at once, a request dials the
+// peer once, with the full dial timeout, to learn whether it is back. Retiring the slot ends
+// the dial and the wait at once.
 func (p *Proxy) dialSlot(slot *linkSlot, key linkKey, node string) (*link, error) {
 	slot.mu.Lock()
 	since := slot.unreachableSince
@@ -803,6 +857,9 @@ func (p *Proxy) dialSlot(slot *linkSlot, key linkKey, node string) (*link, error
 			}
 			return nil, p.ended()
 		}
+		if err == nil && key.peer {
+			p.links.reached(node)
+		}
 		now := time.Now()
 		slot.mu.Lock()
 		if err == nil {
@@ -814,7 +871,7 @@ func (p *Proxy) dialSlot(slot *linkSlot, key linkKey, node string) (*link, error
 			slot.unreachableSince = now
 		}
 		wait := min(redial, windowEnd.Sub(now))
-		if windowEnd.IsZero() || wait <= 0 {
+		if windowEnd.IsZero() || wait <= 0 || !p.holdsFor(key, node, err) {
 			slot.failedAt, slot.failure = now, dialFailure(key, node, err)
 			failure := slot.failure
 			slot.mu.Unlock()
@@ -830,6 +887,19 @@ func (p *Proxy) dialSlot(slot *linkSlot, key linkKey, node string) (*link, error
 		}
 		redial = min(2*redial, maxPeerRedial)
 	}
+}
+
+// holdsFor reports whether the requests for a peer whose dial just failed with err wait while
+// it is redialed: the node announced that its sidecar is restarting (peerRestarting, less
+// than Options.PeerRetryWindow ago), or the peer answered and refused the handshake (a
+// sidecar that has not yet loaded the plan that gives it the tenant's partition). A peer that
+// is not reachable without having announced a restart (killed, crashed, its node lost, or
+// never reached) is not waited for: its requests are answered at once.
+func (p *Proxy) holdsFor(key linkKey, node string, err error) bool {
+	if _, unreachable := unreachablePeer(dialFailure(key, node, err)); !unreachable {
+		return true
+	}
+	return p.links.restarting(node, p.opts.PeerRetryWindow)
 }
 
 // retire retires the links whose key matches: gracefully (they close once they have read
@@ -887,13 +957,29 @@ func (s *linkSet) closeAll() {
 // is served by the peer's local partition (the sender already chose the node). Any other
 // answer is "ERR <reason>\r\n", after which the peer closes the connection. A sidecar of a
 // version without peer TLS answers the first line with an ERR too.
+//
+// A peer that stops gracefully (Proxy.Shutdown) ends each such connection, after the last reply
+// it owes there, with one line
+//
+//	@CQPEER RESTARTING\r\n
+//
+// and closes it once the sender has (or after restartLinger). No redis reply (RESP2, RESP3)
+// and no memcached response (text or meta) starts with "@", so the sender's link tells the
+// line from a reply by its first byte at a reply boundary, also while requests are still due
+// that the peer will not answer. It means that the node's sidecar is restarting in place and
+// will listen again shortly: the sender's dials of the node wait for it (holdsFor).
 const (
 	peerHello      = "CQPEER"
 	peerVersion    = "1"
 	peerTLSRequest = peerHello + " 2 TLS"
 	peerOK         = "OK"
+	peerRestarting = "@" + peerHello + " RESTARTING\r\n"
 	maxPeerLineLen = 1024
 )
+
+// isRestartAnnouncement reports whether b, the bytes at a reply boundary of a peer link,
+// start the announcement of a restart (peerRestarting).
+func isRestartAnnouncement(b []byte) bool { return len(b) > 0 && b[0] == peerRestarting[0] }
 
 // isPeerTLSRequest reports whether a handshake line asks for TLS.
 func isPeerTLSRequest(line []byte) bool { return string(protocol.TrimEOL(line)) == peerTLSRequest }

@@ -73,8 +73,8 @@ type tenantStats struct {
 type peerStats struct {
 	forwarded atomic.Uint64
 	// unreachableMisses and unreachableErrors count the requests for the peer answered without
-	// it (peerUnreachableError: unreachable for the retry window, or it closed the link they
-	// were sent on) as misses (plain reads) or with the error.
+	// it (peerUnreachableError: it could not be reached, or it closed the link they were sent
+	// on) as misses (plain reads) or with the error.
 	unreachableMisses, unreachableErrors atomic.Uint64
 }
 
@@ -176,7 +176,7 @@ var (
 	descForwarded = desc("forwarded_requests_total",
 		"Requests of the tenant's clients on this node forwarded to the partition on a peer node.", "tenant", "peer")
 	descPeerUnreachable = desc("peer_unreachable_total",
-		"Requests of the tenant's clients on this node for keys a peer node owns answered without it, because it had been unreachable for the peer retry window or closed the connection they were sent on: plain reads answered as misses (outcome \""+outcomeMiss+"\"), the others with an error (\""+outcomeError+"\").",
+		"Requests of the tenant's clients on this node for keys a peer node owns answered without it, because it could not be reached (at once unless it had announced a restart, then after the peer retry window) or closed the connection they were sent on: plain reads answered as misses (outcome \""+outcomeMiss+"\"), the others with an error (\""+outcomeError+"\").",
 		"tenant", "peer", "outcome")
 	descAuthFailures = desc("auth_failures_total",
 		"Failed authentications as the tenant on this node (tenant \""+unknownTenant+"\": user names that are no tenant).", "tenant")

@@ -143,14 +143,14 @@ func hasOpenPeerLink(p *Proxy) bool {
 	return false
 }
 
-// TestHeldRequestsFollowNewRoutes: node b becomes unreachable, its peer address refusing
-// connections (the sidecar gone) or taking them and never answering (a fake for a host that
-// does not answer: on loopback no connection attempt goes unanswered), while clients of node a
-// read and write keys b held. Node a holds their requests within its peer retry window (10 s
-// here), one dialing b and the other waiting for that dial. Then node a gets a plan without
-// b, as after a node loss: Update returns at once, and the held requests are routed under the
-// new routes right away: the read of a key b held is a miss answered by a's engine, the write
-// is stored there.
+// TestHeldRequestsFollowNewRoutes: node b's sidecar stops, announcing its restart (Shutdown),
+// and does not come back: its peer address refuses connections, or takes them and never
+// answers (a fake for a host that does not answer: on loopback no connection attempt goes
+// unanswered), while clients of node a read and write keys b held. Node a holds their
+// requests within its peer retry window (10 s here), one dialing b and the other waiting for
+// that dial. Then node a gets a plan without b, as after a node loss: Update returns at once,
+// and the held requests are routed under the new routes right away: the read of a key b held
+// is a miss answered by a's engine, the write is stored there.
 func TestHeldRequestsFollowNewRoutes(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -169,7 +169,7 @@ func TestHeldRequestsFollowNewRoutes(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := startClusterWith(t, Options{Protocol: tt.protocol, PeerRetryWindow: 10 * time.Second}, 1, 1)
 			keys := keysOnB(t, c, tt.protocol, 2)
-			if err := c.b.p.Close(); err != nil {
+			if err := c.b.p.Shutdown(t.Context()); err != nil {
 				t.Fatal(err)
 			}
 			if tt.silent {
@@ -178,38 +178,10 @@ func TestHeldRequestsFollowNewRoutes(t *testing.T) {
 				t.Cleanup(func() { silent.Close() })
 			}
 			awaitNoPeerLink(t, c.a.p)
-			type answer struct {
-				line string
-				err  error
-				at   time.Time
-			}
-			// send sends a request on a new logged-in connection to node a and returns where
-			// its answer's first line will come.
-			send := func(r heldRequest) chan answer {
-				var nc net.Conn
-				var br *bufio.Reader
-				if tt.protocol == Redis {
-					client := loginRESP(t, c.a, c.acct)
-					nc, br = client.nc, client.br
-				} else {
-					client := loginMC(t, c.a, c.acct)
-					nc, br = client.nc, client.br
-				}
-				if _, err := io.WriteString(nc, r.request); err != nil {
-					t.Fatal(err)
-				}
-				ch := make(chan answer, 1)
-				go func() {
-					nc.SetReadDeadline(time.Now().Add(testIOTimeout))
-					line, err := protocol.AppendLine(br, nil, 1024)
-					ch <- answer{string(protocol.TrimEOL(line)), err, time.Now()}
-				}()
-				return ch
-			}
 			get, set := tt.get(keys[0]), tt.set(keys[1])
-			gotGet := send(get)
+			gotGet := sendOnNewConn(t, c.a, c.acct, tt.protocol, get)
 			time.Sleep(100 * time.Millisecond) // the read dials b: the write waits for that dial
-			gotSet := send(set)
+			gotSet := sendOnNewConn(t, c.a, c.acct, tt.protocol, set)
 			time.Sleep(400 * time.Millisecond)
 			select {
 			case a := <-gotGet:
@@ -224,7 +196,7 @@ func TestHeldRequestsFollowNewRoutes(t *testing.T) {
 			took := time.Since(updated)
 			for _, held := range []struct {
 				r  heldRequest
-				ch chan answer
+				ch chan heldAnswer
 			}{{get, gotGet}, {set, gotSet}} {
 				a := <-held.ch
 				after := a.at.Sub(updated)
@@ -246,6 +218,38 @@ func TestHeldRequestsFollowNewRoutes(t *testing.T) {
 
 // heldRequest is a request's wire bytes and the first line of the answer it should get.
 type heldRequest struct{ request, answer string }
+
+// heldAnswer is the first line of a request's answer, or the error reading it, and when it came.
+type heldAnswer struct {
+	line string
+	err  error
+	at   time.Time
+}
+
+// sendOnNewConn sends a request on a new connection to n logged in as acct and returns where
+// its answer's first line will come.
+func sendOnNewConn(t *testing.T, n *testNode, acct account, proto Protocol, r heldRequest) chan heldAnswer {
+	t.Helper()
+	var nc net.Conn
+	var br *bufio.Reader
+	if proto == Redis {
+		client := loginRESP(t, n, acct)
+		nc, br = client.nc, client.br
+	} else {
+		client := loginMC(t, n, acct)
+		nc, br = client.nc, client.br
+	}
+	if _, err := io.WriteString(nc, r.request); err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan heldAnswer, 1)
+	go func() {
+		nc.SetReadDeadline(time.Now().Add(testIOTimeout))
+		line, err := protocol.AppendLine(br, nil, 1024)
+		ch <- heldAnswer{string(protocol.TrimEOL(line)), err, time.Now()}
+	}()
+	return ch
+}
 
 func redisGet(key string) heldRequest {
 	return heldRequest{string(resp.AppendCommandStrings(nil, "GET", key)), "$-1"}
