@@ -616,8 +616,9 @@ type linkSlot struct {
 	failedAt time.Time // last failed dial: others fail fast for dialRetryDelay
 	failure  error
 	// unreachableSince is the first of the dials that failed in a row (zero once one
-	// succeeds): a peer that is waited for (see holdsFor) is redialed while it has been
-	// unreachable for less than Options.PeerRetryWindow.
+	// succeeds, or when the node announces a restart after it: see
+	// forgetFailuresBeforeRestart): a peer that is waited for (see holdsFor) is redialed while
+	// it has been unreachable for less than Options.PeerRetryWindow.
 	unreachableSince time.Time
 }
 
@@ -672,14 +673,27 @@ const (
 	maxPeerRedial   = 250 * time.Millisecond
 )
 
+// restartGrace is how long a node's announcement of a restart (peerRestarting) is remembered
+// while no dial of it succeeds. A sidecar announces as its Shutdown begins; it then drains its
+// connections (up to --drain-timeout, 10 s by default), saves its engines and exits, and the
+// new process loads its engines and plan before it listens again. That may outlast
+// Options.PeerRetryWindow, which therefore bounds each wait from the first dial refused after
+// the announcement (see forgetFailuresBeforeRestart), not the announcement's life. Bounded, so
+// that a node that announced a restart and never came back (its pod deleted, its node lost
+// after) is soon answered at once again, as any unreachable node is.
+const restartGrace = 30 * time.Second
+
 // linkSet is every shared link of the proxy, by key.
 type linkSet struct {
 	mu     sync.Mutex
 	slots  map[linkKey]*linkSlot
 	closed bool
+
+	// restartsMu guards restarts; it is taken last (a slot's mu may be held).
+	restartsMu sync.Mutex
 	// restarts holds when each node last announced that its sidecar is restarting
 	// (peerRestarting), until a dial of the node succeeds or the announcement is older than
-	// Options.PeerRetryWindow.
+	// restartGrace.
 	restarts map[string]time.Time
 }
 
@@ -689,29 +703,29 @@ func newLinkSet() *linkSet {
 
 // announceRestart notes that node's sidecar announced it is restarting.
 func (s *linkSet) announceRestart(node string) {
-	s.mu.Lock()
+	s.restartsMu.Lock()
 	s.restarts[node] = time.Now()
-	s.mu.Unlock()
+	s.restartsMu.Unlock()
 }
 
-// restarting reports whether node announced a restart less than window ago and no dial of it
-// has succeeded since (reached); an older announcement is forgotten.
-func (s *linkSet) restarting(node string, window time.Duration) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// restarting returns when node announced a restart, if it did less than restartGrace ago and
+// no dial of it has succeeded since (reached); an older announcement is forgotten.
+func (s *linkSet) restarting(node string) (time.Time, bool) {
+	s.restartsMu.Lock()
+	defer s.restartsMu.Unlock()
 	at, ok := s.restarts[node]
-	if ok && time.Since(at) >= window {
+	if ok && time.Since(at) >= restartGrace {
 		delete(s.restarts, node)
-		ok = false
+		return time.Time{}, false
 	}
-	return ok
+	return at, ok
 }
 
 // reached forgets node's announced restart: a dial of it succeeded.
 func (s *linkSet) reached(node string) {
-	s.mu.Lock()
+	s.restartsMu.Lock()
 	delete(s.restarts, node)
-	s.mu.Unlock()
+	s.restartsMu.Unlock()
 }
 
 // slot returns key's slot, creating it with n links. A key no tenant uses any more gets no new
@@ -748,7 +762,9 @@ func (p *Proxy) ended() error {
 // (a client connection always picks the same one, so its replies mostly come in order from
 // one link); forwarded is the counter of a peer link. While another request dials the slot,
 // it waits for that dial, unless the dial only probes a peer whose last failed dial was
-// answered (see dialSlot): then it fails at once with that dial's error.
+// answered (see dialSlot): then it fails at once with that dial's error. A failed dial of a
+// peer from before its node's latest announcement of a restart is forgotten first, so the
+// requests after the announcement wait for the node again.
 func (p *Proxy) sharedLink(key linkKey, node string, pick int64, forwarded func() *atomic.Uint64) (*link, error) {
 	n := p.opts.EngineLinks
 	if key.peer {
@@ -764,6 +780,9 @@ func (p *Proxy) sharedLink(key linkKey, node string, pick int64, forwarded func(
 		if l := slot.links[i]; l != nil && l.usable() {
 			slot.mu.Unlock()
 			return l, nil
+		}
+		if key.peer {
+			p.forgetFailuresBeforeRestart(slot, node)
 		}
 		switch {
 		case slot.ctx.Err() != nil:
@@ -821,8 +840,8 @@ func (p *Proxy) install(slot *linkSlot, i int, l *link, forwarded func() *atomic
 // dialSlot dials a link for slot, which is marked as dialing. A peer that fails the dial and
 // is waited for (holdsFor: a sidecar that announced its restart refuses connections until it
 // listens again) is redialed with backoff until it has been unreachable for
-// Options.PeerRetryWindow, the requests that need it waiting meanwhile; only then is the
-// failure returned. Any other failed dial (a peer killed without a word, a lost node, an
+// Options.PeerRetryWindow (since the first dial that failed after its announcement), the
+// requests that need it waiting meanwhile; only then is the failure returned. Any other failed dial (a peer killed without a word, a lost node, an
 // engine) is returned at once. Either way the requests of the next dialRetryDelay fail at once
 // with it. Every dial within the window ends with it (the last one at most firstPeerRedial
 // later), so that a peer that does not answer at all holds no request much longer than the
@@ -891,15 +910,34 @@ func (p *Proxy) dialSlot(slot *linkSlot, key linkKey, node string) (*link, error
 
 // holdsFor reports whether the requests for a peer whose dial just failed with err wait while
 // it is redialed: the node announced that its sidecar is restarting (peerRestarting, less
-// than Options.PeerRetryWindow ago), or the peer answered and refused the handshake (a
-// sidecar that has not yet loaded the plan that gives it the tenant's partition). A peer that
-// is not reachable without having announced a restart (killed, crashed, its node lost, or
-// never reached) is not waited for: its requests are answered at once.
+// than restartGrace ago, and no dial of it has succeeded since), or the peer answered and
+// refused the handshake (a sidecar that has not yet loaded the plan that gives it the
+// tenant's partition). A peer that is not reachable without having announced a restart
+// (killed, crashed, its node lost, or never reached) is not waited for: its requests are
+// answered at once.
 func (p *Proxy) holdsFor(key linkKey, node string, err error) bool {
 	if _, unreachable := unreachablePeer(dialFailure(key, node, err)); !unreachable {
 		return true
 	}
-	return p.links.restarting(node, p.opts.PeerRetryWindow)
+	_, restarting := p.links.restarting(node)
+	return restarting
+}
+
+// forgetFailuresBeforeRestart makes a peer slot forget the dials that failed before its node
+// last announced a restart; slot.mu is held. The requests that come after the announcement
+// then wait for the node (dialSlot), up to Options.PeerRetryWindow from the first dial that
+// fails after it, instead of failing at once on an earlier failure: one answered at once
+// because the dial came before the announcement did, or a window that ran out in a restart
+// before.
+func (p *Proxy) forgetFailuresBeforeRestart(slot *linkSlot, node string) {
+	at, ok := p.links.restarting(node)
+	if !ok || !slot.unreachableSince.Before(at) {
+		return
+	}
+	slot.unreachableSince = time.Time{}
+	if slot.failedAt.Before(at) {
+		slot.failedAt, slot.failure = time.Time{}, nil
+	}
 }
 
 // retire retires the links whose key matches: gracefully (they close once they have read

@@ -404,7 +404,7 @@ func TestPeerLinkReadsRestartAnnouncement(t *testing.T) {
 			if err := <-peerDone; err != nil {
 				t.Fatalf("the fake peer: %v", err)
 			}
-			if noted := a.p.links.restarting("node-b", time.Minute); noted != tt.announce {
+			if _, noted := a.p.links.restarting("node-b"); noted != tt.announce {
 				t.Errorf("node a noted a restart of node b: %v, want %v", noted, tt.announce)
 			}
 		})
@@ -449,4 +449,113 @@ func fakePeer(ln net.Listener, proto Protocol, n int, replies string, announce b
 	}
 	_, err = io.Copy(io.Discard, br)
 	return err
+}
+
+// TestRestartWaitedForOnlyWhenAnnounced: node b's sidecar stops while clients of node a read
+// and write keys b holds (a GET and a SET, each on a new connection, sent together). When b
+// stops gracefully (Shutdown) it announces its restart, and a waits for b: both requests are
+// served once b listens again on its addresses, also when b comes back later than the peer
+// retry window after its announcement (the window counts from the first dial refused after
+// it; the announcement stands for restartGrace). When b is killed (Close), also after a
+// restart it came back from, a does not wait: the GET is a miss and the SET fails at once.
+// cacheqos_sidecar_peer_unreachable_total counts just the requests answered without b.
+func TestRestartWaitedForOnlyWhenAnnounced(t *testing.T) {
+	tests := []struct {
+		name     string
+		protocol Protocol
+		window   time.Duration // node a's peer retry window (0: the default)
+		// restartedBefore: b restarted once before (announced, back, reached by a).
+		restartedBefore bool
+		announce        bool          // b stops with Shutdown, else with Close
+		quiet           time.Duration // from b's stop to the requests
+		down            time.Duration // from b's stop to b listening again (announced restarts)
+	}{
+		{name: "redis, b back later than the window after its announcement", protocol: Redis, window: 2 * time.Second,
+			announce: true, quiet: 3 * time.Second, down: 3800 * time.Millisecond},
+		{name: "redis, b killed", protocol: Redis},
+		{name: "memcached, b killed", protocol: Memcached},
+		{name: "redis, b killed after a restart it came back from", protocol: Redis, restartedBefore: true},
+	}
+	// atOnce bounds an answer that waits for nothing, with a margin for a loaded machine.
+	const atOnce = 200 * time.Millisecond
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			opts := Options{Protocol: tt.protocol, PeerRetryWindow: tt.window}
+			c := startClusterWith(t, opts, 1, 1)
+			keys := keysOnB(t, c, tt.protocol, 2)
+			get, set := redisGet(keys[0]), redisSet(keys[1])
+			if tt.protocol == Memcached {
+				get, set = memcacheGet(keys[0]), memcacheSet(keys[1])
+			}
+			served := get
+			served.answer = "$" + strconv.Itoa(len("v-"+keys[0]))
+			if tt.protocol == Memcached {
+				served.answer = "VALUE " + keys[0] + " 0 " + strconv.Itoa(len("v-"+keys[0]))
+			}
+			restart := func(n **testNode) {
+				*n = startNodeOn(t, (*n).id, opts, listenOn(t, (*n).addr), listenOn(t, (*n).peerAddr))
+				c.setWeights(t, c.weightA, c.weightB)
+			}
+			if tt.restartedBefore {
+				if err := c.b.p.Shutdown(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				restart(&c.b)
+				if a := <-sendOnNewConn(t, c.a, c.acct, tt.protocol, served); a.line != served.answer {
+					t.Fatalf("%q once b was back: %q %v, want %q", served.request, a.line, a.err, served.answer)
+				}
+			}
+			stopped := time.Now()
+			stop := c.b.p.Close
+			if tt.announce {
+				stop = func() error { return c.b.p.Shutdown(t.Context()) }
+			}
+			if err := stop(); err != nil {
+				t.Fatal(err)
+			}
+			awaitNoPeerLink(t, c.a.p)
+			want := map[string]float64{}
+			time.Sleep(tt.quiet - time.Since(stopped))
+			sent := time.Now()
+			gotGet, gotSet := sendOnNewConn(t, c.a, c.acct, tt.protocol, get), sendOnNewConn(t, c.a, c.acct, tt.protocol, set)
+			if tt.announce {
+				time.Sleep(tt.down - time.Since(stopped))
+				restart(&c.b)
+				back := time.Now()
+				for _, r := range []struct {
+					r  heldRequest
+					ch chan heldAnswer
+				}{{served, gotGet}, {set, gotSet}} {
+					a := <-r.ch
+					t.Logf("%q sent %v after b stopped: %q %v after b was back", r.r.request, sent.Sub(stopped).Round(time.Millisecond), a.line, a.at.Sub(back).Round(time.Millisecond))
+					if a.err != nil || a.line != r.r.answer || a.at.Sub(back) > maxPeerRedial+time.Second {
+						t.Errorf("%q: %q (%v) %v after b was back, want %q within %v", r.r.request, a.line, a.err, a.at.Sub(back), r.r.answer, maxPeerRedial+time.Second)
+					}
+				}
+				if !engineHolds(t, tt.protocol, c.engB, keys[1]) {
+					t.Errorf("node b's engine does not hold %s, written while b restarted", keys[1])
+				}
+			} else {
+				want = map[string]float64{"miss": 1, "error": 1}
+				for _, r := range []struct {
+					r    heldRequest
+					ch   chan heldAnswer
+					want string
+				}{{get, gotGet, get.answer}, {set, gotSet, "cacheqos: node node-b: "}} {
+					a := <-r.ch
+					t.Logf("%q with b killed: %q after %v", r.r.request, a.line, a.at.Sub(sent).Round(time.Microsecond))
+					if a.err != nil || !strings.Contains(a.line, r.want) || a.at.Sub(sent) > atOnce {
+						t.Errorf("%q with b killed: %q (%v) after %v, want %q within %v", r.r.request, a.line, a.err, a.at.Sub(sent), r.want, atOnce)
+					}
+				}
+			}
+			series := tenantSeries(scrape(t, c.a), c.acct.id)
+			for _, outcome := range []string{"miss", "error"} {
+				name := "cacheqos_sidecar_peer_unreachable_total{outcome=" + outcome + ",peer=node-b}"
+				if series[name] != want[outcome] {
+					t.Errorf("%s = %v, want %v", name, series[name], want[outcome])
+				}
+			}
+		})
+	}
 }
