@@ -3,12 +3,17 @@ package proxy
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net"
+	"slices"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/cacheqos/cacheqos/internal/protocol"
 	"github.com/cacheqos/cacheqos/internal/protocol/memcache"
 	"github.com/cacheqos/cacheqos/internal/protocol/resp"
 )
@@ -126,6 +131,56 @@ func FuzzRestartAnnouncementIsNoReply(f *testing.F) {
 			if isRestartAnnouncement(r.Raw()) {
 				t.Fatalf("the memcached response %q to %v reads as the announcement of a restart", r.Raw(), expect)
 			}
+		}
+	})
+}
+
+// FuzzPeerHandshakeLine: whatever bytes open a connection to the peer listener, it answers one
+// line, OK or an ERR, and closes the connection (unless the connection was reset under the
+// answer, as closing a socket with bytes unread may), and it notes a restart exactly for the
+// announcement of one (appendRestartHello): the peer token and a node its routes lead to, in a
+// first line that fits maxPeerLineLen. A hello for a tenant is refused here: the node holds
+// no partition of it.
+func FuzzPeerHandshakeLine(f *testing.F) {
+	acct := newAccount(f, "team-a/cache")
+	n := startNode(f, "node-a", Options{Protocol: Redis, PeerHandshakeTimeout: time.Second})
+	n.update(f, Tenant{ID: acct.id, CredentialHash: acct.hash, Routes: []Route{{Node: "node-b", Weight: 1, PeerAddress: "127.0.0.1:1"}}})
+	announcement := string(appendRestartHello(nil, testPeerToken, "node-b"))
+	for _, seed := range []string{
+		announcement, announcement + "GET k\r\n", string(appendRestartHello(nil, testPeerToken, "node-c")),
+		string(appendRestartHello(nil, "guessed", "node-b")), string(appendPeerHello(nil, testPeerToken, acct.id)),
+		"CQPEER 1 " + testPeerToken + " RESTARTING\r\n", "CQPEER  1\t" + testPeerToken + " RESTARTING node-b \n",
+		"CQPEER 1 " + testPeerToken + " RESTARTING node-b x\r\n", peerTLSRequest + "\r\n", peerRestarting, "CQPEER\r\n", "\r\n", "",
+	} {
+		f.Add([]byte(seed))
+	}
+	want := []string{peerHello, peerVersion, testPeerToken, peerRestartingWord, "node-b"}
+	f.Fuzz(func(t *testing.T, input []byte) {
+		defer n.p.links.reached("node-b")
+		announces := false
+		if i := bytes.IndexByte(input, '\n'); i >= 0 && i < maxPeerLineLen {
+			announces = slices.Equal(strings.Fields(string(protocol.TrimEOL(input[:i+1]))), want)
+		}
+		nc, err := net.Dial("tcp", n.peerAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		nc.SetDeadline(time.Now().Add(5 * time.Second))
+		_, _ = nc.Write(input) // fails once the listener has answered and closed
+		_ = nc.(*net.TCPConn).CloseWrite()
+		answer, err := io.ReadAll(nc)
+		switch {
+		case errors.Is(err, syscall.ECONNRESET):
+		case err != nil:
+			t.Fatalf("%q: reading the answer: %v", input, err)
+		case announces && string(answer) != peerOK+"\r\n":
+			t.Errorf("%q: %q, want %q", input, answer, peerOK+"\r\n")
+		case !announces && (!bytes.HasPrefix(answer, []byte("ERR ")) || bytes.IndexByte(answer, '\n') != len(answer)-1):
+			t.Errorf("%q: %q, want one ERR line", input, answer)
+		}
+		if _, noted := n.p.links.restarting("node-b"); noted != announces {
+			t.Errorf("%q: a restart of node-b noted: %v, want %v", input, noted, announces)
 		}
 	})
 }

@@ -1006,13 +1006,25 @@ func (s *linkSet) closeAll() {
 // line from a reply by its first byte at a reply boundary, also while requests are still due
 // that the peer will not answer. It means that the node's sidecar is restarting in place and
 // will listen again shortly: the sender's dials of the node wait for it (holdsFor).
+//
+// A sidecar may have no such connection from the stopping one (it restarted itself since, or
+// never forwarded to it), so Shutdown also dials every peer node of its plan's routes, as a
+// link does (with TLS first when configured), and sends, instead of the tenant's hello,
+//
+//	CQPEER 1 <peer token> RESTARTING <node ID>\r\n
+//
+// naming its own node. A peer that checks the token, and knows the node from its own plan's
+// routes, notes the restart as if it had come on a link and answers "OK\r\n"; any other answer
+// is "ERR <reason>\r\n" (a sidecar of the version before answers so: it expects a tenant), and
+// the peer closes the connection either way.
 const (
-	peerHello      = "CQPEER"
-	peerVersion    = "1"
-	peerTLSRequest = peerHello + " 2 TLS"
-	peerOK         = "OK"
-	peerRestarting = "@" + peerHello + " RESTARTING\r\n"
-	maxPeerLineLen = 1024
+	peerHello          = "CQPEER"
+	peerVersion        = "1"
+	peerTLSRequest     = peerHello + " 2 TLS"
+	peerOK             = "OK"
+	peerRestarting     = "@" + peerHello + " RESTARTING\r\n"
+	peerRestartingWord = "RESTARTING"
+	maxPeerLineLen     = 1024
 )
 
 // isRestartAnnouncement reports whether b, the bytes at a reply boundary of a peer link,
@@ -1031,31 +1043,38 @@ func appendPeerHello(dst []byte, token, tenant string) []byte {
 	return append(dst, peerHello+" "+peerVersion+" "+token+" "+tenant+"\r\n"...)
 }
 
+// appendRestartHello appends the line with which a stopping sidecar of node tells a peer that
+// it is restarting.
+func appendRestartHello(dst []byte, token, node string) []byte {
+	return append(dst, peerHello+" "+peerVersion+" "+token+" "+peerRestartingWord+" "+node+"\r\n"...)
+}
+
 // parsePeerHello checks a handshake line against the expected token digest and returns the
-// tenant it names.
-func parsePeerHello(line []byte, tokenDigest [sha256.Size]byte) (string, error) {
+// tenant it names, or, for the announcement of a restart (appendRestartHello), the node that
+// announces it.
+func parsePeerHello(line []byte, tokenDigest [sha256.Size]byte) (tenant, restarting string, err error) {
 	fields := strings.Fields(string(protocol.TrimEOL(line)))
-	if len(fields) != 4 || fields[0] != peerHello {
-		return "", errors.New("expected CQPEER <version> <token> <tenant>")
+	announces := len(fields) == 5 && fields[3] == peerRestartingWord
+	if (len(fields) != 4 && !announces) || fields[0] != peerHello {
+		return "", "", errors.New("expected CQPEER <version> <token> <tenant> or CQPEER <version> <token> " + peerRestartingWord + " <node>")
 	}
 	if fields[1] != peerVersion {
-		return "", fmt.Errorf("unsupported peer protocol version %q, want %s", fields[1], peerVersion)
+		return "", "", fmt.Errorf("unsupported peer protocol version %q, want %s", fields[1], peerVersion)
 	}
 	got := sha256.Sum256([]byte(fields[2]))
 	if subtle.ConstantTimeCompare(got[:], tokenDigest[:]) != 1 {
-		return "", errors.New("wrong peer token")
+		return "", "", errors.New("wrong peer token")
 	}
-	return fields[3], nil
+	if announces {
+		return "", fields[4], nil
+	}
+	return fields[3], "", nil
 }
 
 // dialLink connects a new link within ctx's deadline: to the local engine's socket, or to a
 // peer's listener with the handshake. A redis link then switches to its RESP version with HELLO.
 func (p *Proxy) dialLink(ctx context.Context, key linkKey, node string) (*link, error) {
-	withTLS := key.peer && p.opts.PeerTLS != nil
-	nc, stop, err := p.dialConn(ctx, key, withTLS)
-	if errors.Is(err, errPeerWithoutTLS) && p.conf.Load().peerPlaintext {
-		nc, stop, err = p.dialConn(ctx, key, false)
-	}
+	nc, stop, err := p.connect(ctx, key)
 	if err != nil {
 		return nil, err
 	}
@@ -1073,6 +1092,18 @@ func (p *Proxy) dialLink(ctx context.Context, key linkKey, node string) (*link, 
 	l := newLink(p, key, node, nc, br)
 	progress.l = l
 	return l, nil
+}
+
+// connect connects to key's address: a peer's over mutual TLS when the proxy has peer TLS,
+// falling back to plaintext against a peer without it while Config.PeerPlaintext allows. See
+// dialConn for ctx and stop.
+func (p *Proxy) connect(ctx context.Context, key linkKey) (nc net.Conn, stop func() bool, err error) {
+	withTLS := key.peer && p.opts.PeerTLS != nil
+	nc, stop, err = p.dialConn(ctx, key, withTLS)
+	if errors.Is(err, errPeerWithoutTLS) && p.conf.Load().peerPlaintext {
+		nc, stop, err = p.dialConn(ctx, key, false)
+	}
+	return nc, stop, err
 }
 
 // dialConn connects to key's address, over mutual TLS when withTLS, with the context's
@@ -1155,15 +1186,8 @@ func (l *link) progressed() {
 
 func (p *Proxy) linkHandshake(nc net.Conn, br *bufio.Reader, key linkKey) error {
 	if key.peer {
-		if _, err := nc.Write(appendPeerHello(nil, p.peerToken(), key.tenant)); err != nil {
+		if err := peerHandshake(nc, br, appendPeerHello(nil, p.peerToken(), key.tenant)); err != nil {
 			return err
-		}
-		line, err := protocol.AppendLine(br, nil, maxPeerLineLen)
-		if err != nil {
-			return fmt.Errorf("peer handshake: %w", err)
-		}
-		if reply := string(protocol.TrimEOL(line)); reply != peerOK {
-			return fmt.Errorf("peer refused the handshake: %q", reply)
 		}
 	}
 	// A redis link switches to RESP3 and logs in with one command (HELLO 3 AUTH), or logs in
@@ -1189,6 +1213,22 @@ func (p *Proxy) linkHandshake(nc net.Conn, br *bufio.Reader, key linkKey) error 
 	}
 	if reply.IsError() {
 		return fmt.Errorf("%s: %s", login[0], protocol.TrimEOL(reply.Raw()))
+	}
+	return nil
+}
+
+// peerHandshake sends a peer handshake line (appendPeerHello, appendRestartHello) and reads
+// the peer's answer, which must be OK.
+func peerHandshake(nc net.Conn, br *bufio.Reader, hello []byte) error {
+	if _, err := nc.Write(hello); err != nil {
+		return err
+	}
+	line, err := protocol.AppendLine(br, nil, maxPeerLineLen)
+	if err != nil {
+		return fmt.Errorf("peer handshake: %w", err)
+	}
+	if reply := string(protocol.TrimEOL(line)); reply != peerOK {
+		return fmt.Errorf("peer refused the handshake: %q", reply)
 	}
 	return nil
 }

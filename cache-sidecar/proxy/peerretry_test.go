@@ -453,25 +453,35 @@ func fakePeer(ln net.Listener, proto Protocol, n int, replies string, announce b
 
 // TestRestartWaitedForOnlyWhenAnnounced: node b's sidecar stops while clients of node a read
 // and write keys b holds (a GET and a SET, each on a new connection, sent together). When b
-// stops gracefully (Shutdown) it announces its restart, and a waits for b: both requests are
+// stops gracefully (Shutdown) it announces its restart, also to a node a that has no link open
+// to it (a restarted just before: b's Shutdown dials it), and a waits for b: both requests are
 // served once b listens again on its addresses, also when b comes back later than the peer
 // retry window after its announcement (the window counts from the first dial refused after
-// it; the announcement stands for restartGrace). When b is killed (Close), also after a
-// restart it came back from, a does not wait: the GET is a miss and the SET fails at once.
+// it; the announcement stands for restartGrace), and when a dial of b was refused, and
+// answered, before the announcement came. When b is killed (Close), also after a restart it
+// came back from, a does not wait: the GET is a miss and the SET fails at once.
 // cacheqos_sidecar_peer_unreachable_total counts just the requests answered without b.
 func TestRestartWaitedForOnlyWhenAnnounced(t *testing.T) {
 	tests := []struct {
 		name     string
 		protocol Protocol
 		window   time.Duration // node a's peer retry window (0: the default)
+		// freshA: node a restarts before b stops, so it has no link to b and b has none from it.
+		freshA bool
 		// restartedBefore: b restarted once before (announced, back, reached by a).
 		restartedBefore bool
-		announce        bool          // b stops with Shutdown, else with Close
-		quiet           time.Duration // from b's stop to the requests
-		down            time.Duration // from b's stop to b listening again (announced restarts)
+		announce        bool // b stops with Shutdown, else with Close
+		// announcedLate: b stops with Close, node a's dial is refused (a read answered as a
+		// miss), and then the announcement comes, as it may when a dial comes before it.
+		announcedLate bool
+		quiet         time.Duration // from b's stop to the requests
+		down          time.Duration // from b's stop to b listening again (announced restarts)
 	}{
+		{name: "redis, node a without a link to b", protocol: Redis, freshA: true, announce: true, down: 800 * time.Millisecond},
+		{name: "memcached, node a without a link to b", protocol: Memcached, freshA: true, announce: true, down: 800 * time.Millisecond},
 		{name: "redis, b back later than the window after its announcement", protocol: Redis, window: 2 * time.Second,
 			announce: true, quiet: 3 * time.Second, down: 3800 * time.Millisecond},
+		{name: "redis, a dial refused before the announcement came", protocol: Redis, announcedLate: true, down: 800 * time.Millisecond},
 		{name: "redis, b killed", protocol: Redis},
 		{name: "memcached, b killed", protocol: Memcached},
 		{name: "redis, b killed after a restart it came back from", protocol: Redis, restartedBefore: true},
@@ -505,6 +515,12 @@ func TestRestartWaitedForOnlyWhenAnnounced(t *testing.T) {
 					t.Fatalf("%q once b was back: %q %v, want %q", served.request, a.line, a.err, served.answer)
 				}
 			}
+			if tt.freshA {
+				if err := c.a.p.Close(); err != nil {
+					t.Fatal(err)
+				}
+				restart(&c.a)
+			}
 			stopped := time.Now()
 			stop := c.b.p.Close
 			if tt.announce {
@@ -515,10 +531,21 @@ func TestRestartWaitedForOnlyWhenAnnounced(t *testing.T) {
 			}
 			awaitNoPeerLink(t, c.a.p)
 			want := map[string]float64{}
+			if tt.announcedLate {
+				if a := <-sendOnNewConn(t, c.a, c.acct, tt.protocol, get); a.line != get.answer {
+					t.Fatalf("%q with b stopped, not yet announced: %q %v, want %q", get.request, a.line, a.err, get.answer)
+				}
+				want["miss"] = 1
+				announce := dialRESP(t, "tcp", c.a.peerAddr)
+				announce.write(appendRestartHello(nil, testPeerToken, c.b.id))
+				if line, err := announce.br.ReadString('\n'); line != peerOK+"\r\n" {
+					t.Fatalf("the announcement: %q %v", line, err)
+				}
+			}
 			time.Sleep(tt.quiet - time.Since(stopped))
 			sent := time.Now()
 			gotGet, gotSet := sendOnNewConn(t, c.a, c.acct, tt.protocol, get), sendOnNewConn(t, c.a, c.acct, tt.protocol, set)
-			if tt.announce {
+			if tt.announce || tt.announcedLate {
 				time.Sleep(tt.down - time.Since(stopped))
 				restart(&c.b)
 				back := time.Now()
@@ -555,6 +582,50 @@ func TestRestartWaitedForOnlyWhenAnnounced(t *testing.T) {
 				if series[name] != want[outcome] {
 					t.Errorf("%s = %v, want %v", name, series[name], want[outcome])
 				}
+			}
+		})
+	}
+}
+
+// TestRestartAnnouncementNeedsAPeer: the announcement of a restart on the peer handshake
+// (appendRestartHello) is noted only from a peer with the peer token, for a node this node's
+// routes lead to; any other line of the kind is refused with an ERR line and the connection
+// closes, and nothing is noted.
+func TestRestartAnnouncementNeedsAPeer(t *testing.T) {
+	tests := []struct {
+		name, line string
+		node       string // the node the line names
+		want       string // the peer listener's answer
+	}{
+		{name: "the announcement", line: string(appendRestartHello(nil, testPeerToken, "node-b")), node: "node-b", want: "OK"},
+		{name: "wrong token", line: string(appendRestartHello(nil, "guessed", "node-b")), node: "node-b", want: "ERR wrong peer token"},
+		{name: "no token", line: "CQPEER 1 RESTARTING node-b\r\n", node: "node-b", want: "ERR wrong peer token"},
+		{name: "a node no route leads to", line: string(appendRestartHello(nil, testPeerToken, "node-c")), node: "node-c",
+			want: `ERR node "node-c" announced a restart, but no route of this node leads there`},
+		{name: "this node", line: string(appendRestartHello(nil, testPeerToken, "node-a")), node: "node-a",
+			want: `ERR node "node-a" announced a restart, but no route of this node leads there`},
+		{name: "another version", line: "CQPEER 2 " + testPeerToken + " RESTARTING node-b\r\n", node: "node-b",
+			want: `ERR unsupported peer protocol version "2", want 1`},
+		{name: "a field more", line: "CQPEER 1 " + testPeerToken + " RESTARTING node-b now\r\n", node: "node-b",
+			want: "ERR expected CQPEER <version> <token> <tenant> or CQPEER <version> <token> RESTARTING <node>"},
+		{name: "the line a link reads", line: peerRestarting, node: "node-b",
+			want: "ERR expected CQPEER <version> <token> <tenant> or CQPEER <version> <token> RESTARTING <node>"},
+	}
+	engine := startEngine(t, Redis)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			acct := newAccount(t, "team-a/cache")
+			a := startNode(t, "node-a", Options{Protocol: Redis})
+			a.update(t, Tenant{ID: acct.id, CredentialHash: acct.hash, LocalEngine: engine,
+				Routes: []Route{a.route(1), {Node: "node-b", Weight: 1, PeerAddress: "127.0.0.1:1"}}})
+			c := dialRESP(t, "tcp", a.peerAddr)
+			c.write([]byte(tt.line))
+			if line, err := c.br.ReadString('\n'); err != nil || line != tt.want+"\r\n" {
+				t.Errorf("%q: %q (%v), want %q", tt.line, line, err, tt.want)
+			}
+			expectClosed(t, c.nc, c.br)
+			if _, noted := a.p.links.restarting(tt.node); noted != (tt.want == "OK") {
+				t.Errorf("%q: node a noted a restart of %s: %v, want %v", tt.line, tt.node, noted, tt.want == "OK")
 			}
 		})
 	}

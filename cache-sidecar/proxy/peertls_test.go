@@ -90,7 +90,7 @@ func TestPeerMutualTLS(t *testing.T) {
 	// A sidecar of the version before peer TLS reads the TLS request as a malformed hello
 	// (its parser is unchanged) and answers ERR, which is what the fallback keys on; a node
 	// of this version without peer TLS stands for it below.
-	if _, err := parsePeerHello([]byte(peerTLSRequest+"\r\n"), [32]byte{}); err == nil {
+	if _, _, err := parsePeerHello([]byte(peerTLSRequest+"\r\n"), [32]byte{}); err == nil {
 		t.Fatal("the TLS request parses as a hello")
 	}
 	ca := newCA(t)
@@ -231,5 +231,35 @@ func TestPeerCertificateRotation(t *testing.T) {
 			t.Fatalf("step %d: SET on a new link: %q", step, got)
 		}
 		open = peerLink()
+	}
+}
+
+// TestRestartAnnouncedOverPeerTLS: a sidecar with peer TLS that stops (Shutdown) announces its
+// restart to its routes' peer over mutual TLS, and a peer that takes peers over mutual TLS only
+// notes it; the same announcement in plaintext is refused.
+func TestRestartAnnouncedOverPeerTLS(t *testing.T) {
+	ca := newCA(t)
+	_, frontTLS := issuePeer(t, ca, testPeerIdentity)
+	_, backTLS := issuePeer(t, ca, testPeerIdentity)
+	pp := startPeerPair(t, Options{PeerTLS: frontTLS}, Options{PeerTLS: backTLS})
+	// The back node routes to the front node too, so an announcement from there is its business.
+	pp.back.update(t, Tenant{ID: pp.acct.id, CredentialHash: pp.acct.hash, LocalEngine: pp.engine,
+		Routes: []Route{pp.front.route(0), pp.back.route(1)}})
+
+	c := dialRESP(t, "tcp", pp.back.peerAddr)
+	c.write(appendRestartHello(nil, testPeerToken, pp.front.id))
+	if line, err := c.br.ReadString('\n'); err != nil || line != "ERR this node takes peers over mutual TLS only\r\n" {
+		t.Errorf("plaintext announcement: %q, %v", line, err)
+	}
+	expectClosed(t, c.nc, c.br)
+	if _, noted := pp.back.p.links.restarting(pp.front.id); noted {
+		t.Fatal("the back node noted a restart announced in plaintext")
+	}
+
+	if err := pp.front.p.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, noted := pp.back.p.links.restarting(pp.front.id); !noted {
+		t.Error("the back node did not note the restart the front node announced over mutual TLS")
 	}
 }

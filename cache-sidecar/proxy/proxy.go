@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -394,7 +396,7 @@ func (p *Proxy) servePeerConn(nc net.Conn) {
 			return
 		}
 	}
-	id, err := parsePeerHello(line, conf.tokenDigest)
+	id, restarting, err := parsePeerHello(line, conf.tokenDigest)
 	switch {
 	case err != nil:
 	case conf.peerToken == "":
@@ -402,8 +404,18 @@ func (p *Proxy) servePeerConn(nc net.Conn) {
 	case p.opts.PeerTLS != nil && !overTLS && !conf.peerPlaintext:
 		err = errors.New("this node takes peers over mutual TLS only")
 	}
+	if err == nil && restarting != "" && !slices.Contains(slices.Collect(maps.Values(peerNodes(*p.tenants.Load(), conf.nodeID))), restarting) {
+		err = fmt.Errorf("node %q announced a restart, but no route of this node leads there", restarting)
+	}
 	if err != nil {
 		refuse(err.Error())
+		return
+	}
+	if restarting != "" {
+		p.links.announceRestart(restarting)
+		p.log.Info("a peer announced that its sidecar is restarting", "node", restarting, "remote", nc.RemoteAddr().String())
+		_, _ = nc.Write([]byte(peerOK + "\r\n"))
+		nc.Close()
 		return
 	}
 	// A peer acts only for a tenant whose partition this node holds: it serves nothing else.
@@ -430,13 +442,21 @@ func (p *Proxy) servePeerConn(nc net.Conn) {
 	p.runConn(c)
 }
 
-// Shutdown stops the proxy gracefully: it stops accepting connections, lets every open
-// connection finish the requests it has already received (their replies are written) and then
-// closes it, and finally closes the proxy as Close does. Requests a client sends after
-// Shutdown began are not read; the client sees its connection close after the replies it is
-// owed. If ctx ends first, the connections still open are closed at once and Shutdown returns
-// ctx's error. Engines are not touched.
+// Shutdown stops the proxy gracefully: it tells the peer nodes of its routes that it is
+// restarting (announceRestartToPeers, at most restartAnnounceTimeout), stops accepting
+// connections, lets every open connection finish the requests it has already received (their
+// replies are written; a peer connection then gets the announcement too) and then closes it,
+// and finally closes the proxy as Close does. Requests a client sends after Shutdown began are
+// not read; the client sees its connection close after the replies it is owed. If ctx ends
+// first, the connections still open are closed at once and Shutdown returns ctx's error.
+// Engines are not touched.
 func (p *Proxy) Shutdown(ctx context.Context) error {
+	if p.isClosed() {
+		return nil
+	}
+	// Before the listeners close: a peer that dials this node from then on is refused, and
+	// waits for it only if it knows of the restart by then.
+	p.announceRestartToPeers(ctx)
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -464,6 +484,64 @@ func (p *Proxy) Shutdown(ctx context.Context) error {
 	}
 	p.Close()
 	return err
+}
+
+// restartAnnounceTimeout bounds how long Shutdown spends announcing its restart to its peers
+// (they are dialed at once, in parallel): a peer that cannot be reached by then is not told,
+// and the sidecar stops no later for it.
+const restartAnnounceTimeout = time.Second
+
+// announceRestartToPeers tells every peer node of the current plan's routes that this
+// sidecar is restarting (appendRestartHello), over the authenticated peer handshake, each
+// dialed in parallel, all within restartAnnounceTimeout and ctx. A peer that cannot be told
+// is logged; it learns of the restart from the peer connections of its own that this
+// sidecar closes, if it has any.
+func (p *Proxy) announceRestartToPeers(ctx context.Context) {
+	conf := p.conf.Load()
+	if conf.peerToken == "" {
+		return
+	}
+	peers := peerNodes(*p.tenants.Load(), conf.nodeID)
+	ctx, cancel := context.WithTimeout(ctx, restartAnnounceTimeout)
+	defer cancel()
+	hello := appendRestartHello(nil, conf.peerToken, conf.nodeID)
+	var wg sync.WaitGroup
+	for address, node := range peers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := p.announceRestartTo(ctx, address, hello); err != nil {
+				p.log.Warn("could not announce the restart to a peer", "node", node, "address", address, "err", err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// announceRestartTo sends hello, the announcement of a restart, to the peer listening at
+// address within ctx.
+func (p *Proxy) announceRestartTo(ctx context.Context, address string, hello []byte) error {
+	nc, stop, err := p.connect(ctx, linkKey{address: address, peer: true})
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	defer stop()
+	return peerHandshake(nc, bufio.NewReaderSize(nc, 64), hello)
+}
+
+// peerNodes returns the nodes other than self that some tenant's routes lead to, by their
+// peer addresses.
+func peerNodes(tenants map[string]*tenant, self string) map[string]string {
+	peers := map[string]string{}
+	for _, t := range tenants {
+		for _, n := range t.cfg.Load().routes.nodes {
+			if n.id != self {
+				peers[n.peerAddress] = n.id
+			}
+		}
+	}
+	return peers
 }
 
 // openConns lists the open connections; p.mu is held.
