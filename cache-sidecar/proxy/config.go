@@ -210,22 +210,25 @@ type Options struct {
 
 	// DialTimeout bounds connecting to an engine or a peer sidecar (default 2s).
 	DialTimeout time.Duration
-	// PeerRetryWindow is how long a request for a peer sidecar that is restarting in place
-	// waits while the proxy redials it (every 50 ms at first, backing off to 250 ms), before
-	// it is answered (default 5s): a plain read (redis GET, MGET; memcached get, gets, mg that
-	// only reads) as a miss when the peer could not be reached on the network, everything
-	// else with the dial's error. A sidecar that stops gracefully (an InPlace upgrade)
-	// announces its restart on the peer connections it serves, and then refuses connections
-	// for a few seconds; dials of its node within this long of the announcement redial it, so
-	// its requests are served late instead of failing. So do dials that the peer answers by
-	// refusing the handshake (a sidecar that has not loaded its plan yet). A peer that cannot
-	// be reached without having announced a restart (killed, crashed, its node lost) is not
-	// waited for: its requests are answered so at once. Dials end with the window, so a peer
-	// that does not answer holds no request longer. An Update that takes the peer out of a
-	// tenant's routes ends the wait: the requests are routed under the new routes. Once a
-	// dial's failure was answered, the node's requests are answered so at once for a second,
-	// then one request dials it again (the others answered at once meanwhile) to learn
-	// whether it is back.
+	// PeerRetryWindow is how long the requests for a peer sidecar that is restarting in place
+	// wait while the proxy redials it (every 50 ms at first, backing off to 250 ms), counted
+	// from the first dial of it that failed (default 5s); then they are answered: a plain read
+	// (redis GET, MGET; memcached get, gets, mg that only reads) as a miss when the peer could
+	// not be reached on the network, everything else with the dial's error. A sidecar that
+	// stops gracefully (Shutdown, as in an InPlace upgrade) announces its restart, to every
+	// peer node of its routes (dialed) and on the peer connections it serves, and then refuses
+	// connections for a few seconds; dials of its node redial it while it refuses them, the
+	// window counted from the first dial refused after the announcement, so its requests are
+	// served late instead of failing (the announcement stands until a dial of the node
+	// succeeds, or for restartGrace, 30 s). Dials that the peer answers by refusing the
+	// handshake (a sidecar that has not loaded its plan yet) are redialed so too. A peer that
+	// cannot be reached without having announced a restart (killed, crashed, its node lost)
+	// is not waited for: its requests are answered so at once. Dials end with the window, so
+	// a peer that does not answer holds no request longer. An Update that takes the peer out
+	// of a tenant's routes ends the wait: the requests are routed under the new routes. Once
+	// a dial's failure was answered, the node's requests are answered so at once for a second
+	// (unless the node announced a restart since), then one request dials it again (the
+	// others answered at once meanwhile) to learn whether it is back.
 	PeerRetryWindow time.Duration
 	// BackendTimeout bounds an engine's or peer's silence while replies are due (a reply that
 	// keeps arriving may take longer), and waiting for it to accept a request (default 10s; it

@@ -116,18 +116,22 @@
 // routes by the tag, which lets related keys share a node. Keys of this node go to the local
 // engine's unix socket (links to a redis engine log in as engine.RedisLinkUser, which runs
 // only the commands the proxy forwards, from scripts too); others are forwarded to the owning node's peer listener over links
-// pooled per peer and tenant. A peer whose sidecar is restarting in place announces it on
-// the links it serves before it closes them (see The peer protocol); a node that announced
-// its restart and cannot be dialed is redialed with backoff for up to Options.PeerRetryWindow
-// while the requests for it wait, so a restart shorter than that delays them instead of
-// failing them (as does a peer that refuses the handshake: it has not loaded its plan yet).
-// After the window, and at once for a node that cannot be reached without having announced a
-// restart (its sidecar killed or crashed, the node lost), plain reads of the node's keys (GET,
-// MGET's parts, get, gets, a reading mg) are answered as misses and the other requests with
-// the dial's error (peerUnreachableError); so are the requests that come while one request a
-// second dials the node again. A sidecar that had no link open to the node when it restarted
-// is not told: its first dial is refused without an announcement and answered at once (its
-// link of another tenant, had it one, would have told it). The requests a peer
+// pooled per peer and tenant. A peer whose sidecar is restarting in place announces it, first
+// to every peer node of its routes over a dialed peer handshake, then on the links it serves
+// before it closes them (see The peer protocol). A node that announced its restart (less than
+// restartGrace, 30 s, ago, and not reached since) and cannot be dialed is redialed with
+// backoff for up to Options.PeerRetryWindow from the first dial refused after the
+// announcement while the requests for it wait, so a restart shorter than that delays them
+// instead of failing them (as does a peer that refuses the handshake: it has not loaded its
+// plan yet); a dial refused before the announcement came does not count. After the window,
+// and at once for a node that cannot be reached without having announced a restart (its
+// sidecar killed or crashed, the node lost), plain reads of the node's keys (GET, MGET's
+// parts, get, gets, a reading mg) are answered as misses and the other requests with the
+// dial's error (peerUnreachableError); so are the requests that come while one request a
+// second dials the node again (TestRestartWaitedForOnlyWhenAnnounced). A sidecar that the
+// announcing dial did not reach (within restartAnnounceTimeout) and that had no link open to
+// the node is not told: its first dial is refused without an announcement and answered at
+// once. The requests a peer
 // loses by closing the link they were sent on (a stopping sidecar answers those it read and
 // reads no more) are answered so too, GET, MGET's parts, get and gets as misses, the others
 // with "node <node>: connection closed" (a reading mg too: its miss echoes flags the sent
@@ -203,6 +207,15 @@
 // closed connection. Client connections never get the line. A sidecar of the version before
 // takes it for a malformed reply: the requests it loses on that link are answered with a
 // protocol error instead of as misses.
+//
+// Before it closes its listeners, a stopping sidecar also dials every peer node its routes
+// lead to, in parallel and for at most restartAnnounceTimeout (1 s) in all, and sends, over
+// TLS as a link would, instead of a tenant's hello "CQPEER 1 <token> RESTARTING <node>\r\n"
+// naming its own node. A peer with the same token whose routes lead to that node notes the
+// restart as if a link had read it, answers "OK\r\n" and closes the connection; anything
+// else of the kind (a wrong token, a node it does not route to, a malformed line) gets an ERR
+// line and the close (TestRestartAnnouncementNeedsAPeer, TestRestartAnnouncedOverPeerTLS,
+// FuzzPeerHandshakeLine). A sidecar of the version before answers it with an ERR too.
 //
 // # Limits
 //
