@@ -185,3 +185,53 @@ func TestConvergingEstimatesTheLastInterval(t *testing.T) {
 		})
 	}
 }
+
+// A strict tenant still learning its curve is held where it is, to keep its keys warm, unless
+// its curve already needs more memory for its target than the nodes it holds have in all:
+// then it may grow onto other nodes at once instead of waiting until its curve is learned.
+func TestLearningTenantOutgrowsItsNodes(t *testing.T) {
+	needSolver(t)
+	for _, tc := range []struct {
+		name  string
+		curve [][2]float64 // the strict tenant's, target 0.45
+		grown bool         // given memory on n2
+	}{
+		{"needs more than its node", [][2]float64{{5, 0.25}, {10, 0.35}, {15, 0.47}, {30, 0.5}}, true},
+		{"fits its node", [][2]float64{{5, 0.25}, {8, 0.47}, {10, 0.48}, {30, 0.5}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			strict := tenant("ns/strict", 100, 0.45, tc.curve, 10*mib, 0.35)
+			// A best-effort tenant holds the other node; its hits are worth less than the
+			// strict tenant's objective.
+			other := tenant("ns/other", 0, 0, [][2]float64{{5, 0.3}, {10, 0.4}, {30, 0.5}}, 0, 0.4)
+			other.Class, other.Objective = planning.ClassBestEffort, nil
+			other.Current.Partitions = []planning.CurrentPartition{{Node: "n2", MemoryBytes: 10 * mib}}
+			other.Rates = []planning.NodeRate{{Node: "n2", RequestsPerSecond: 1000}}
+			snap := snapshot(strict, other)
+			snap.Nodes = []planning.Node{
+				{Name: "n1", MemoryBytes: 10 * mib, BandwidthBytesPerSecond: 1 << 40, OpsPerSecond: 1 << 40},
+				{Name: "n2", MemoryBytes: 10 * mib, BandwidthBytesPerSecond: 1 << 40, OpsPerSecond: 1 << 40},
+			}
+			l := New()
+			l.tenants["ns/strict"] = &tenantState{samples: 1}
+			in := Input{Snapshot: snap, Current: currentOf(snap), Measured: map[string]Measurement{"ns/strict": {Reads: 10000}, "ns/other": {Reads: 10000}}}
+			d, err := l.Decide(context.Background(), config(DefaultMechanisms()), in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var onN2 int64
+			for _, p := range d.Desired["ns/strict"] {
+				if p.Node == "n2" {
+					onN2 += p.MemoryBytes
+				}
+			}
+			if td := d.Tenants["ns/strict"]; (onN2 > 0) != tc.grown {
+				t.Errorf("strict has %.1f MiB on n2 (%s: %s); grown onto n2: %v, want %v", float64(onN2)/float64(mib), td.Reason, td.Message, onN2 > 0, tc.grown)
+			}
+			if got := allocated(d.Desired["ns/strict"]); got < 10*mib {
+				t.Errorf("strict has %.1f MiB, below the 10 MiB it held while learning", float64(got)/float64(mib))
+			}
+		})
+	}
+}
+

@@ -116,6 +116,10 @@ type protection struct {
 	// to the nodes it holds only once it holds that much (before, it has few warm keys to
 	// keep and may need other nodes to get its share).
 	learning bool
+	// outgrows: a learning tenant whose curve needs more memory for its target than the
+	// nodes it holds have: pinned there, it could not be raised for its target until its
+	// curve is learned.
+	outgrows bool
 	// pending: the plan in force gave the tenant memory predicted to meet its objective, and
 	// it missed it while those partitions were still filling; it keeps that memory until a
 	// settled measurement says whether it meets it.
@@ -508,6 +512,7 @@ func (l *Loop) protections(s *planning.Snapshot, curves []*curve.Curve) (map[str
 		prio     int32
 		learning bool
 		pending  bool
+		outgrows bool
 	}
 	var cands []cand
 	fair := capacity / int64(max(1, len(s.Tenants)))
@@ -529,7 +534,7 @@ func (l *Loop) protections(s *planning.Snapshot, curves []*curve.Curve) (map[str
 			}
 			mins += t.Memory.MinBytes
 			if amount > t.Memory.MinBytes {
-				cands = append(cands, cand{t.ID, amount - t.Memory.MinBytes, t.Priority, true, false})
+				cands = append(cands, cand{t.ID, amount - t.Memory.MinBytes, t.Priority, true, false, outgrowsNodes(s, t, st, curves[i])})
 			}
 			continue
 		}
@@ -549,7 +554,7 @@ func (l *Loop) protections(s *planning.Snapshot, curves []*curve.Curve) (map[str
 		if t.Class != planning.ClassStrict || t.Objective == nil || !st.met && !pending || amount <= t.Memory.MinBytes {
 			continue
 		}
-		cands = append(cands, cand{t.ID, amount - t.Memory.MinBytes, t.Priority, false, pending})
+		cands = append(cands, cand{t.ID, amount - t.Memory.MinBytes, t.Priority, false, pending, false})
 	}
 	// Highest priority first, among equals a proven need, then memory awaiting its first warm
 	// measurement, then a fair share held while learning; the ones that do not fit lose
@@ -579,9 +584,28 @@ func (l *Loop) protections(s *planning.Snapshot, curves []*curve.Curve) (map[str
 		}
 		mins += c.extra
 		i := slices.IndexFunc(s.Tenants, func(t planning.Tenant) bool { return t.ID == c.id })
-		out[c.id] = protection{bytes: s.Tenants[i].Memory.MinBytes + c.extra, priority: c.prio, learning: c.learning, pending: c.pending}
+		out[c.id] = protection{bytes: s.Tenants[i].Memory.MinBytes + c.extra, priority: c.prio, learning: c.learning, pending: c.pending, outgrows: c.outgrows}
 	}
 	return out, unfit
+}
+
+// outgrowsNodes reports whether a strict hit-ratio tenant's curve c needs more memory for its
+// target than the nodes it holds memory on have in all.
+func outgrowsNodes(s *planning.Snapshot, t *planning.Tenant, st *tenantState, c *curve.Curve) bool {
+	if st.target == 0 || c == nil {
+		return false
+	}
+	need, ok := c.MinSize(st.target + topMargin)
+	if !ok {
+		return false
+	}
+	var held int64
+	for _, n := range s.Nodes {
+		if slices.ContainsFunc(t.Current.Partitions, func(p planning.CurrentPartition) bool { return p.Node == n.Name && p.MemoryBytes > 0 }) {
+			held += n.MemoryBytes
+		}
+	}
+	return need > held
 }
 
 // learning reports whether a strict tenant's curve is still being learned: fewer than
@@ -618,7 +642,7 @@ func withProtections(s *planning.Snapshot, prot map[string]protection) *planning
 		t := &out.Tenants[i]
 		if p, ok := prot[t.ID]; ok {
 			t.Memory.MinBytes = max(t.Memory.MinBytes, p.bytes)
-			if !p.learning || totalOf(t.Current.Partitions) >= p.bytes {
+			if !p.learning || totalOf(t.Current.Partitions) >= p.bytes && !p.outgrows {
 				t.AllowedNodes = keptNodes(t)
 			}
 		}
