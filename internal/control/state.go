@@ -93,6 +93,12 @@ type tenantState struct {
 	// one (a loop shows none until one pass has been sampled, which can take intervals).
 	sinceMove int
 	held      bool
+	// estimate is the estimate of its last interval's reads the tenant was last planned on
+	// (converging); awaiting reports that memory the plan in force promised meets its
+	// objective is still filling: its curve is then held, and the estimate, if the promise
+	// was made on one, is what it is fed (nil: none since the promise was judged).
+	estimate []planning.MissRatioPoint
+	awaiting bool
 	// last is the sampled curve measured last, and previous the one measured the interval
 	// before it (nil when the curve was held or the tenant moved in between); age counts
 	// the intervals the curves have measured since the tenant was placed or moved.
@@ -163,8 +169,11 @@ func (l *Loop) observe(in Input) {
 		// settled measurement judges the promise: the curves of partitions that just grew
 		// are read while they fill, and one that dropped the promise would take the memory
 		// away before it was ever measured full.
-		awaiting := st.promised && !m.Met && !st.settled
-		st.held = st.curve != nil && (st.moved || awaiting || st.sinceMove < relearnIntervals && topOf(t.MissRatioCurve) < topOf(st.curve)-noReuse)
+		st.awaiting = st.promised && !m.Met && !st.settled
+		if !st.awaiting {
+			st.estimate = nil
+		}
+		st.held = st.curve != nil && (st.moved || st.awaiting || st.sinceMove < relearnIntervals && topOf(t.MissRatioCurve) < topOf(st.curve)-noReuse)
 		if !st.held && len(t.MissRatioCurve) > 0 {
 			st.curve = slices.Clone(t.MissRatioCurve)
 		}
@@ -329,12 +338,16 @@ func (l *Loop) shape(in Input) shaped {
 		st := l.tenants[t.ID]
 		if st.held {
 			t.MissRatioCurve = st.curve
+			if st.awaiting && st.estimate != nil {
+				t.MissRatioCurve = st.estimate
+			}
 		}
 		st.estimatedTop, st.measuredTop = 0, 0
 		if st.target > 0 && st.previous != nil {
 			if est, ok := converging(t.MissRatioCurve, st.previous, st.age, st.target); ok {
 				st.estimatedTop, st.measuredTop = topOf(est), topOf(t.MissRatioCurve)
 				t.MissRatioCurve = est
+				st.estimate = est
 			}
 		}
 		c := fitted(t)
