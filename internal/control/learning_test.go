@@ -99,22 +99,31 @@ func TestUnfitProtectionNamesOnlyOthers(t *testing.T) {
 	}
 }
 
+// risingLoop is a strict loop (target 0.9) holding 30 MiB, below its cliff at 40 MiB, whose
+// curve reaches top past the cliff.
+func risingLoop(top float64) planning.Tenant {
+	return tenant("ns/loop", 100, 0.9, [][2]float64{{10, 0}, {39, 0}, {41, top}, {100, top}}, 30*mib, 0)
+}
+
+// loopNeighbours are two best-effort tenants next to risingLoop, so that the loop's fair
+// share (a third of the node) is below its cliff.
+func loopNeighbours() (zipf, uniform planning.Tenant) {
+	zipf = tenant("ns/zipf", 0, 0, [][2]float64{{10, 0.3}, {40, 0.5}, {70, 0.6}, {100, 0.65}}, 40*mib, 0.5)
+	uniform = tenant("ns/uniform", 0, 0, [][2]float64{{10, 0.1}, {100, 1}}, 30*mib, 0.3)
+	for _, be := range []*planning.Tenant{&zipf, &uniform} {
+		be.Class, be.Objective = planning.ClassBestEffort, nil
+	}
+	return zipf, uniform
+}
+
 // A strict loop whose curve's top still rises as the window sheds its first pass is raised
 // past its cliff as soon as the rise says the top will reach its target, not only once the
 // window has forgotten the first pass: its memory then fills an interval earlier.
 func TestConvergingCurveReachesItsTarget(t *testing.T) {
 	needSolver(t)
-	loop := func(top float64) planning.Tenant {
-		return tenant("ns/loop", 100, 0.9, [][2]float64{{10, 0}, {39, 0}, {41, top}, {100, top}}, 30*mib, 0)
-	}
-	// Two best-effort tenants, so that the loop's fair share (a third) is below its cliff,
-	// busy enough that past the cliff the loop's hits alone are worth less than theirs.
-	zipf := tenant("ns/zipf", 0, 0, [][2]float64{{10, 0.3}, {40, 0.5}, {70, 0.6}, {100, 0.65}}, 40*mib, 0.5)
-	uniform := tenant("ns/uniform", 0, 0, [][2]float64{{10, 0.1}, {100, 1}}, 30*mib, 0.3)
-	for _, be := range []*planning.Tenant{&zipf, &uniform} {
-		be.Class, be.Objective = planning.ClassBestEffort, nil
-		be.Rates[0].RequestsPerSecond = 30000
-	}
+	// Busy enough that past the cliff the loop's hits alone are worth less than theirs.
+	zipf, uniform := loopNeighbours()
+	zipf.Rates[0].RequestsPerSecond, uniform.Rates[0].RequestsPerSecond = 30000, 30000
 	for _, tc := range []struct {
 		name        string
 		first, next float64 // the loop's curve top in two intervals in a row
@@ -128,7 +137,7 @@ func TestConvergingCurveReachesItsTarget(t *testing.T) {
 			l := New()
 			var d *Decision
 			for _, top := range []float64{tc.first, tc.next} {
-				snap := snapshot(loop(top), zipf, uniform)
+				snap := snapshot(risingLoop(top), zipf, uniform)
 				in := Input{Snapshot: snap, Current: currentOf(snap), Measured: map[string]Measurement{"ns/loop": {Reads: 10000}, "ns/zipf": {Reads: 10000}, "ns/uniform": {Reads: 10000}}}
 				var err error
 				if d, err = l.Decide(context.Background(), config(DefaultMechanisms()), in); err != nil {
@@ -241,20 +250,18 @@ func TestLearningTenantOutgrowsItsNodes(t *testing.T) {
 // until a settled measurement, not the lagging curve, by which the target looks out of reach.
 func TestRaisedOnAnEstimateAwaitsItsMemory(t *testing.T) {
 	needSolver(t)
-	loop := func(top float64) planning.Tenant {
-		return tenant("ns/loop", 100, 0.9, [][2]float64{{10, 0}, {39, 0}, {41, top}, {100, top}}, 30*mib, 0)
-	}
-	// A lower-priority strict tenant that meets its target only with memory the loop holds.
-	zipf := tenant("ns/zipf", 50, 0.6, [][2]float64{{10, 0.3}, {40, 0.5}, {70, 0.6}, {100, 0.65}}, 40*mib, 0.5)
-	uniform := tenant("ns/uniform", 0, 0, [][2]float64{{10, 0.1}, {100, 1}}, 30*mib, 0.3)
-	uniform.Class, uniform.Objective = planning.ClassBestEffort, nil
+	// The Zipf tenant is strict, of lower priority, and meets its target only with memory
+	// the loop holds.
+	zipf, uniform := loopNeighbours()
+	target := 0.6
+	zipf.Class, zipf.Priority, zipf.Objective = planning.ClassStrict, 50, &planning.Objective{HitRatio: &target}
 	measured := map[string]Measurement{"ns/loop": {Reads: 10000}, "ns/zipf": {Reads: 10000}, "ns/uniform": {Reads: 10000}}
 	l := New()
 	var current Allocation
 	var d *Decision
 	// Tops 0.57 and 0.856 raise it on the estimate; 0.88 is measured while it fills.
 	for step, top := range []float64{0.57, 0.856, 0.88} {
-		snap := snapshot(loop(top), zipf, uniform)
+		snap := snapshot(risingLoop(top), zipf, uniform)
 		if step == 2 {
 			for i := range snap.Tenants {
 				tn := &snap.Tenants[i]
