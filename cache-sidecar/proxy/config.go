@@ -223,13 +223,19 @@ type Options struct {
 	// succeeds, or for restartGrace, 30 s). Dials that the peer answers by refusing the
 	// handshake (a sidecar that has not loaded its plan yet) are redialed so too. A peer that
 	// cannot be reached without having announced a restart (killed, crashed, its node lost)
-	// is not waited for: its requests are answered so at once. Dials end with the window, so
+	// is not waited for: its keys are routed around it (DisablePeerFailover), or, without
+	// another node for them, its requests are answered so at once. Dials end with the window, so
 	// a peer that does not answer holds no request longer. An Update that takes the peer out
 	// of a tenant's routes ends the wait: the requests are routed under the new routes. Once
 	// a dial's failure was answered, the node's requests are answered so at once for a second
 	// (unless the node announced a restart since), then one request dials it again (the
 	// others answered at once meanwhile) to learn whether it is back.
 	PeerRetryWindow time.Duration
+	// DisablePeerFailover keeps a peer that cannot be reached (without having announced a
+	// restart, or beyond PeerRetryWindow after it did) in its tenants' routes: its keys are
+	// answered as PeerRetryWindow says until the plan changes. Without it the peer is ejected
+	// and its keys routed to the tenants' other nodes until it is reached again (eject.go).
+	DisablePeerFailover bool
 	// BackendTimeout bounds an engine's or peer's silence while replies are due (a reply that
 	// keeps arriving may take longer), and waiting for it to accept a request (default 10s; it
 	// must exceed ThrottleMaxWait, which a peer may spend waiting).

@@ -572,12 +572,13 @@ const maxReroutes = 3
 // startRouting lets the request about to be dispatched be routed again (reroute).
 func (c *conn) startRouting() { c.reroutes, c.rerouted = maxReroutes, false }
 
-// reroute reports whether a request that failed with err is routed again instead of being
-// answered: it waited for a link to a node that an Update meanwhile took out of the routes
-// (errRouteChanged), before anything was queued for it. Requests outside a dispatch
-// (transactions, pinned links) are answered with the error.
+// reroute reports whether a request that failed with err, before anything was queued for it,
+// is routed again instead of being answered: it waited for a link to a node that an Update
+// meanwhile took out of the routes (errRouteChanged), or its node could not be dialed and is
+// ejected since (routedAround). Requests outside a dispatch (transactions, pinned links) are
+// answered with the error.
 func (c *conn) reroute(err error) bool {
-	if c.reroutes == 0 || !errors.Is(err, errRouteChanged) {
+	if c.reroutes == 0 || !errors.Is(err, errRouteChanged) && !c.p.routedAround(err) {
 		return false
 	}
 	c.reroutes--

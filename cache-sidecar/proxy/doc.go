@@ -125,10 +125,13 @@
 // instead of failing them (as does a peer that refuses the handshake: it has not loaded its
 // plan yet); a dial refused before the announcement came does not count. After the window,
 // and at once for a node that cannot be reached without having announced a restart (its
-// sidecar killed or crashed, the node lost), plain reads of the node's keys (GET, MGET's
-// parts, get, gets, a reading mg) are answered as misses and the other requests with the
-// dial's error (peerUnreachableError); so are the requests that come while one request a
-// second dials the node again (TestRestartWaitedForOnlyWhenAnnounced). A sidecar that the
+// sidecar killed or crashed, the node lost), the node is ejected: its keys are routed to the
+// tenant's other nodes until a probe reaches it again, and the keys written meanwhile are
+// deleted from both before it gets requests again (eject.go; TestUnreachablePeerRoutedAround).
+// Without another node for the key, or with Options.DisablePeerFailover, plain reads of the
+// node's keys (GET, MGET's parts, get, gets, a reading mg) are answered as misses and the
+// other requests with the dial's error (peerUnreachableError); so are the requests that come
+// while one request a second dials the node again (TestRestartWaitedForOnlyWhenAnnounced). A sidecar that the
 // announcing dial did not reach (within restartAnnounceTimeout) and that had no link open to
 // the node is not told: its first dial is refused without an announcement and answered at
 // once. The requests a peer

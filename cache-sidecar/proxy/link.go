@@ -380,7 +380,7 @@ func (l *link) restartAnnounced() bool {
 	if b, _ := l.br.Peek(1); !isRestartAnnouncement(b) {
 		return false
 	}
-	l.p.links.announceRestart(l.node)
+	l.p.restartAnnounced(l.node)
 	l.fail(l.failure(io.EOF))
 	return true
 }
@@ -894,6 +894,9 @@ func (p *Proxy) dialSlot(slot *linkSlot, key linkKey, node string) (*link, error
 			slot.failedAt, slot.failure = now, dialFailure(key, node, err)
 			failure := slot.failure
 			slot.mu.Unlock()
+			if _, ok := unreachablePeer(failure); ok {
+				p.eject(node, key.address)
+			}
 			return nil, failure
 		}
 		slot.mu.Unlock()

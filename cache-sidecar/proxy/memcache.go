@@ -168,7 +168,7 @@ func (h *memcacheHandler) forward(rt *routes, node int, req *memcache.Request, e
 	}
 	e.expect = req.Expect()
 	e.missOnUnreachable = plainRetrieval(req.Command)
-	if err := h.c.forward(rt, node, raw, len(req.Raw()), e); err != nil {
+	if err := h.c.forward(rt, node, raw, len(req.Raw()), e); err != nil && !h.c.reroute(err) {
 		if miss, ok := missReply(req); !ok || !h.c.missOnUnreachable(err, miss, e.start) {
 			h.failed(err, e.start)
 		}
@@ -229,15 +229,22 @@ func (h *memcacheHandler) route(req *memcache.Request, start int64) {
 	rt := c.tenant.cfg.Load().routes
 	routing, full := keyHashes(req.Key())
 	node := rt.any
+	access := accessOfRequest(req.Command)
 	if !c.peer {
-		owner, ok := rt.owner(routing)
+		owner, failed, ok := c.owner(rt, routing)
 		if !ok {
 			h.failed(errNoRoute, start)
 			return
 		}
+		if failed >= 0 && (access == accessWrite || access == accessDelete) {
+			if err := c.keepFailoverWrite(rt, req.Key(), failed, owner); err != nil {
+				h.failed(err, start)
+				return
+			}
+		}
 		node = owner
 	}
-	e := entry{kind: entryForward, start: start, keyHash: full, access: accessOfRequest(req.Command),
+	e := entry{kind: entryForward, start: start, keyHash: full, access: access,
 		keyLen: int32(len(req.Key())), valueLen: unknownValue}
 	switch {
 	case storesValue(req.Command):
@@ -277,7 +284,7 @@ func (h *memcacheHandler) retrieve(req *memcache.Request, start int64) {
 		if c.peer {
 			continue
 		}
-		owner, ok := rt.owner(routing)
+		owner, _, ok := c.owner(rt, routing)
 		if !ok {
 			h.failed(errNoRoute, start)
 			return

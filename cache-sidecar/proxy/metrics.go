@@ -76,6 +76,9 @@ type peerStats struct {
 	// it (peerUnreachableError: it could not be reached, or it closed the link they were sent
 	// on) as misses (plain reads) or with the error.
 	unreachableMisses, unreachableErrors atomic.Uint64
+	// rerouted counts the keys of requests routed to another node while this sidecar ejected
+	// the peer (eject.go).
+	rerouted atomic.Uint64
 }
 
 func (s *tenantStats) init() { s.peers = make(map[string]*peerStats) }
@@ -124,8 +127,9 @@ type proxyStats struct {
 
 // The outcomes of cacheqos_sidecar_peer_unreachable_total.
 const (
-	outcomeMiss  = "miss"
-	outcomeError = "error"
+	outcomeMiss     = "miss"
+	outcomeError    = "error"
+	outcomeRerouted = "rerouted"
 )
 
 // unknownTenant labels authentication failures for a user name that is no tenant: the claimed
@@ -141,14 +145,14 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 //   - ingress, on any node a client of the tenant uses: requests 5 (one per class) + latency
 //     histogram 11 (8 buckets, +Inf, sum, count) + connections 1 + auth failures 1 +
 //     forwarded requests P (one per peer node the tenant's keys are forwarded to) + requests
-//     for unreachable peers 2U (two outcomes per peer found unreachable, or closing a link
-//     with requests due, since the tenant's series appeared) = 18 + P + 2U;
+//     for unreachable peers 3U (three outcomes per peer found unreachable, or closing a link
+//     with requests due, since the tenant's series appeared) = 18 + P + 3U;
 //   - serving, on a node holding a partition: served 1 + hits 1 + misses 1 + bytes 2 +
 //     throttled, refused and waited seconds 3 + ghost hits 1 + evictions 1 + curve hit ratios
 //     (16 by default, at most 64) + predicted and achieved hit ratio 2 + sampling rate,
 //     tracked keys, sampled accesses, footprint 4 + engine bytes per object 1 = 34.
 //
-// So 52 + P + 2U series per tenant-partition with the default 16 curve points, under the budget of
+// So 52 + P + 3U series per tenant-partition with the default 16 curve points, under the budget of
 // ~100.
 var (
 	descRequests = desc("requests_total",
@@ -176,7 +180,7 @@ var (
 	descForwarded = desc("forwarded_requests_total",
 		"Requests of the tenant's clients on this node forwarded to the partition on a peer node.", "tenant", "peer")
 	descPeerUnreachable = desc("peer_unreachable_total",
-		"Requests of the tenant's clients on this node for keys a peer node owns answered without it, because it could not be reached (at once unless it had announced a restart, then after the peer retry window) or closed the connection they were sent on: plain reads answered as misses (outcome \""+outcomeMiss+"\"), the others with an error (\""+outcomeError+"\").",
+		"Requests of the tenant's clients on this node for keys a peer node owns answered without it, because it could not be reached (at once unless it had announced a restart, then after the peer retry window) or closed the connection they were sent on: plain reads answered as misses (outcome \""+outcomeMiss+"\"), the others with an error (\""+outcomeError+"\"); and the keys of requests routed to the tenant's other nodes while this sidecar ejected the peer (\""+outcomeRerouted+"\", per key).",
 		"tenant", "peer", "outcome")
 	descAuthFailures = desc("auth_failures_total",
 		"Failed authentications as the tenant on this node (tenant \""+unknownTenant+"\": user names that are no tenant).", "tenant")
@@ -210,6 +214,8 @@ var (
 		"Client connections closed at once because the sidecar had its maximum of client connections open.")
 	descReplyBytesInFlight = desc("reply_bytes_in_flight",
 		"Reply bytes the sidecar holds: read from engines or peers and not yet taken by the clients.")
+	descEjectedPeerWrites = desc("ejected_peer_writes",
+		"Keys of the peer node, ejected now, that requests wrote or deleted on the tenants' other nodes meanwhile: deleted from both when the peer is reached again (the series exists while it is ejected).", "peer")
 )
 
 // collector exports the proxy's counters at scrape time, so a removed tenant's series vanish
@@ -222,7 +228,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 		descThrottled, descRefused, descThrottleSeconds, descConnections, descForwarded, descPeerUnreachable, descAuthFailures,
 		descGhostHits, descMRC, descPredicted, descAchieved, descSamplingRate, descTrackedKeys,
 		descSampledAccesses, descFootprint, descBytesPerObject, descEvictions, descUnauthenticated, descProtocolErrors,
-		descAuthBackoffRefusals, descConnectionsRejected, descReplyBytesInFlight,
+		descAuthBackoffRefusals, descConnectionsRejected, descReplyBytesInFlight, descEjectedPeerWrites,
 	} {
 		ch <- d
 	}
@@ -282,9 +288,10 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		s.peersMu.Lock()
 		for node, c := range s.peers {
 			counter(descForwarded, c.forwarded.Load(), id, node)
-			if misses, errs := c.unreachableMisses.Load(), c.unreachableErrors.Load(); misses+errs > 0 {
+			if misses, errs, rerouted := c.unreachableMisses.Load(), c.unreachableErrors.Load(), c.rerouted.Load(); misses+errs+rerouted > 0 {
 				counter(descPeerUnreachable, misses, id, node, outcomeMiss)
 				counter(descPeerUnreachable, errs, id, node, outcomeError)
+				counter(descPeerUnreachable, rerouted, id, node, outcomeRerouted)
 			}
 		}
 		s.peersMu.Unlock()
@@ -309,4 +316,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descAuthBackoffRefusals, p.stats.authBackoffRefusals.Load())
 	counter(descConnectionsRejected, p.stats.connectionsRejected.Load())
 	ch <- prometheus.MustNewConstMetric(descReplyBytesInFlight, prometheus.GaugeValue, float64(p.stats.replyBytes.Load()))
+	for node, writes := range p.ejections.snapshot() {
+		ch <- prometheus.MustNewConstMetric(descEjectedPeerWrites, prometheus.GaugeValue, float64(writes), node)
+	}
 }

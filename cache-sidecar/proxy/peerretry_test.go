@@ -20,7 +20,8 @@ import (
 // node a reads a key that b holds. Within Options.PeerRetryWindow node a keeps redialing b and
 // holds the request: when b listens again on its addresses the client gets the value, late
 // by about the outage. When b stays down, the client gets a miss once the window is over
-// (see TestUnreachablePeerReadsMiss), and the writes right after it fail at once with the
+// (see TestUnreachablePeerReadsMiss; peer failover is off here, which would route b's keys to
+// a from then on), and the writes right after it fail at once with the
 // dial's error. When b's peer address takes connections and never answers (a fake for a host
 // that does not answer, which loopback cannot be), the window still ends the wait, though the
 // dial timeout (2 s) is longer; after it, the request that redials b waits for its dial while
@@ -39,7 +40,7 @@ func TestForwardingWaitsForRestartingPeer(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			opts := Options{Protocol: Redis, PeerRetryWindow: tt.window}
+			opts := Options{Protocol: Redis, PeerRetryWindow: tt.window, DisablePeerFailover: true}
 			c := startClusterWith(t, opts, 1, 1)
 			viaA := loginRESP(t, c.a, c.acct)
 			key := keysOnB(t, c, Redis, 1)[0]
@@ -459,7 +460,8 @@ func fakePeer(ln net.Listener, proto Protocol, n int, replies string, announce b
 // retry window after its announcement (the window counts from the first dial refused after
 // it; the announcement stands for restartGrace), and when a dial of b was refused, and
 // answered, before the announcement came. When b is killed (Close), also after a restart it
-// came back from, a does not wait: the GET is a miss and the SET fails at once.
+// came back from, a does not wait: with peer failover off, the GET is a miss and the SET fails
+// at once (with it on, b's keys go to a: TestUnreachablePeerRoutedAround).
 // cacheqos_sidecar_peer_unreachable_total counts just the requests answered without b.
 func TestRestartWaitedForOnlyWhenAnnounced(t *testing.T) {
 	tests := []struct {
@@ -490,7 +492,7 @@ func TestRestartWaitedForOnlyWhenAnnounced(t *testing.T) {
 	const atOnce = 200 * time.Millisecond
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			opts := Options{Protocol: tt.protocol, PeerRetryWindow: tt.window}
+			opts := Options{Protocol: tt.protocol, PeerRetryWindow: tt.window, DisablePeerFailover: !tt.announce && !tt.announcedLate}
 			c := startClusterWith(t, opts, 1, 1)
 			keys := keysOnB(t, c, tt.protocol, 2)
 			get, set := redisGet(keys[0]), redisSet(keys[1])
@@ -535,7 +537,9 @@ func TestRestartWaitedForOnlyWhenAnnounced(t *testing.T) {
 				if a := <-sendOnNewConn(t, c.a, c.acct, tt.protocol, get); a.line != get.answer {
 					t.Fatalf("%q with b stopped, not yet announced: %q %v, want %q", get.request, a.line, a.err, get.answer)
 				}
-				want["miss"] = 1
+				// With failover on, b is ejected at the refused dial, so the read went to a (a
+				// miss there too), until the announcement readmits b.
+				want["rerouted"] = 1
 				announce := dialRESP(t, "tcp", c.a.peerAddr)
 				announce.write(appendRestartHello(nil, testPeerToken, c.b.id))
 				if line, err := announce.br.ReadString('\n'); line != peerOK+"\r\n" {
@@ -577,7 +581,7 @@ func TestRestartWaitedForOnlyWhenAnnounced(t *testing.T) {
 				}
 			}
 			series := tenantSeries(scrape(t, c.a), c.acct.id)
-			for _, outcome := range []string{"miss", "error"} {
+			for _, outcome := range []string{"miss", "error", "rerouted"} {
 				name := "cacheqos_sidecar_peer_unreachable_total{outcome=" + outcome + ",peer=node-b}"
 				if series[name] != want[outcome] {
 					t.Errorf("%s = %v, want %v", name, series[name], want[outcome])

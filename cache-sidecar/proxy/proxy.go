@@ -33,6 +33,7 @@ type Proxy struct {
 	loaded  atomic.Bool
 
 	links       *linkSet
+	ejections   ejections
 	connIDs     atomic.Int64
 	clientConns atomic.Int64 // open client connections, for Options.MaxClientConnections
 	authLimit   *authLimiter
@@ -101,6 +102,7 @@ func New(opts Options) (*Proxy, error) {
 		ctx:       ctx,
 		cancel:    cancel,
 	}
+	p.ejections.nodes, p.ejections.limit = make(map[string]*ejection), maxFailoverKeyBytes
 	empty := map[string]*tenant{}
 	p.tenants.Store(&empty)
 	p.conf.Store(&nodeConfig{})
@@ -412,7 +414,7 @@ func (p *Proxy) servePeerConn(nc net.Conn) {
 		return
 	}
 	if restarting != "" {
-		p.links.announceRestart(restarting)
+		p.restartAnnounced(restarting)
 		p.log.Info("a peer announced that its sidecar is restarting", "node", restarting, "remote", nc.RemoteAddr().String())
 		_, _ = nc.Write([]byte(peerOK + "\r\n"))
 		nc.Close()

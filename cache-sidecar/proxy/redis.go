@@ -407,13 +407,14 @@ func (h *redisHandler) route(spec *resp.CommandSpec, cmd *resp.Command, start in
 	rt := c.tenant.cfg.Load().routes
 	e := entry{kind: entryForward, start: start, missOnUnreachable: spec == specGet}
 	node := rt.any
+	var failedOver []int // for each key, its ejected owner (see eject.go), once one was
 	for n, i := range idx {
 		routing, full := keyHashes(args[i])
 		if c.peer {
 			e.keyHash = full
 			break
 		}
-		owner, ok := rt.owner(routing)
+		owner, failed, ok := c.owner(rt, routing)
 		if !ok {
 			h.failed(errNoRoute, start)
 			return
@@ -424,6 +425,23 @@ func (h *redisHandler) route(spec *resp.CommandSpec, cmd *resp.Command, start in
 			h.replyError(fmt.Sprintf("CROSSSLOT cacheqos: the keys of %s live on different nodes of this tenant; "+
 				"give them a common {hash tag} to keep them together", spec.Name), start)
 			return
+		}
+		if failed >= 0 && failedOver == nil {
+			failedOver = slices.Repeat([]int{-1}, len(idx))
+		}
+		if failedOver != nil {
+			failedOver[n] = failed
+		}
+	}
+	if failedOver != nil && spec.Flags&resp.FlagWrite != 0 {
+		for n, i := range idx {
+			if failedOver[n] < 0 {
+				continue
+			}
+			if err := c.keepFailoverWrite(rt, args[i], failedOver[n], node); err != nil {
+				h.failed(err, start)
+				return
+			}
 		}
 	}
 	if len(idx) == 1 {
@@ -471,7 +489,7 @@ func (h *redisHandler) route(spec *resp.CommandSpec, cmd *resp.Command, start in
 			}
 		}
 	}
-	if err != nil && (spec != specGet || !c.missOnUnreachable(err, resp.AppendNull(nil, c.proto), start)) {
+	if err != nil && !c.reroute(err) && (spec != specGet || !c.missOnUnreachable(err, resp.AppendNull(nil, c.proto), start)) {
 		h.failed(err, start)
 	}
 }
@@ -516,10 +534,16 @@ func (h *redisHandler) split(spec *resp.CommandSpec, cmd *resp.Command, start in
 		if c.peer {
 			continue
 		}
-		owner, ok := rt.owner(routing)
+		owner, failed, ok := c.owner(rt, routing)
 		if !ok {
 			h.failed(errNoRoute, start)
 			return
+		}
+		if failed >= 0 && spec.Flags&resp.FlagWrite != 0 {
+			if err := c.keepFailoverWrite(rt, args[i], failed, owner); err != nil {
+				h.failed(err, start)
+				return
+			}
 		}
 		owners[n] = owner
 		same = same && owner == owners[0]
@@ -533,7 +557,7 @@ func (h *redisHandler) split(spec *resp.CommandSpec, cmd *resp.Command, start in
 			e.access, e.more = accessDelete, &entryMore{keyHashes: hashes}
 		}
 		err := c.forward(rt, owners[0], cmd.Raw(), len(cmd.Raw()), e)
-		if err != nil && (spec != specMGet || !c.missOnUnreachable(err, nullArray(c.proto, len(idx)), start)) {
+		if err != nil && !c.reroute(err) && (spec != specMGet || !c.missOnUnreachable(err, nullArray(c.proto, len(idx)), start)) {
 			h.failed(err, start)
 		}
 		return

@@ -111,6 +111,7 @@ type options struct {
 	refreshInterval   time.Duration
 	shutdownDelay     time.Duration
 	peerRetryWindow   time.Duration
+	peerFailover      bool
 	drainTimeout      time.Duration
 	stopEnginesOnExit bool
 	saveEnginesOnExit bool
@@ -197,6 +198,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 	fs.BoolVar(&o.pprof, "pprof", false, "also serve /debug/pprof on the metrics address")
 	fs.DurationVar(&o.refreshInterval, "refresh-interval", agent.DefaultRefreshInterval, "how often status is refreshed without any change")
 	fs.DurationVar(&o.peerRetryWindow, "peer-retry-window", proxy.DefaultPeerRetryWindow, "how long the requests for a peer sidecar that announced its restart (one restarting in place; its announcement stands for 30 s or until it is reached) wait while the peer is redialed, counted from the first dial refused after the announcement, before they are answered: a plain read as a miss, other requests with the error; a peer that cannot be reached without having announced a restart (killed, its node lost) is not waited for (positive)")
+	fs.BoolVar(&o.peerFailover, "peer-failover", true, "route the keys of a peer sidecar that cannot be reached (without having announced a restart, or beyond --peer-retry-window after it did) to their tenants' other nodes until a probe reaches it again, then delete from both nodes the keys written meanwhile; false answers its keys as --peer-retry-window says until the plan changes")
 	fs.DurationVar(&o.shutdownDelay, "shutdown-delay", 5*time.Second, "how long the sidecar keeps serving, not ready, after it was told to stop")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 10*time.Second, "after the shutdown delay, how long open connections may take to get the replies to requests they already sent before they are closed")
 	fs.BoolVar(&o.stopEnginesOnExit, "stop-engines-on-exit", false, "stop every engine on exit instead of leaving them for the next sidecar to adopt")
@@ -423,6 +425,7 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 		AuthBackoff:             o.authBackoff,
 		AuthBackoffMax:          o.authBackoffMax,
 		PeerRetryWindow:         o.peerRetryWindow,
+		DisablePeerFailover:     !o.peerFailover,
 	})
 	if err != nil {
 		return err

@@ -36,7 +36,7 @@ func TestParseFlags(t *testing.T) {
 			env:  clusterEnv,
 			check: func(t *testing.T, o *options) {
 				if o.planName != "shared-node-a" || o.clientListen != defaultRedisClientListen || o.peerListen != defaultPeerListen ||
-					o.stateRoot != defaultStateRoot || o.namespace != "cache" || o.peerRetryWindow != proxy.DefaultPeerRetryWindow {
+					o.stateRoot != defaultStateRoot || o.namespace != "cache" || o.peerRetryWindow != proxy.DefaultPeerRetryWindow || !o.peerFailover {
 					t.Errorf("options %+v", o)
 				}
 			},
@@ -58,6 +58,16 @@ func TestParseFlags(t *testing.T) {
 			check: func(t *testing.T, o *options) {
 				if o.peerRetryWindow != 3*time.Second {
 					t.Errorf("peer retry window %v, want 3s", o.peerRetryWindow)
+				}
+			},
+		},
+		{
+			name: "peer failover off",
+			args: []string{"--peer-failover=false"},
+			env:  clusterEnv,
+			check: func(t *testing.T, o *options) {
+				if o.peerFailover {
+					t.Errorf("peer failover on, want off")
 				}
 			},
 		},

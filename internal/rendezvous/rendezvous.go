@@ -65,10 +65,14 @@ func (t *Table) Node(i int) Node { return t.nodes[i] }
 func (t *Table) Pick(key []byte) (index int, ok bool) { return t.PickHash(keyhash.Sum64(key)) }
 
 // PickHash is Pick for a key already hashed with keyhash.Sum64.
-func (t *Table) PickHash(h uint64) (index int, ok bool) {
+func (t *Table) PickHash(h uint64) (index int, ok bool) { return t.PickHashExcept(h, nil) }
+
+// PickHashExcept is PickHash among the nodes skip does not name (nil skips none): the node
+// that would own the key if the skipped ones were removed from the table.
+func (t *Table) PickHashExcept(h uint64, skip func(index int) bool) (index int, ok bool) {
 	best, bestScore := -1, 0.0
 	for i, n := range t.nodes {
-		if n.Weight == 0 {
+		if n.Weight == 0 || skip != nil && skip(i) {
 			continue
 		}
 		score := n.Weight / -math.Log(unit(keyhash.Derive(h, t.salts[i])))

@@ -3,6 +3,7 @@ package rendezvous
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -137,6 +138,47 @@ func TestMinimalMovement(t *testing.T) {
 				t.Errorf("%.4f of keys moved, want %.4f", got, tt.wantMoved)
 			}
 		})
+	}
+}
+
+// TestPickExceptIsRemoval: skipping nodes places every key where a table without them does,
+// so a sidecar that routes around an unreachable node sends its keys where the plan without
+// it will.
+func TestPickExceptIsRemoval(t *testing.T) {
+	hs := keyHashes()
+	all := nodesOf(1, 2, 3, 2)
+	tests := []struct {
+		name    string
+		skipped []int
+	}{
+		{"none", nil},
+		{"one", []int{2}},
+		{"two", []int{0, 3}},
+		{"all but one", []int{0, 1, 2}},
+	}
+	full, err := New(all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var kept []Node
+			for i, n := range all {
+				if !slices.Contains(tt.skipped, i) {
+					kept = append(kept, n)
+				}
+			}
+			want := placement(t, kept, hs)
+			for i, h := range hs {
+				got, ok := full.PickHashExcept(h, func(n int) bool { return slices.Contains(tt.skipped, n) })
+				if !ok || full.Node(got).ID != want[i] {
+					t.Fatalf("key %d: picked %v (ok %v), want %s as without nodes %v", i, got, ok, want[i], tt.skipped)
+				}
+			}
+		})
+	}
+	if _, ok := full.PickHashExcept(hs[0], func(int) bool { return true }); ok {
+		t.Errorf("every node skipped: a node was picked")
 	}
 }
 
