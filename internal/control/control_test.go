@@ -124,6 +124,29 @@ func TestProtection(t *testing.T) {
 	}
 }
 
+// A tenant lowered by a plan whose layer dropped its protection for its own objective (the
+// highest unmet one) is lowered, not lowered for a higher priority naming itself; a tenant
+// whose protection was dropped for another's objective names that one.
+func TestLoweredForPriorityNamesAnother(t *testing.T) {
+	pts := [][2]float64{{30, 0.25}, {60, 0.5}, {100, 0.6}}
+	snap := snapshot(tenant("ns/a", 500, 0.6, pts, 60*mib, 0.5), tenant("ns/b", 100, 0.5, pts, 40*mib, 0.45))
+	l := New()
+	l.cfg = config(Mechanisms{Protect: true})
+	in := Input{Snapshot: snap, Current: currentOf(snap)}
+	c := &candidate{dropped: map[string]string{"ns/a": "ns/a", "ns/b": "ns/a"}}
+	d := &Decision{Taken: true, Desired: Allocation{
+		"ns/a": {{Node: "n1", MemoryBytes: 50 * mib}},
+		"ns/b": {{Node: "n1", MemoryBytes: 30 * mib}},
+	}}
+	got := l.explain(in, c, d)
+	if a := got["ns/a"]; a.Reason != ReasonLowered || strings.Contains(a.Message, "ns/a") {
+		t.Errorf("ns/a: %s (%s), want %s naming no tenant", a.Reason, a.Message, ReasonLowered)
+	}
+	if b := got["ns/b"]; b.Reason != ReasonLoweredForPriority || !strings.Contains(b.Message, "ns/a") {
+		t.Errorf("ns/b: %s (%s), want %s naming ns/a", b.Reason, b.Message, ReasonLoweredForPriority)
+	}
+}
+
 // An observation made right after the tenant's memory moved is cold and corrects nothing;
 // settled observations move the correction factor halfway (geometrically) each interval.
 func TestDamping(t *testing.T) {

@@ -55,6 +55,9 @@ func (l *Loop) explain(in Input, c *candidate, d *Decision) map[string]TenantDec
 		from, to := totalOf(t.Current.Partitions), allocated(d.Desired[t.ID])
 		td := TenantDecision{FromBytes: from, ToBytes: to}
 		_, protected := c.protected[t.ID]
+		// blocker is the objective a layer dropped the tenant's protection for; the layer
+		// for the highest unmet objective drops that tenant's own protection too, which then
+		// names no one else.
 		blocker, wasDropped := c.dropped[t.ID]
 		changed := abs(to-from) > l.cfg.MinChangeBytes
 		left, joined := relocated(t.Current.Partitions, d.Desired[t.ID])
@@ -90,7 +93,7 @@ func (l *Loop) explain(in Input, c *candidate, d *Decision) map[string]TenantDec
 		case to > from:
 			td.Reason = ReasonRaised
 			td.Message = fmt.Sprintf("raised from %s to %s: spare memory earns the most expected hits here", planning.FormatBytes(from), planning.FormatBytes(to))
-		case wasDropped && blocker != "":
+		case wasDropped && blocker != "" && blocker != t.ID:
 			td.Reason = ReasonLoweredForPriority
 			td.Message = fmt.Sprintf("lowered from %s to %s: the objective of %s, of higher or equal priority, needed the memory that met this tenant's", planning.FormatBytes(from), planning.FormatBytes(to), blocker)
 		default:
