@@ -634,3 +634,36 @@ func TestRestartAnnouncementNeedsAPeer(t *testing.T) {
 		})
 	}
 }
+
+// TestRestartAnnouncementExpires: node b announced its restart and never came back (its pod
+// deleted, its node lost after). Within restartGrace node a's requests for b's keys wait for
+// it; once the announcement is older than that it is forgotten, and a answers them at once as
+// for any unreachable node (peer failover off here: a GET as a miss).
+func TestRestartAnnouncementExpires(t *testing.T) {
+	c := startClusterWith(t, Options{Protocol: Redis, PeerRetryWindow: 10 * time.Second, DisablePeerFailover: true}, 1, 1)
+	key := keysOnB(t, c, Redis, 1)[0]
+	if err := c.b.p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	awaitNoPeerLink(t, c.a.p)
+	announce := dialRESP(t, "tcp", c.a.peerAddr)
+	announce.write(appendRestartHello(nil, testPeerToken, c.b.id))
+	if line, err := announce.br.ReadString('\n'); line != peerOK+"\r\n" {
+		t.Fatalf("the announcement: %q %v", line, err)
+	}
+	if _, ok := c.a.p.links.restarting(c.b.id); !ok {
+		t.Fatalf("node a did not note b's announcement")
+	}
+	c.a.p.links.restartsMu.Lock()
+	c.a.p.links.restarts[c.b.id] = time.Now().Add(-restartGrace)
+	c.a.p.links.restartsMu.Unlock()
+	client := loginRESP(t, c.a, c.acct)
+	sent := time.Now()
+	got, took := client.do("GET", key), time.Since(sent)
+	if got != "$-1\r\n" || took > dialRetryDelay/2 {
+		t.Errorf("GET of b's key %v after b's announcement: %q after %v, want a miss at once, not held for the 10 s window", restartGrace, got, took)
+	}
+	if _, ok := c.a.p.links.restarting(c.b.id); ok {
+		t.Errorf("node a still holds b's announcement older than %v", restartGrace)
+	}
+}
