@@ -538,7 +538,8 @@ const planSwitchWindow = 2 * time.Second
 // no restart, so the survivors eject it at their first refused dial and route its keys to the
 // tenant's other nodes (peer failover), where they miss at first and are written; only a SET
 // in flight to it at the kill may fail, at most one per client. The node is started again at
-// the end.
+// the end and rejoins without a full reshuffle: no allocation from then on takes more than the
+// movement budget from tenants (checkRejoinMovement).
 func testNodeDrainAndLoss(t *testing.T) {
 	localClusterOnly(t)
 	c, s, user, password := routableTenant(t, "nodes", 2)
@@ -732,6 +733,7 @@ func testNodeDrainAndLoss(t *testing.T) {
 			t.Errorf("no request was answered after the plans settled")
 		}
 		start = time.Now()
+		seen, previous := lastPlanTime(t, c), partitionMemory(plans(t, c))
 		restart()
 		waitFor(t, 3*time.Minute, fmt.Sprintf("%s's sidecar ready again and the node in service", victim), func() (bool, error) {
 			for _, p := range sidecarPods(t, c) {
@@ -742,7 +744,55 @@ func testNodeDrainAndLoss(t *testing.T) {
 			return false, nil
 		})
 		t.Logf("%s back in service %s after node-start", victim, since(start))
+		checkRejoinMovement(t, c, len(sidecars), seen, previous)
 	})
+}
+
+// checkRejoinMovement: once a node is back in service, it rejoins without a full reshuffle.
+// Every allocation since seen (the last before the node came back, with partition memory
+// previous) and the two after this call takes at most the cluster's movement budget
+// (spec.allocation.maxChurnPercent of the fleet's partitionable memory over nodes) from
+// tenants; each is printed.
+func checkRejoinMovement(t *testing.T, c *v1.CacheCluster, nodes int, seen time.Time, previous map[string]int64) {
+	t.Helper()
+	churn := int64(c.Spec.Allocation.MaxChurnPercent)
+	if churn == 0 {
+		churn = v1.DefaultMaxChurnPercent
+	}
+	budget := c.Spec.Capacity.PartitionableMemory() * int64(nodes) / 100 * churn
+	check := func(what string) {
+		current := partitionMemory(plans(t, c))
+		moved, taken := movement(previous, current)
+		previous = current
+		t.Logf("%s: moved %s, took %s from tenants (budget %s, %d%% of %d nodes)", what, mib(moved), mib(taken), mib(budget), churn, nodes)
+		if taken > budget {
+			t.Errorf("%s took %s from tenants, over the movement budget of %s", what, mib(taken), mib(budget))
+		}
+	}
+	if now := lastPlanTime(t, c); now.After(seen) {
+		check("the allocations until the node was back in service")
+		seen = now
+	}
+	for i := 1; i <= 2; i++ {
+		waitFor(t, 3*allocationInterval, fmt.Sprintf("allocation %d after the node rejoined", i), func() (bool, error) {
+			return lastPlanTime(t, c).After(seen), nil
+		})
+		seen = lastPlanTime(t, c)
+		check(fmt.Sprintf("allocation %d after the node rejoined", i))
+	}
+}
+
+// lastPlanTime is when c's last allocation planned (zero before any).
+func lastPlanTime(t *testing.T, c *v1.CacheCluster) time.Time {
+	t.Helper()
+	var now v1.CacheCluster
+	if err := cluster.kube.Get(t.Context(), ctrlclient.ObjectKeyFromObject(c), &now); err != nil {
+		t.Fatal(err)
+	}
+	if now.Status.LastPlan == nil {
+		return time.Time{}
+	}
+	return now.Status.LastPlan.Time.Time
 }
 
 // waitRoutable waits until every plan of c is applied and the tenant's routes carry sidecar
