@@ -26,7 +26,9 @@ import (
 //
 // A node cut off, not lost, comes back with the values it held, and for the keys written
 // elsewhere meanwhile those are stale. So this sidecar remembers each key a write (any
-// command that writes, deletes included) sent elsewhere while the owner was ejected, and
+// command that changes the item: redis commands flagged write, deletions included;
+// memcached's writes, deletions, gat, gats and an mg that creates or touches the item) sent
+// elsewhere while the owner was ejected, and
 // when a probe reaches the owner again it deletes those keys from the owner and from the
 // node that took the write before the owner gets requests again: a read then misses rather
 // than find an old value, and a later ejection finds no leftover copy. It remembers at most

@@ -32,12 +32,14 @@ func TestUnreachablePeerRoutedAround(t *testing.T) {
 		name     string
 		protocol Protocol
 		// whileOut runs while b is ejected: b's keys onB[0] (written) and onB[1] (deleted)
-		// change, onB[2] is only read.
+		// change, onB[2] is only read (memcached: onB[4] is created by an mg).
 		whileOut func(onA, onB []string) []step
 		// after reads each key once b is back: onB[0] and onB[1] miss, onB[2] has b's value.
 		after func(onB []string) []step
 		// full is a write of b's key onB[3] once a can undo no more, and the start of its error.
 		full func(onB []string) step
+		// changed are the indexes in onB of the keys whileOut changes.
+		changed []int
 	}{
 		{
 			name: "redis", protocol: Redis,
@@ -57,7 +59,8 @@ func TestUnreachablePeerRoutedAround(t *testing.T) {
 					{redis("GET", onB[2]), bulk("v-" + onB[2])},
 				}
 			},
-			full: func(onB []string) step { return step{redis("SET", onB[3], "x"), "-ERR cacheqos: node node-b: "} },
+			full:    func(onB []string) step { return step{redis("SET", onB[3], "x"), "-ERR cacheqos: node node-b: "} },
+			changed: []int{0, 1},
 		},
 		{
 			name: "memcached", protocol: Memcached,
@@ -67,6 +70,7 @@ func TestUnreachablePeerRoutedAround(t *testing.T) {
 					{"set " + onB[0] + " 0 0 5\r\nv-new\r\n", "STORED\r\n"},
 					{"get " + onB[0] + "\r\n", mcValue(onB[0], "v-new") + "END\r\n"},
 					{"delete " + onB[1] + "\r\n", "NOT_FOUND\r\n"},
+					{"mg " + onB[4] + " N30\r\n", "HD W\r\n"}, // creates the item: a change
 					{"get " + onA[1] + " " + onB[0] + " " + onB[2] + "\r\n", mcValue(onA[1], "v-"+onA[1]) + mcValue(onB[0], "v-new") + "END\r\n"},
 				}
 			},
@@ -80,13 +84,14 @@ func TestUnreachablePeerRoutedAround(t *testing.T) {
 			full: func(onB []string) step {
 				return step{"set " + onB[3] + " 0 0 3\r\nv-x\r\n", "SERVER_ERROR cacheqos: node node-b: "}
 			},
+			changed: []int{0, 1, 4},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			opts := Options{Protocol: tt.protocol}
 			c := startClusterWith(t, opts, 1, 1)
-			onA, onB := keysOn(t, c, tt.protocol, c.engineA, 2), keysOnB(t, c, tt.protocol, 4)
+			onA, onB := keysOn(t, c, tt.protocol, c.engineA, 2), keysOnB(t, c, tt.protocol, 5)
 			exchange := exchangeVia(t, c.a, c.acct, tt.protocol)
 			run := func(when string, steps []step) {
 				t.Helper()
@@ -114,8 +119,8 @@ func TestUnreachablePeerRoutedAround(t *testing.T) {
 				t.Errorf("node a's engine lacks %s, written while b was out", onB[0])
 			}
 			families := scrape(t, c.a)
-			if writes := gaugeOf(t, families, "cacheqos_sidecar_ejected_peer_writes", "node-b"); writes != 2 {
-				t.Errorf("cacheqos_sidecar_ejected_peer_writes{peer=node-b} = %v, want 2 (%s written, %s deleted)", writes, onB[0], onB[1])
+			if writes := gaugeOf(t, families, "cacheqos_sidecar_ejected_peer_writes", "node-b"); writes != float64(len(tt.changed)) {
+				t.Errorf("cacheqos_sidecar_ejected_peer_writes{peer=node-b} = %v, want %d: the keys changed", writes, len(tt.changed))
 			}
 			series := tenantSeries(families, c.acct.id)
 			for outcome, want := range map[string]bool{"rerouted": true, "miss": false, "error": false} {
@@ -153,7 +158,8 @@ func TestUnreachablePeerRoutedAround(t *testing.T) {
 			if writes := gaugeOf(t, scrape(t, c.a), "cacheqos_sidecar_ejected_peer_writes", "node-b"); writes >= 0 {
 				t.Errorf("cacheqos_sidecar_ejected_peer_writes{peer=node-b} = %v once b is readmitted, want no series", writes)
 			}
-			for _, key := range onB[:2] {
+			for _, i := range tt.changed {
+				key := onB[i]
 				for engine, socket := range map[string]string{"a": c.engineA, "b": c.engB} {
 					if engineHolds(t, tt.protocol, socket, key) {
 						t.Errorf("node %s's engine holds %s after b was readmitted, want it deleted: written or deleted while b was out", engine, key)

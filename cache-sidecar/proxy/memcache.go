@@ -236,7 +236,7 @@ func (h *memcacheHandler) route(req *memcache.Request, start int64) {
 			h.failed(errNoRoute, start)
 			return
 		}
-		if failed >= 0 && (access == accessWrite || access == accessDelete) {
+		if failed >= 0 && changesItem(req, access) {
 			if err := c.keepFailoverWrite(rt, req.Key(), failed, owner); err != nil {
 				h.failed(err, start)
 				return
@@ -253,6 +253,22 @@ func (h *memcacheHandler) route(req *memcache.Request, start int64) {
 		e.valueLen = valueInReply
 	}
 	h.forward(rt, node, req, e)
+}
+
+// changesItem tells whether a keyed request (of access) changes its item: writes and
+// deletions, and the reads that touch it (gat, gats; mg with T) or create it (mg with N).
+func changesItem(req *memcache.Request, access access) bool {
+	switch {
+	case access == accessWrite, access == accessDelete, req.Command == memcache.CmdGat, req.Command == memcache.CmdGats:
+		return true
+	case req.Command == memcache.CmdMetaGet:
+		for _, flag := range req.MetaFlags {
+			if flag[0] == 'N' || flag[0] == 'T' {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // storesValue tells whether a command stores its data block as the key's whole value (not
