@@ -300,10 +300,16 @@ func (h *memcacheHandler) retrieve(req *memcache.Request, start int64) {
 		if c.peer {
 			continue
 		}
-		owner, _, ok := c.owner(rt, routing)
+		owner, failed, ok := c.owner(rt, routing)
 		if !ok {
 			h.failed(errNoRoute, start)
 			return
+		}
+		if failed >= 0 && changesItem(req, accessRead) {
+			if err := c.keepFailoverWrite(rt, key, failed, owner); err != nil {
+				h.failed(err, start)
+				return
+			}
 		}
 		owners[n] = owner
 		same = same && owner == owners[0]
