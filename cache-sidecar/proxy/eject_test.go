@@ -32,7 +32,8 @@ func TestUnreachablePeerRoutedAround(t *testing.T) {
 		name     string
 		protocol Protocol
 		// whileOut runs while b is ejected: b's keys onB[0] (written) and onB[1] (deleted)
-		// change, onB[2] is only read (memcached: onB[4] is created by an mg).
+		// change, onB[2] is only read; onB[4] is written in a transaction (redis) or created
+		// by an mg (memcached).
 		whileOut func(onA, onB []string) []step
 		// after reads each key once b is back: onB[0] and onB[1] miss, onB[2] has b's value.
 		after func(onB []string) []step
@@ -50,6 +51,10 @@ func TestUnreachablePeerRoutedAround(t *testing.T) {
 					{redis("GET", onB[0]), bulk("new")},
 					{redis("DEL", onB[1], onA[0]), ":1\r\n"},
 					{redis("MGET", onA[1], onB[0], onB[2]), "*3\r\n" + bulk("v-"+onA[1]) + bulk("new") + "$-1\r\n"},
+					{redis("MULTI"), "+OK\r\n"},
+					{redis("SET", onB[4], "tx"), "+QUEUED\r\n"},
+					{redis("EXEC"), "*1\r\n+OK\r\n"},
+					{redis("GET", onB[4]), bulk("tx")},
 				}
 			},
 			after: func(onB []string) []step {
@@ -60,7 +65,7 @@ func TestUnreachablePeerRoutedAround(t *testing.T) {
 				}
 			},
 			full:    func(onB []string) step { return step{redis("SET", onB[3], "x"), "-ERR cacheqos: node node-b: "} },
-			changed: []int{0, 1},
+			changed: []int{0, 1, 4},
 		},
 		{
 			name: "memcached", protocol: Memcached,

@@ -105,10 +105,16 @@ func (h *redisHandler) queue(tx *transaction, spec *resp.CommandSpec, cmd *resp.
 		rt := c.tenant.cfg.Load().routes
 		for _, i := range idx {
 			routing, _ := keyHashes(cmd.Args[i])
-			owner, ok := rt.owner(routing)
+			owner, failed, ok := c.owner(rt, routing)
 			switch {
 			case !ok:
 				return "ERR cacheqos: " + errNoRoute.Error()
+			case failed >= 0 && spec.Flags&resp.FlagWrite != 0:
+				if err := c.keepFailoverWrite(rt, cmd.Args[i], failed, owner); err != nil {
+					return "ERR cacheqos: " + err.Error()
+				}
+			}
+			switch {
 			case tx.node < 0:
 				tx.node = owner
 			case owner != tx.node:
