@@ -15,6 +15,9 @@ import (
 	"testing"
 	"time"
 
+	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/cacheqos/cacheqos/api/v1alpha1"
 	"github.com/cacheqos/cacheqos/internal/protocol/resp"
 )
 
@@ -76,15 +79,25 @@ type hostLoad struct {
 	seconds []loadCounts // by second since start
 	events  map[int][]string
 	samples []string // the first failures, for the log
+	// moved is, by second since start, the memory the plans moved for the tenant whose
+	// partitions watchPlans samples.
+	moved []int64
 }
 
 // startHostLoad starts one client per address of targets (label -> host:port), as user, over
 // keys prefix-0 .. prefix-(keys-1), retrying requests whose connection broke if retry. It
 // stops at the end of the test at the latest.
-func startHostLoad(t *testing.T, targets map[string]string, user, password, prefix string, keys int, retry bool) *hostLoad {
+func startHostLoad(t *testing.T, targets map[string]string, user, password, prefix string, keys int, retry bool, watch *planWatch) *hostLoad {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &hostLoad{retry: retry, start: time.Now(), cancel: cancel, events: map[int][]string{}}
+	if watch != nil {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			l.watchPlans(ctx, watch.cluster, watch.tenant)
+		}()
+	}
 	for _, label := range slices.Sorted(maps.Keys(targets)) {
 		l.wg.Add(1)
 		go func() {
@@ -153,6 +166,76 @@ func (l *hostLoad) table() string {
 	fmt.Fprintf(&b, "%4s %6d %6d %5.1f%% %6d %6d %6d %6d %7d\n", "all", total.hits, total.misses, 100*total.hitRatio(), total.errors, total.readErrors, total.resets, total.hangs, total.retried)
 	if len(l.samples) > 0 {
 		fmt.Fprintf(&b, "first failures:\n  %s\n", strings.Join(l.samples, "\n  "))
+	}
+	return b.String()
+}
+
+// planWatch names a tenant whose partitions a host load samples (watchPlans).
+type planWatch struct {
+	cluster *v1.CacheCluster
+	tenant  string
+}
+
+// watchPlans reads the tenant's partitions in the cluster's plans once a second until ctx
+// ends, and records by second the memory they moved since the last reading (a failed read
+// is skipped).
+func (l *hostLoad) watchPlans(ctx context.Context, c *v1.CacheCluster, tenant string) {
+	var previous map[string]int64
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		var list v1.CacheNodePlanList
+		if err := cluster.kube.List(ctx, &list, ctrlclient.InNamespace(c.Namespace)); err == nil {
+			current := map[string]int64{}
+			for k, m := range partitionMemory(list.Items) {
+				if strings.HasSuffix(k, "/"+tenant) {
+					current[k] = m
+				}
+			}
+			if previous != nil {
+				moved, _ := movement(previous, current)
+				l.mu.Lock()
+				s := int(time.Since(l.start) / time.Second)
+				for len(l.moved) <= s {
+					l.moved = append(l.moved, 0)
+				}
+				l.moved[s] += moved
+				l.mu.Unlock()
+			}
+			previous = current
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// intervalTable prints one row per allocation interval (of the given length, from the
+// load's start) for the watched tenant: requests, hit ratio, failures, the memory its plans
+// moved, and what the test did then.
+func (l *hostLoad) intervalTable(interval time.Duration, tenant string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	per := int(interval / time.Second)
+	var b strings.Builder
+	fmt.Fprintf(&b, "tenant %s, per allocation interval of %s:\n", tenant, interval)
+	fmt.Fprintf(&b, "%9s %8s %6s %8s %8s  %s\n", "seconds", "requests", "hit%", "failures", "moved", "events")
+	for from := 0; from < len(l.seconds); from += per {
+		var c loadCounts
+		var moved int64
+		var events []string
+		for s := from; s < from+per; s++ {
+			if s < len(l.seconds) {
+				c.add(l.seconds[s])
+			}
+			if s < len(l.moved) {
+				moved += l.moved[s]
+			}
+			events = append(events, l.events[s]...)
+		}
+		fmt.Fprintf(&b, "%4d-%-4d %8d %5.1f%% %8d %8s  %s\n", from, from+per-1, c.requests(), 100*c.hitRatio(), c.failures(), mib(moved), strings.Join(events, "; "))
 	}
 	return b.String()
 }

@@ -562,7 +562,7 @@ func testNodeDrainAndLoss(t *testing.T) {
 		for node, ip := range sidecars {
 			targets[node] = sidecarClientAddress(ip)
 		}
-		load := startHostLoad(t, targets, user, password, "drain", keys, false)
+		load := startHostLoad(t, targets, user, password, "drain", keys, false, &planWatch{cluster: c, tenant: id})
 		time.Sleep(5 * time.Second)
 		load.event("kubectl drain %s", drained)
 		start := time.Now()
@@ -615,6 +615,7 @@ func testNodeDrainAndLoss(t *testing.T) {
 		})
 		load.stop()
 		t.Logf("clients of every node's sidecar during the drain:\n%s", load.table())
+		t.Logf("the drain by interval:\n%s", load.intervalTable(allocationInterval, id))
 		all := load.since(load.start)
 		during, after := load.between(load.start, settled.Add(planSwitchWindow)), load.since(settled.Add(planSwitchWindow+time.Second))
 		t.Logf("until %s after the plan settled: %d requests, %d failures (hit ratio %.2f); after: %d requests, %d failures (hit ratio %.2f)",
@@ -650,7 +651,7 @@ func testNodeDrainAndLoss(t *testing.T) {
 		missesBefore := sidecarCounters(t, survivors, unreachableMetric, id, `outcome="miss"`)[victim]
 		errorsBefore := sidecarCounters(t, survivors, unreachableMetric, id, `outcome="error"`)[victim]
 		reroutedBefore := sidecarCounters(t, survivors, unreachableMetric, id, `outcome="rerouted"`)[victim]
-		load := startHostLoad(t, targets, user, password, "loss", keys, false)
+		load := startHostLoad(t, targets, user, password, "loss", keys, false, &planWatch{cluster: c, tenant: id})
 		time.Sleep(5 * time.Second)
 		load.event("node-stop %s", victim)
 		start := time.Now()
@@ -697,6 +698,7 @@ func testNodeDrainAndLoss(t *testing.T) {
 		time.Sleep(10 * time.Second)
 		load.stop()
 		t.Logf("clients of the surviving nodes' sidecars during the node loss:\n%s", load.table())
+		t.Logf("the node loss by interval:\n%s", load.intervalTable(allocationInterval, id))
 		during, after := load.between(load.start, settled.Add(planSwitchWindow)), load.since(settled.Add(planSwitchWindow+time.Second))
 		t.Logf("until %s after the plan settled: %d requests, %d failures (errors %d, of GET %d, resets %d, hangs %d), %d misses; after: %d requests, %d failures, hit ratio %.2f",
 			planSwitchWindow, during.requests(), during.failures(), during.errors, during.readErrors, during.resets, during.hangs, during.misses,

@@ -56,7 +56,7 @@ func testUpgradeUnderLoad(t *testing.T) {
 	}
 	const keys = 1000
 	warmKeys(t, addr, user, password, "upgrade", keys)
-	load := startHostLoad(t, map[string]string{"client-1": addr, "client-2": addr, "client-3": addr}, user, password, "upgrade", keys, true)
+	load := startHostLoad(t, map[string]string{"client-1": addr, "client-2": addr, "client-3": addr}, user, password, "upgrade", keys, true, nil)
 	time.Sleep(10 * time.Second)
 	changed := time.Now()
 	before := load.between(changed.Add(-10*time.Second), changed.Add(-time.Second))
