@@ -18,6 +18,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
@@ -529,7 +530,9 @@ const planSwitchWindow = 2 * time.Second
 // failures). Drain: `kubectl drain` of a node holding a partition; within
 // nodeOutOfServiceTimeout no plan holds a partition there or routes to it, the drained node's
 // sidecar serves none of the tenant's requests (it forwards them), and the clients see no
-// failure but misses; `kubectl uncordon` puts the node back in service. Node loss: another
+// failure but misses; within three allocation intervals of the plans settling the strict
+// tenant meets its objective again or is reported unable to (objectiveHeld), as after the
+// node loss; `kubectl uncordon` puts the node back in service. Node loss: another
 // node holding a partition (one without the operator or Prometheus) fails — kubelet,
 // containerd and its pods killed; once the Node is NotReady the operator stops planning on it
 // within nodeOutOfServiceTimeout (both times printed), and the clients of the surviving nodes
@@ -608,6 +611,7 @@ func testNodeDrainAndLoss(t *testing.T) {
 		if served != 0 || sum == 0 {
 			t.Errorf("the drained node's sidecar served %v requests and forwarded %v after the plan settled, want none served, all forwarded", served, sum)
 		}
+		objectiveHeld(t, s, settled.Add(3*allocationInterval))
 		uncordon()
 		load.event("kubectl uncordon %s", drained)
 		waitFor(t, nodeOutOfServiceTimeout, fmt.Sprintf("%s in service again (Degraded no longer names it)", drained), func() (bool, error) {
@@ -696,6 +700,7 @@ func testNodeDrainAndLoss(t *testing.T) {
 			victim, notReady.Round(100*time.Millisecond), replanned.Round(100*time.Millisecond), (replanned - notReady).Round(100*time.Millisecond),
 			nodeOutOfServiceTimeout, id, holdersOf(plans(t, c), id))
 		time.Sleep(10 * time.Second)
+		objectiveHeld(t, s, settled.Add(3*allocationInterval))
 		load.stop()
 		t.Logf("clients of the surviving nodes' sidecars during the node loss:\n%s", load.table())
 		t.Logf("the node loss by interval:\n%s", load.intervalTable(allocationInterval, id))
@@ -748,6 +753,23 @@ func testNodeDrainAndLoss(t *testing.T) {
 		t.Logf("%s back in service %s after node-start", victim, since(start))
 		checkRejoinMovement(t, c, len(sidecars), seen, previous)
 	})
+}
+
+// objectiveHeld: by deadline (three allocation intervals after the plans without a node
+// settled), the strict tenant s meets its objective again (SLOMet=True) or is reported unable
+// to on the smaller fleet (SLOMet=False, TargetUnreachable); the condition is printed.
+func objectiveHeld(t *testing.T, s *v1.TenantSLO, deadline time.Time) {
+	t.Helper()
+	var cond *metav1.Condition
+	waitFor(t, max(time.Until(deadline), time.Second), fmt.Sprintf("%s/%s's objective met again, or reported unreachable", s.Namespace, s.Name), func() (bool, error) {
+		var now v1.TenantSLO
+		if err := cluster.kube.Get(t.Context(), ctrlclient.ObjectKeyFromObject(s), &now); err != nil {
+			return false, err
+		}
+		cond = meta.FindStatusCondition(now.Status.Conditions, v1.ConditionSLOMet)
+		return cond != nil && (cond.Status == metav1.ConditionTrue || cond.Reason == v1.ReasonTargetUnreachable), nil
+	})
+	t.Logf("%s/%s SLOMet=%s (%s): %s", s.Namespace, s.Name, cond.Status, cond.Reason, cond.Message)
 }
 
 // checkRejoinMovement: once a node is back in service, it rejoins without a full reshuffle.
