@@ -258,7 +258,8 @@ func (p *Proxy) probeEjected(node string, ej *ejection) {
 	}
 }
 
-// probeKey returns a peer link key for node, of the first tenant (by ID) that routes there.
+// probeKey returns a peer link key for node, of the first tenant (by ID) that routes keys
+// there.
 func (p *Proxy) probeKey(node string) (linkKey, bool) {
 	tenants := *p.tenants.Load()
 	for _, id := range slices.Sorted(maps.Keys(tenants)) {
@@ -269,10 +270,13 @@ func (p *Proxy) probeKey(node string) (linkKey, bool) {
 	return linkKey{}, false
 }
 
-// peerAddress returns the address of node's sidecar in t's routes, if they lead there.
+// peerAddress returns the address of node's sidecar in t's routes, if they route keys there
+// (a node of weight 0 holds no partition of the tenant, and its sidecar refuses the tenant's
+// handshake).
 func peerAddress(t *tenant, node string) (string, bool) {
-	for _, n := range t.cfg.Load().routes.nodes {
-		if n.id == node && !n.local && n.peerAddress != "" {
+	rt := t.cfg.Load().routes
+	for i, n := range rt.nodes {
+		if n.id == node && !n.local && n.peerAddress != "" && rt.table.Node(i).Weight > 0 {
 			return n.peerAddress, true
 		}
 	}
