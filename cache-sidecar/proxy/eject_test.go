@@ -239,3 +239,43 @@ func exchangeVia(t *testing.T, n *testNode, acct account, protocol Protocol) fun
 		return client.response()
 	}
 }
+
+// TestEjectedPeerStaysOutUntilPurged: node b comes back, but the keys written elsewhere while
+// it was out cannot all be deleted yet (node a's own engine, which took the write, is out of
+// reach: its socket moved). Node a keeps b ejected, keeping the write to undo, and probes
+// again; once the deletion succeeds, b is readmitted and the key is gone from both engines.
+func TestEjectedPeerStaysOutUntilPurged(t *testing.T) {
+	c := startClusterWith(t, Options{Protocol: Redis}, 1, 1)
+	key := keysOnB(t, c, Redis, 1)[0]
+	if err := c.b.p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	awaitNoPeerLink(t, c.a.p)
+	client := loginRESP(t, c.a, c.acct)
+	if got := client.do("SET", key, "new"); got != "+OK\r\n" {
+		t.Fatalf("SET of b's key with b out: %q", got)
+	}
+	c.a.update(t, c.tenant(t.TempDir()+"/moved.sock"))
+	c.b = startNodeOn(t, c.b.id, Options{Protocol: Redis}, listenOn(t, c.b.addr), listenOn(t, c.b.peerAddr))
+	c.b.update(t, c.tenant(c.engB))
+	time.Sleep(2*ejectProbeInterval + ejectProbeInterval/2)
+	if !c.a.p.ejections.ejected("node-b") {
+		t.Fatalf("node b readmitted though the key written on a meanwhile could not be deleted there")
+	}
+	if writes := gaugeOf(t, scrape(t, c.a), "cacheqos_sidecar_ejected_peer_writes", "node-b"); writes != 1 {
+		t.Errorf("cacheqos_sidecar_ejected_peer_writes{peer=node-b} = %v after the failed deletion, want 1: kept to undo", writes)
+	}
+	c.a.update(t, c.tenant(c.engineA))
+	deadline := time.Now().Add(5 * ejectProbeInterval)
+	for c.a.p.ejections.ejected("node-b") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if c.a.p.ejections.ejected("node-b") {
+		t.Fatalf("node b still ejected %v after the deletion could succeed", 5*ejectProbeInterval)
+	}
+	for engine, socket := range map[string]string{"a": c.engineA, "b": c.engB} {
+		if engineHolds(t, Redis, socket, key) {
+			t.Errorf("node %s's engine holds %s after b was readmitted, want it deleted", engine, key)
+		}
+	}
+}
