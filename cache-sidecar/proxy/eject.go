@@ -56,19 +56,21 @@ const purgeBatch = 100
 // maxFailoverKeyBytes of keys written elsewhere.
 var errFailoverFull = errors.New("unreachable, and this sidecar already keeps as many keys written elsewhere as it can undo")
 
-// failoverWrite is a key written elsewhere while its owner was ejected.
+// failoverWrite is a key written elsewhere while its owner was ejected, and the node that
+// took the write (a key written while different nodes took it is kept once per node).
 type failoverWrite struct {
 	tenant    string
 	memcached bool
 	key       string
+	took      string
 }
 
 // ejection is one ejected node.
 type ejection struct {
 	address string // the peer address its probe dials
 	since   time.Time
-	// writes are the keys written elsewhere since, with the node that took each.
-	writes map[failoverWrite]string
+	// writes are the keys written elsewhere since.
+	writes map[failoverWrite]struct{}
 }
 
 // ejections are the nodes this sidecar routes around.
@@ -109,7 +111,7 @@ func (p *Proxy) eject(node, address string) {
 	if p.opts.DisablePeerFailover || e.nodes[node] != nil || p.ctx.Err() != nil {
 		return
 	}
-	ej := &ejection{address: address, since: time.Now(), writes: make(map[failoverWrite]string)}
+	ej := &ejection{address: address, since: time.Now(), writes: make(map[failoverWrite]struct{})}
 	e.nodes[node] = ej
 	e.publish()
 	p.log.Warn("peer sidecar unreachable: routing the keys it owns to the tenants' other nodes until it is reached again", "node", node, "address", address)
@@ -139,10 +141,10 @@ func (p *Proxy) restartAnnounced(node string) {
 	}
 }
 
-// keepFailoverWrite remembers that a write of w's key, which ejected node failed owns, went
-// to node took; false once maxFailoverKeyBytes are remembered (or failed is no longer
-// ejected: its probe reached it meanwhile, and the request is routed again).
-func (p *Proxy) keepFailoverWrite(failed string, w failoverWrite, took string) bool {
+// keepFailoverWrite remembers w, a write of a key that ejected node failed owns; false once
+// maxFailoverKeyBytes are remembered (or failed is no longer ejected: its probe reached it
+// meanwhile, and the request is routed again).
+func (p *Proxy) keepFailoverWrite(failed string, w failoverWrite) bool {
 	e := &p.ejections
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -156,14 +158,14 @@ func (p *Proxy) keepFailoverWrite(failed string, w failoverWrite, took string) b
 			return false
 		}
 		e.bytes += cost
+		ej.writes[w] = struct{}{}
 	}
-	ej.writes[w] = took
 	return true
 }
 
 // takeWrites hands over node's remembered writes, to be deleted; when there are none, it ends
 // the ejection instead (done) and returns the address it probed.
-func (e *ejections) takeWrites(node string) (writes map[failoverWrite]string, address string, done bool) {
+func (e *ejections) takeWrites(node string) (writes map[failoverWrite]struct{}, address string, done bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	ej := e.nodes[node]
@@ -175,7 +177,7 @@ func (e *ejections) takeWrites(node string) (writes map[failoverWrite]string, ad
 		e.publish()
 		return nil, ej.address, true
 	}
-	writes, ej.writes = ej.writes, make(map[failoverWrite]string)
+	writes, ej.writes = ej.writes, make(map[failoverWrite]struct{})
 	for w := range writes {
 		e.bytes -= len(w.key) + len(w.tenant) + failoverKeyOverhead
 	}
@@ -183,17 +185,17 @@ func (e *ejections) takeWrites(node string) (writes map[failoverWrite]string, ad
 }
 
 // putBack returns writes that could not be deleted to node's ejection.
-func (e *ejections) putBack(node string, writes map[failoverWrite]string) {
+func (e *ejections) putBack(node string, writes map[failoverWrite]struct{}) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	ej := e.nodes[node]
 	if ej == nil {
 		return
 	}
-	for w, took := range writes {
+	for w := range writes {
 		if _, ok := ej.writes[w]; !ok {
 			e.bytes += len(w.key) + len(w.tenant) + failoverKeyOverhead
-			ej.writes[w] = took
+			ej.writes[w] = struct{}{}
 		}
 	}
 }
@@ -314,10 +316,10 @@ type purgeTarget struct {
 // purge deletes each write's key from node (which owns it) and from the node that took it.
 // A target the tenant no longer routes to, or a tenant that left, is skipped: its copies are
 // no longer served.
-func (p *Proxy) purge(node string, writes map[failoverWrite]string) error {
+func (p *Proxy) purge(node string, writes map[failoverWrite]struct{}) error {
 	keys := make(map[purgeTarget][]string)
-	for w, took := range writes {
-		for _, target := range []string{node, took} {
+	for w := range writes {
+		for _, target := range []string{node, w.took} {
 			t := purgeTarget{node: target, tenant: w.tenant, memcached: w.memcached}
 			keys[t] = append(keys[t], w.key)
 		}
@@ -433,8 +435,8 @@ func (c *conn) owner(rt *routes, h uint64) (node, failed int, ok bool) {
 // keepFailoverWrite remembers key, written to node took because this sidecar ejected its
 // owner, node failed; it returns the error to answer the write with when it cannot.
 func (c *conn) keepFailoverWrite(rt *routes, key []byte, failed, took int) error {
-	w := failoverWrite{tenant: c.tenant.id, memcached: c.proto == 0, key: string(key)}
-	if !c.p.keepFailoverWrite(rt.nodes[failed].id, w, rt.nodes[took].id) {
+	w := failoverWrite{tenant: c.tenant.id, memcached: c.proto == 0, key: string(key), took: rt.nodes[took].id}
+	if !c.p.keepFailoverWrite(rt.nodes[failed].id, w) {
 		return &peerUnreachableError{node: rt.nodes[failed].id, err: errFailoverFull}
 	}
 	return nil
