@@ -28,10 +28,12 @@ import (
 // elsewhere meanwhile those are stale. So this sidecar remembers each key a write (any
 // command that changes the item: redis commands flagged write, deletions included;
 // memcached's writes, deletions, gat, gats and an mg that creates or touches the item) sent
-// elsewhere while the owner was ejected, and
-// when a probe reaches the owner again it deletes those keys from the owner and from the
-// node that took the write before the owner gets requests again: a read then misses rather
-// than find an old value, and a later ejection finds no leftover copy. It remembers at most
+// elsewhere while the owner was ejected, once per node that took one, and when a probe
+// reaches the owner again it deletes those keys from the owner and from the nodes that took
+// the writes before the owner gets requests again: a read then misses rather than find an
+// old value, and a later ejection finds no leftover copy. A node readmitted while another is
+// still ejected first loses the keys written elsewhere for that other one, of which it may
+// hold an older copy (purgeStaleCopies). It remembers at most
 // maxFailoverKeyBytes of keys; past that, writes for an ejected node's keys are answered with
 // the error, as they were before ejection existed, so that every write sent elsewhere can be
 // undone. Each sidecar ejects and readmits on its own, so for the moment between two
@@ -291,6 +293,10 @@ func peerAddress(t *tenant, node string) (string, bool) {
 // deletion failed: node stays ejected, with the writes not yet deleted, and its next probe
 // tries again.
 func (p *Proxy) readmit(node string) bool {
+	if err := p.purgeStaleCopies(node); err != nil {
+		p.log.Warn("ejected peer reached, but the older copies it may hold of keys written elsewhere could not all be deleted: it stays ejected", "node", node, "err", err)
+		return false
+	}
 	for {
 		writes, address, done := p.ejections.takeWrites(node)
 		if done {
@@ -324,6 +330,43 @@ func (p *Proxy) purge(node string, writes map[failoverWrite]struct{}) error {
 			keys[t] = append(keys[t], w.key)
 		}
 	}
+	return p.deleteTargets(keys)
+}
+
+// purgeStaleCopies deletes from node, before it is readmitted, the keys of the other ejected
+// nodes that were written elsewhere: node may hold an older copy of one, taken as the key's
+// fallback before node was ejected itself, which reads would find once it is readmitted.
+// Nothing is written to node while it is ejected, so one pass holds.
+func (p *Proxy) purgeStaleCopies(node string) error {
+	keys := make(map[purgeTarget][]string)
+	for w := range p.ejections.othersWrites(node) {
+		t := purgeTarget{node: node, tenant: w.tenant, memcached: w.memcached}
+		keys[t] = append(keys[t], w.key)
+	}
+	return p.deleteTargets(keys)
+}
+
+// othersWrites returns the writes remembered for the ejected nodes other than node, taken by
+// other nodes than node.
+func (e *ejections) othersWrites(node string) map[failoverWrite]struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make(map[failoverWrite]struct{})
+	for other, ej := range e.nodes {
+		if other == node {
+			continue
+		}
+		for w := range ej.writes {
+			if w.took != node {
+				out[w] = struct{}{}
+			}
+		}
+	}
+	return out
+}
+
+// deleteTargets deletes each target's keys (see purge for what is skipped).
+func (p *Proxy) deleteTargets(keys map[purgeTarget][]string) error {
 	tenants := *p.tenants.Load()
 	self := p.nodeID()
 	for target, ks := range keys {

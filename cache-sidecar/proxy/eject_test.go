@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -276,6 +278,88 @@ func TestEjectedPeerStaysOutUntilPurged(t *testing.T) {
 	for engine, socket := range map[string]string{"a": c.engineA, "b": c.engB} {
 		if engineHolds(t, Redis, socket, key) {
 			t.Errorf("node %s's engine holds %s after b was readmitted, want it deleted", engine, key)
+		}
+	}
+}
+
+// TestNestedEjectionLeavesNoStaleCopy: a tenant on three nodes, its key k owned by b, with c
+// next in k's rendezvous order and a last. Node a's client writes k while b is out (c takes
+// it), then again while c is out too (a takes it). When c comes back it is readmitted without
+// its older copy of k: a read of k, routed to c while b is still out, misses rather than find
+// the first value. When b comes back, k is gone from every engine: each copy written
+// elsewhere is deleted, once per node that took one.
+func TestNestedEjectionLeavesNoStaleCopy(t *testing.T) {
+	acct := newAccount(t, "team-a/cache")
+	ids := []string{"node-a", "node-b", "node-c"}
+	engines, nodes := map[string]string{}, map[string]*testNode{}
+	for _, id := range ids {
+		engines[id], nodes[id] = startEngine(t, Redis), startNode(t, id, Options{Protocol: Redis})
+	}
+	var routes []Route
+	for _, id := range ids {
+		routes = append(routes, nodes[id].route(1))
+	}
+	configure := func(id string) {
+		nodes[id].update(t, Tenant{ID: acct.id, CredentialHash: acct.hash, LocalEngine: engines[id], Routes: routes})
+	}
+	for _, id := range ids {
+		configure(id)
+	}
+	rt, err := newRoutes(routes, "node-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	index := func(id string) int { return slices.IndexFunc(rt.nodes, func(n routeNode) bool { return n.id == id }) }
+	key := ""
+	for i := 0; key == ""; i++ {
+		k := "key:" + strconv.Itoa(i)
+		h, _ := keyHashes([]byte(k))
+		owner, _ := rt.owner(h)
+		next, _ := rt.table.PickHashExcept(h, func(n int) bool { return n == owner })
+		if owner == index("node-b") && next == index("node-c") {
+			key = k
+		}
+	}
+	restart := func(id string) {
+		n := nodes[id]
+		nodes[id] = startNodeOn(t, id, Options{Protocol: Redis}, listenOn(t, n.addr), listenOn(t, n.peerAddr))
+		configure(id)
+	}
+	awaitReadmitted := func(id string) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * ejectProbeInterval); nodes["node-a"].p.ejections.ejected(id); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s still ejected %v after it listens again", id, 5*ejectProbeInterval)
+			}
+		}
+	}
+	client := loginRESP(t, nodes["node-a"], acct)
+	for _, step := range []struct {
+		stop  string
+		value string
+		on    string // the engine that takes the write
+	}{{"node-b", "first", "node-c"}, {"node-c", "second", "node-a"}} {
+		if err := nodes[step.stop].p.Close(); err != nil {
+			t.Fatal(err)
+		}
+		awaitNoPeerLink(t, nodes["node-a"].p)
+		if got := client.do("SET", key, step.value); got != "+OK\r\n" {
+			t.Fatalf("SET %s %s with %s out: %q", key, step.value, step.stop, got)
+		}
+		if !engineHolds(t, Redis, engines[step.on], key) {
+			t.Fatalf("SET %s with %s out: not on %s, the next node in the key's order", key, step.stop, step.on)
+		}
+	}
+	restart("node-c")
+	awaitReadmitted("node-c")
+	if got := client.do("GET", key); got != "$-1\r\n" {
+		t.Errorf("GET %s once c is readmitted and b still out: %q, want a miss, not c's older copy", key, got)
+	}
+	restart("node-b")
+	awaitReadmitted("node-b")
+	for _, id := range ids {
+		if engineHolds(t, Redis, engines[id], key) {
+			t.Errorf("%s's engine holds %s once b is readmitted, want every copy written elsewhere deleted", id, key)
 		}
 	}
 }
