@@ -67,11 +67,13 @@ type failoverWrite struct {
 	took      string
 }
 
+// cost is what remembering w counts against maxFailoverKeyBytes.
+func (w failoverWrite) cost() int { return len(w.key) + len(w.tenant) + failoverKeyOverhead }
+
 // ejection is one ejected node.
 type ejection struct {
 	address string // the peer address its probe dials
-	since   time.Time
-	// writes are the keys written elsewhere since.
+	// writes are the keys written elsewhere since it was ejected.
 	writes map[failoverWrite]struct{}
 }
 
@@ -113,7 +115,7 @@ func (p *Proxy) eject(node, address string) {
 	if p.opts.DisablePeerFailover || e.nodes[node] != nil || p.ctx.Err() != nil {
 		return
 	}
-	ej := &ejection{address: address, since: time.Now(), writes: make(map[failoverWrite]struct{})}
+	ej := &ejection{address: address, writes: make(map[failoverWrite]struct{})}
 	e.nodes[node] = ej
 	e.publish()
 	p.log.Warn("peer sidecar unreachable: routing the keys it owns to the tenants' other nodes until it is reached again", "node", node, "address", address)
@@ -155,11 +157,10 @@ func (p *Proxy) keepFailoverWrite(failed string, w failoverWrite) bool {
 		return false
 	}
 	if _, ok := ej.writes[w]; !ok {
-		cost := len(w.key) + len(w.tenant) + failoverKeyOverhead
-		if e.bytes+cost > e.limit {
+		if e.bytes+w.cost() > e.limit {
 			return false
 		}
-		e.bytes += cost
+		e.bytes += w.cost()
 		ej.writes[w] = struct{}{}
 	}
 	return true
@@ -181,7 +182,7 @@ func (e *ejections) takeWrites(node string) (writes map[failoverWrite]struct{}, 
 	}
 	writes, ej.writes = ej.writes, make(map[failoverWrite]struct{})
 	for w := range writes {
-		e.bytes -= len(w.key) + len(w.tenant) + failoverKeyOverhead
+		e.bytes -= w.cost()
 	}
 	return writes, ej.address, false
 }
@@ -196,7 +197,7 @@ func (e *ejections) putBack(node string, writes map[failoverWrite]struct{}) {
 	}
 	for w := range writes {
 		if _, ok := ej.writes[w]; !ok {
-			e.bytes += len(w.key) + len(w.tenant) + failoverKeyOverhead
+			e.bytes += w.cost()
 			ej.writes[w] = struct{}{}
 		}
 	}
@@ -209,7 +210,7 @@ func (e *ejections) drop(node string) {
 	defer e.mu.Unlock()
 	if ej := e.nodes[node]; ej != nil {
 		for w := range ej.writes {
-			e.bytes -= len(w.key) + len(w.tenant) + failoverKeyOverhead
+			e.bytes -= w.cost()
 		}
 		delete(e.nodes, node)
 		e.publish()
@@ -457,7 +458,7 @@ func (p *Proxy) routedAround(err error) bool {
 	return ok && !errors.Is(err, errConnectionClosed) && !errors.Is(err, errFailoverFull) && p.ejections.ejected(node)
 }
 
-// ejectedOwner returns the node that serves a key with routing hash h under rt: its owner,
+// owner returns the node that serves a key with routing hash h under rt: its owner,
 // or, when this sidecar ejected the owner, the key's owner among the tenant's nodes that are
 // not ejected (failed is then the ejected owner; -1 otherwise). With every node ejected, the
 // owner serves, and the request gets its failure.
