@@ -14,9 +14,9 @@
 //     objective needs it;
 //   - feedback per strict tenant: the target the allocator sees is raised by the integrated
 //     shortfall of observed against target plus the measurement's uncertainty;
-//   - a movement budget: the allocator's movement cap, and a new plan is taken only when it
-//     meets more objectives or when its expected gain pays for the cold start of the keys it
-//     moves.
+//   - a movement budget: the allocator's movement cap, lowered to SteadyChurnPercent while
+//     every strict objective is met, and a new plan is taken only when it meets more
+//     objectives or when its expected gain pays for the cold start of the keys it moves.
 //
 // The shaping applies to the optimal policy; the other policies reproduce papers and are fed
 // the measurements as they are, under the same stability rules. docs/control-loop.md
@@ -50,10 +50,13 @@ type Mechanisms struct {
 	// ColdStartCost takes a new plan only when its expected gain exceeds the cold start of
 	// the keys it moves.
 	ColdStartCost bool
+	// SteadyBudget lowers the movement budget to SteadyChurnPercent of the fleet's memory
+	// while every strict objective was met in the interval measured last.
+	SteadyBudget bool
 }
 
 // defaultMechanisms are the mechanisms the operator and the simulator run.
-var defaultMechanisms = Mechanisms{Damping: true, Protect: true, Feedback: true, ColdStartCost: true}
+var defaultMechanisms = Mechanisms{Damping: true, Protect: true, Feedback: true, ColdStartCost: true, SteadyBudget: true}
 
 // DefaultMechanisms returns the mechanisms the operator and the simulator run.
 func DefaultMechanisms() Mechanisms { return defaultMechanisms }
@@ -196,8 +199,11 @@ type candidate struct {
 
 // solve runs the allocator, falling back to the greedy plan when the solver (or the policy)
 // fails for another reason than an infeasible snapshot.
-func (l *Loop) solve(ctx context.Context, snap *planning.Snapshot, uncapped bool) (*planning.Plan, string, error) {
+func (l *Loop) solve(ctx context.Context, snap *planning.Snapshot, uncapped, steady bool) (*planning.Plan, string, error) {
 	opts := l.cfg.Allocator
+	if steady && !uncapped {
+		opts.MaxChurnBytes = min(opts.MaxChurnBytes, MaxChurnBytes(fleetMemory(snap), SteadyChurnPercent))
+	}
 	if uncapped {
 		opts.MaxChurnBytes = 0
 	} else if opts.MaxChurnBytes > 0 {
@@ -239,7 +245,7 @@ func (l *Loop) plan(ctx context.Context, sh shaped) (*candidate, error) {
 			if best != nil && best.score >= full || uncapped && !budgeted {
 				return
 			}
-			p, fallback, err := l.solve(ctx, snap, uncapped)
+			p, fallback, err := l.solve(ctx, snap, uncapped, sh.steady)
 			if err != nil {
 				if firstErr == nil {
 					firstErr = err
@@ -317,12 +323,18 @@ func bestErr(best *candidate, firstErr error) error {
 	return nil
 }
 
+// fleetMemory is the memory of the snapshot's nodes.
+func fleetMemory(s *planning.Snapshot) int64 {
+	var total int64
+	for _, n := range s.Nodes {
+		total += n.MemoryBytes
+	}
+	return total
+}
+
 // unallocated is the memory of the snapshot's nodes that no tenant holds now.
 func unallocated(s *planning.Snapshot) int64 {
-	var free int64
-	for _, n := range s.Nodes {
-		free += n.MemoryBytes
-	}
+	free := fleetMemory(s)
 	for i := range s.Tenants {
 		free -= totalOf(s.Tenants[i].Current.Partitions)
 	}
@@ -408,6 +420,11 @@ func keepCurrentReason(c, p planning.Summary, why string) string {
 // DefaultMaxChurnPercent is the default movement budget: the share of the fleet's memory a
 // plan may move per interval (the CacheCluster's spec.allocation.maxChurnPercent default).
 const DefaultMaxChurnPercent = 25
+
+// SteadyChurnPercent is the movement budget while every strict objective was met in the
+// interval measured last: a plan then only trades warm keys for expected hits, so it may move
+// little.
+const SteadyChurnPercent = 1
 
 // MaxChurnBytes turns a budget of percent of fleetBytes moved, counted once (the sum of
 // |new - old| halved), into the allocator's movement cap (the sum of |new - old|).

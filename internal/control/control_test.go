@@ -624,3 +624,49 @@ func curvePoints(pts [][2]float64) []planning.MissRatioPoint {
 	}
 	return out
 }
+
+// While every strict objective is met, a plan moves at most SteadyChurnPercent of the fleet's
+// memory, however many expected hits moving more would earn: it only trades warm keys for
+// them. A strict objective missed lifts that budget back to the cluster's.
+func TestSteadyBudget(t *testing.T) {
+	needSolver(t)
+	for _, tc := range []struct {
+		name      string
+		strictMet bool
+		observed  float64
+		steady    bool
+	}{
+		{"every strict objective met", true, 0.6, true},
+		{"a strict objective missed", false, 0.45, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			strict := tenant("ns/strict", 100, 0.5, [][2]float64{{10, 0.3}, {20, 0.6}, {100, 0.7}}, 30*mib, tc.observed)
+			flat := tenant("ns/flat", 0, 0, [][2]float64{{1, 0.1}, {100, 0.1}}, 60*mib, 0.1)
+			steep := tenant("ns/steep", 0, 0, [][2]float64{{10, 0.1}, {50, 0.95}, {100, 0.95}}, 10*mib, 0.1)
+			for _, be := range []*planning.Tenant{&flat, &steep} {
+				be.Class, be.Objective = planning.ClassBestEffort, nil
+			}
+			snap := snapshot(strict, flat, steep)
+			cfg := config(DefaultMechanisms())
+			cfg.Allocator.MaxChurnBytes = MaxChurnBytes(100*mib, DefaultMaxChurnPercent)
+			in := Input{Snapshot: snap, Current: currentOf(snap), Measured: map[string]Measurement{
+				"ns/strict": {Met: tc.strictMet, Reads: 1 << 20}, "ns/flat": {Reads: 1 << 20}, "ns/steep": {Reads: 1 << 20},
+			}}
+			d, err := New().Decide(context.Background(), cfg, in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var moved int64
+			for _, td := range d.Tenants {
+				moved += abs(td.ToBytes - td.FromBytes)
+			}
+			budget := MaxChurnBytes(100*mib, SteadyChurnPercent)
+			if tc.steady && moved > budget {
+				t.Errorf("moved %.1f MiB with every strict objective met, want at most %.1f MiB", float64(moved)/float64(mib), float64(budget)/float64(mib))
+			}
+			if !tc.steady && moved <= budget {
+				t.Errorf("moved %.1f MiB with a strict objective missed, want more than the steady budget of %.1f MiB (steep: %s)", float64(moved)/float64(mib), float64(budget)/float64(mib), d.Tenants["ns/steep"].Message)
+			}
+		})
+	}
+}

@@ -118,26 +118,39 @@ func loopNeighbours() (zipf, uniform planning.Tenant) {
 
 // A strict loop whose curve's top still rises as the window sheds its first pass is raised
 // past its cliff as soon as the rise says the top will reach its target, not only once the
-// window has forgotten the first pass: its memory then fills an interval earlier.
+// window has forgotten the first pass: its memory then fills an interval earlier. A
+// mean-latency objective is judged by the hit ratio that meets it without queueing.
 func TestConvergingCurveReachesItsTarget(t *testing.T) {
 	needSolver(t)
 	// Busy enough that past the cliff the loop's hits alone are worth less than theirs.
 	zipf, uniform := loopNeighbours()
 	zipf.Rates[0].RequestsPerSecond, uniform.Rates[0].RequestsPerSecond = 30000, 30000
+	// A mean latency of 1.18 ms, with hits of 0.2 ms, misses of 10 ms and no queueing, needs
+	// the same hit ratio as the target of 0.9.
+	latency := func(top float64) planning.Tenant {
+		loop := risingLoop(top)
+		target := 0.9*0.0002 + 0.1*0.01
+		loop.Objective = &planning.Objective{LatencySeconds: &target}
+		loop.Observed.HitLatencySeconds, loop.Observed.MissLatencySeconds = 0.0002, 0.01
+		return loop
+	}
 	for _, tc := range []struct {
 		name        string
+		loop        func(top float64) planning.Tenant
 		first, next float64 // the loop's curve top in two intervals in a row
 		raised      bool
 	}{
-		{"rising to past the target", 0.57, 0.856, true},
-		{"flat below the target", 0.856, 0.856, false},
-		{"rising, but not enough", 0.5, 0.6, false},
+		{"rising to past the target", risingLoop, 0.57, 0.856, true},
+		{"flat below the target", risingLoop, 0.856, 0.856, false},
+		{"rising, but not enough", risingLoop, 0.5, 0.6, false},
+		{"latency objective, rising to past what it needs", latency, 0.57, 0.856, true},
+		{"latency objective, flat below what it needs", latency, 0.856, 0.856, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := New()
 			var d *Decision
 			for _, top := range []float64{tc.first, tc.next} {
-				snap := snapshot(risingLoop(top), zipf, uniform)
+				snap := snapshot(tc.loop(top), zipf, uniform)
 				in := Input{Snapshot: snap, Current: currentOf(snap), Measured: map[string]Measurement{"ns/loop": {Reads: 10000}, "ns/zipf": {Reads: 10000}, "ns/uniform": {Reads: 10000}}}
 				var err error
 				if d, err = l.Decide(context.Background(), config(DefaultMechanisms()), in); err != nil {

@@ -142,6 +142,9 @@ type shaped struct {
 	// unfit holds the strict tenants whose protection did not fit next to those of higher
 	// priority, with the highest-priority tenant protected.
 	unfit map[string]string
+	// steady reports that every strict objective was met in the interval measured last: plans
+	// then move at most SteadyChurnPercent of the fleet's memory.
+	steady bool
 }
 
 // observe updates every tenant's state from the interval just measured and forgets tenants
@@ -343,8 +346,8 @@ func (l *Loop) shape(in Input) shaped {
 			}
 		}
 		st.estimatedTop, st.measuredTop = 0, 0
-		if st.target > 0 && st.previous != nil {
-			if est, ok := converging(t.MissRatioCurve, st.previous, st.age, st.target); ok {
+		if reach := reachFor(t, st); reach > 0 && st.previous != nil {
+			if est, ok := converging(t.MissRatioCurve, st.previous, st.age, reach); ok {
 				st.estimatedTop, st.measuredTop = topOf(est), topOf(t.MissRatioCurve)
 				t.MissRatioCurve = est
 				st.estimate = est
@@ -386,10 +389,44 @@ func (l *Loop) shape(in Input) shaped {
 	if mech.Protect {
 		sh.protections, sh.unfit = l.protections(damped, curves)
 	}
+	sh.steady = mech.SteadyBudget && !in.SpecsChanged && l.allMet(damped)
 	return sh
 }
 
-// converging is, for the sampled curve pts of a strict tenant with a hit-ratio target,
+// allMet reports that every strict tenant of s met its objective in the interval measured
+// last: none needs memory, and what moves now only trades warm keys for expected hits.
+func (l *Loop) allMet(s *planning.Snapshot) bool {
+	for i := range s.Tenants {
+		t := &s.Tenants[i]
+		if t.Class != planning.ClassStrict || t.Objective == nil {
+			continue
+		}
+		if !l.tenants[t.ID].met {
+			return false
+		}
+	}
+	return true
+}
+
+// reachFor is the hit ratio tenant t's objective needs, for telling whether its curve still
+// converges (0: none): its target, or for a mean-latency objective the hit ratio that meets
+// it without queueing (the least it needs).
+func reachFor(t *planning.Tenant, st *tenantState) float64 {
+	if st.target > 0 {
+		return st.target
+	}
+	o := t.Objective
+	if t.Class != planning.ClassStrict || o == nil || o.LatencySeconds == nil || t.Observed.MissLatencySeconds <= 0 {
+		return 0
+	}
+	h, ok := curve.HitRatioForLatency(*o.LatencySeconds, t.Observed.HitLatencySeconds, t.Observed.MissLatencySeconds, 0)
+	if !ok {
+		return 0
+	}
+	return h
+}
+
+// converging is, for the sampled curve pts of a strict tenant needing hit ratio target,
 // measured the interval after prev and age intervals after the tenant was placed, the curve
 // of the last interval's reads alone, while pts' top rises by risingTop or more and stays
 // below the target, when that estimate reaches the target (false: use pts as measured).
