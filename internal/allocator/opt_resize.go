@@ -268,7 +268,10 @@ func (o *optInstance) addFreeSplit(m *cpsat.Model, k int, rt *resizeTenant, curr
 		mem := m.NewIntVar(0, capQ, fmt.Sprintf("m_%d_%d", k, j))
 		use := m.NewBoolVar(fmt.Sprintf("u_%d_%d", k, j))
 		rt.mem, rt.use = append(rt.mem, mem), append(rt.use, use)
+		// A node it uses holds at least a quantum of it: a node counted toward its spread
+		// without memory would route nothing there.
 		m.AddLinear([]cpsat.Term{{Var: mem, Coef: 1}, {Var: use, Coef: -capQ}}, math.MinInt64, 0)
+		m.AddLinear([]cpsat.Term{{Var: mem, Coef: 1}, {Var: use, Coef: -1}}, 0, math.MaxInt64)
 		sum = append(sum, cpsat.Term{Var: mem, Coef: 1})
 		count = append(count, cpsat.Term{Var: use, Coef: 1})
 		nodeTerms[j] = append(nodeTerms[j], cpsat.Term{Var: mem, Coef: 1})

@@ -670,3 +670,31 @@ func TestSteadyBudget(t *testing.T) {
 		})
 	}
 }
+
+// A plan in force that holds a tenant on fewer nodes than its spread (a drain left it on one of
+// two) is replaced even while every objective is met and the steady budget holds plans back:
+// the spread is what the tenant's keys fail over to when a node is lost.
+func TestBrokenPlacementIsReplaced(t *testing.T) {
+	needSolver(t)
+	web := tenant("ns/web", 100, 0.5, [][2]float64{{1, 0.5}, {2, 0.9}, {4, 1}, {32, 1}}, 19*mib, 0.9)
+	web.Memory = planning.Memory{MinBytes: 16 * mib, MaxBytes: 32 * mib}
+	web.Spread.MinNodes = 2
+	snap := snapshot(web)
+	snap.Nodes = append(snap.Nodes, planning.Node{Name: "n2", MemoryBytes: 100 * mib, BandwidthBytesPerSecond: 1 << 40, OpsPerSecond: 1 << 40})
+	cfg := config(DefaultMechanisms())
+	cfg.Allocator.MaxChurnBytes = MaxChurnBytes(200*mib, DefaultMaxChurnPercent)
+	in := Input{Snapshot: snap, Current: currentOf(snap), Measured: map[string]Measurement{"ns/web": {Met: true, Reads: 1 << 20}}}
+	d, err := New().Decide(context.Background(), cfg, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var holding []string
+	for _, p := range d.Desired["ns/web"] {
+		if p.MemoryBytes > 0 {
+			holding = append(holding, p.Node)
+		}
+	}
+	if !d.Taken || len(holding) != 2 {
+		t.Errorf("ns/web holds memory on %v (plan taken: %v, %s), want on both nodes", holding, d.Taken, d.Kept)
+	}
+}

@@ -33,6 +33,9 @@ func (l *Loop) keepCurrent(in Input, c *candidate) (current *planning.Plan, reas
 	if l.shortOfLearning(in, c) {
 		return nil, ""
 	}
+	if broken, err := allocator.PlacementBroken(c.snap, l.cfg.Allocator); err == nil && broken != "" {
+		return nil, ""
+	}
 	current = l.evaluateCurrent(c.snap)
 	if current != nil {
 		cs, ps := current.Summary, proposed.Summary

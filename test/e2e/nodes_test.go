@@ -633,6 +633,13 @@ func testNodeDrainAndLoss(t *testing.T) {
 	})
 
 	t.Run("node loss", func(t *testing.T) {
+		routes, memory := tenantRoutes(plans(t, c), id)
+		t.Logf("before the loss %s holds %v and is routed to %v", id, memory, routes)
+		// The tenant's spread of 2 is where the lost node's keys go; the drain must not have
+		// left it on one node (it did, with a second partition of no memory).
+		if len(routes) < int(s.Spec.Placement.MinNodes) {
+			t.Errorf("%s is routed to %d nodes before the loss, want its spread of %d", id, len(routes), s.Spec.Placement.MinNodes)
+		}
 		if !slices.Contains(holdersOf(plans(t, c), id), victim) {
 			t.Fatalf("%s holds no partition of %s after the drain (%v): the node loss would show nothing", victim, id, holdersOf(plans(t, c), id))
 		}
