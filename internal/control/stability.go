@@ -33,8 +33,12 @@ func (l *Loop) keepCurrent(in Input, c *candidate) (current *planning.Plan, reas
 	if l.shortOfLearning(in, c) {
 		return nil, ""
 	}
-	if broken, err := allocator.PlacementBroken(c.snap, l.cfg.Allocator); err == nil && broken != "" {
-		return nil, ""
+	// The optimal policy's plans keep every tenant's placement; the papers' policies may
+	// leave a node of a tenant's spread without memory, in the new plan as in the old.
+	if l.shaping() {
+		if broken, err := allocator.PlacementBroken(c.snap, l.cfg.Allocator); err == nil && broken != "" {
+			return nil, ""
+		}
 	}
 	current = l.evaluateCurrent(c.snap)
 	if current != nil {
