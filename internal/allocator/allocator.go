@@ -240,29 +240,22 @@ func Plan(ctx context.Context, s *planning.Snapshot, opts Options) (*planning.Pl
 }
 
 // PlacementBroken names the first tenant whose allocation in force, the snapshot's current
-// partitions, is on nodes its placement does not allow or on fewer or more nodes than its
-// spread, and says how ("" when none is). Only nodes holding memory count. Such a plan in force
-// must give way to a new one whatever it expects: a tenant spread over two nodes for failover
-// that holds memory on one has none. Tenants without current partitions are not judged: they
-// are new, and planned anyway.
+// partitions, breaks its placement (a node it may not use, fewer or more nodes than its
+// spread) and says how ("" when none does). Only nodes holding memory count: a tenant spread
+// over two nodes so that one takes the other's keys when it is lost, but holding memory on one,
+// has nowhere to fail over to. Tenants without memory in force are new, and not judged.
 func PlacementBroken(s *planning.Snapshot, opts Options) (string, error) {
 	p, err := newProblem(s, opts)
 	if err != nil {
 		return "", err
 	}
 	for k := range p.tenants {
-		t := &p.tenants[k]
-		held := slices.DeleteFunc(slices.Clone(t.current), func(pt part) bool { return pt.bytes <= 0 })
+		held := slices.DeleteFunc(slices.Clone(p.tenants[k].current), func(pt part) bool { return pt.bytes <= 0 })
 		if len(held) == 0 {
 			continue
 		}
-		for _, pt := range held {
-			if _, ok := slices.BinarySearch(t.allowed, pt.node); !ok {
-				return fmt.Sprintf("%s holds memory on %s, which it may not use", t.id, p.nodes[pt.node].name), nil
-			}
-		}
-		if len(held) < t.spreadMin || len(held) > t.spreadMax {
-			return fmt.Sprintf("%s holds memory on %d nodes, outside its spread of %d to %d", t.id, len(held), t.spreadMin, t.spreadMax), nil
+		if v := p.placementViolations(k, held); len(v) > 0 {
+			return v[0], nil
 		}
 	}
 	return "", nil

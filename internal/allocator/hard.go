@@ -67,15 +67,10 @@ func (p *problem) tenantViolations(k int, ps []part) []string {
 	if len(ps) == 0 {
 		return []string{fmt.Sprintf("%s has no partition", t.id)}
 	}
-	var out []string
+	out := p.placementViolations(k, ps)
 	var total int64
-	seen := make(map[int]bool, len(ps))
 	for i, f := range fractions(ps) {
 		pt := ps[i]
-		if _, ok := slices.BinarySearch(t.allowed, pt.node); !ok || seen[pt.node] {
-			out = append(out, fmt.Sprintf("%s on %s: not allowed or twice", t.id, p.nodes[pt.node].name))
-		}
-		seen[pt.node] = true
 		if pt.bytes < 0 || f <= 0 {
 			out = append(out, fmt.Sprintf("%s on %s: %d bytes, routing fraction %g", t.id, p.nodes[pt.node].name, pt.bytes, f))
 		}
@@ -83,6 +78,21 @@ func (p *problem) tenantViolations(k int, ps []part) []string {
 	}
 	if total < t.minBytes || total > t.maxBytes {
 		out = append(out, fmt.Sprintf("%s holds %s outside [%s, %s]", t.id, bytesHuman(total), bytesHuman(t.minBytes), bytesHuman(t.maxBytes)))
+	}
+	return out
+}
+
+// placementViolations lists where tenant k's parts break its placement: a node it may not use
+// or uses twice, or a number of nodes outside its spread.
+func (p *problem) placementViolations(k int, ps []part) []string {
+	t := &p.tenants[k]
+	var out []string
+	seen := make(map[int]bool, len(ps))
+	for _, pt := range ps {
+		if _, ok := slices.BinarySearch(t.allowed, pt.node); !ok || seen[pt.node] {
+			out = append(out, fmt.Sprintf("%s on %s: not allowed or twice", t.id, p.nodes[pt.node].name))
+		}
+		seen[pt.node] = true
 	}
 	if len(ps) < t.spreadMin || len(ps) > t.spreadMax {
 		out = append(out, fmt.Sprintf("%s on %d nodes outside [%d, %d]", t.id, len(ps), t.spreadMin, t.spreadMax))

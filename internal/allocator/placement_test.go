@@ -20,11 +20,11 @@ func TestPlacementBroken(t *testing.T) {
 		{"within its spread", planning.Spread{MinNodes: 2}, nil,
 			[]planning.CurrentPartition{{Node: "n1", MemoryBytes: 8 * mib}, {Node: "n2", MemoryBytes: 8 * mib}}, ""},
 		{"a node without memory does not count", planning.Spread{MinNodes: 2}, nil,
-			[]planning.CurrentPartition{{Node: "n1", MemoryBytes: 16 * mib}, {Node: "n2"}}, "on 1 nodes, outside its spread of 2 to 3"},
+			[]planning.CurrentPartition{{Node: "n1", MemoryBytes: 16 * mib}, {Node: "n2"}}, "a/x on 1 nodes outside [2, 3]"},
 		{"above its spread", planning.Spread{MaxNodes: 1}, nil,
-			[]planning.CurrentPartition{{Node: "n1", MemoryBytes: 8 * mib}, {Node: "n3", MemoryBytes: 8 * mib}}, "on 2 nodes, outside its spread of 1 to 1"},
+			[]planning.CurrentPartition{{Node: "n1", MemoryBytes: 8 * mib}, {Node: "n3", MemoryBytes: 8 * mib}}, "a/x on 2 nodes outside [1, 1]"},
 		{"on a node it may not use", planning.Spread{}, []string{"n2"},
-			[]planning.CurrentPartition{{Node: "n1", MemoryBytes: 8 * mib}}, "on n1, which it may not use"},
+			[]planning.CurrentPartition{{Node: "n1", MemoryBytes: 8 * mib}}, "a/x on n1: not allowed"},
 		{"new, without memory", planning.Spread{MinNodes: 2}, nil, nil, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
