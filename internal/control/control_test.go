@@ -698,3 +698,80 @@ func TestBrokenPlacementIsReplaced(t *testing.T) {
 		t.Errorf("ns/web holds memory on %v (plan taken: %v, %s), want on both nodes", holding, d.Taken, d.Kept)
 	}
 }
+
+// A tenant that does better than its sampled curve at the size it holds is protected at what
+// the curve scaled by that ratio needs, not only at what the curve rescaled along its size
+// axis needs: the rescaling fits one point, and below it (a curve counting first reads as
+// misses is low by a share, not by a size) it promises hits the tenant does not get.
+func TestProtectionBelowTheObservedSize(t *testing.T) {
+	pts := [][2]float64{{10, 0.2}, {20, 0.35}, {40, 0.45}, {80, 0.5}}
+	const target, observed = 0.42, 0.48
+	raw := fitted(&planning.Tenant{MissRatioCurve: tenant("ns/a", 0, target, pts, 0, 0).MissRatioCurve})
+	scaled := scaledNeed(raw, 40*mib, observed, target+topMargin)
+	l := New()
+	l.cfg = config(Mechanisms{Damping: true, Protect: true})
+	var sh shaped
+	for range 3 {
+		snap := snapshot(tenant("ns/a", 100, target, pts, 40*mib, observed))
+		in := Input{Snapshot: snap, Current: currentOf(snap), Measured: map[string]Measurement{"ns/a": {Met: true, Reads: 100000}}}
+		l.observe(in)
+		sh = l.shape(in)
+	}
+	if f := l.tenants["ns/a"].factor; f <= 1 {
+		t.Fatalf("correction factor %v: the test needs a curve rescaled for a tenant doing better than it", f)
+	}
+	rescaled, ok := fitted(&sh.damped.Tenants[0]).MinSize(target + topMargin)
+	if !ok || rescaled >= scaled {
+		t.Fatalf("the rescaled curve needs %d bytes, the scaled one %d: the test needs the rescaled one to promise more below 40 MiB", rescaled, scaled)
+	}
+	want := int64(float64(scaled) * (1 + protectCushion))
+	if got := sh.protections["ns/a"].bytes; got != want {
+		t.Errorf("protected at %.1f MiB, want %.1f MiB (the scaled curve's need plus the cushion; the rescaled curve's is %.1f MiB)", float64(got)/float64(mib), float64(want)/float64(mib), float64(rescaled)/float64(mib))
+	}
+	// Scaled by 0.48/0.45 the curve reaches 0.43 where it reached 0.403: between 20 and 40 MiB.
+	if scaled <= 20*mib || scaled >= 40*mib {
+		t.Errorf("scaled need %.1f MiB, want between 20 and 40", float64(scaled)/float64(mib))
+	}
+}
+
+func TestScaledNeed(t *testing.T) {
+	c := fitted(&planning.Tenant{MissRatioCurve: tenant("ns/a", 0, 0, [][2]float64{{10, 0.2}, {20, 0.4}, {40, 0.5}}, 0, 0).MissRatioCurve})
+	cases := []struct {
+		name             string
+		observed, target float64
+		want             int64
+	}{
+		{"as the curve predicts", 0.5, 0.4, 20 * mib},
+		{"better than the curve lowers the need", 0.625, 0.4, 16 * mib},
+		{"worse than the curve raises it", 0.25, 0.2, 20 * mib},
+		{"out of reach keeps what is held", 0.3, 0.4, 40 * mib},
+		{"nothing observed keeps what is held", 0, 0.4, 40 * mib},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := scaledNeed(c, 40*mib, tc.observed, tc.target)
+			if d := got - tc.want; d > mib/100 || d < -mib/100 {
+				t.Errorf("scaledNeed = %.2f MiB, want %.2f", float64(got)/float64(mib), float64(tc.want)/float64(mib))
+			}
+		})
+	}
+}
+
+// A tenant far above its target releases at most maxRelease of its memory per interval: each
+// step is measured before the next.
+func TestProtectionReleasesAStepAtATime(t *testing.T) {
+	pts := [][2]float64{{10, 0.5}, {20, 0.6}, {40, 0.7}}
+	l := New()
+	l.cfg = config(Mechanisms{Damping: true, Protect: true})
+	held := 40 * mib
+	for i := range 3 {
+		snap := snapshot(tenant("ns/a", 100, 0.4, pts, held, 0.7))
+		in := Input{Snapshot: snap, Current: currentOf(snap), Measured: map[string]Measurement{"ns/a": {Met: true, Reads: 100000}}}
+		l.observe(in)
+		got := l.shape(in).protections["ns/a"].bytes
+		if want := int64(float64(held) * (1 - maxRelease)); got != want {
+			t.Fatalf("interval %d: protected at %.1f of %.1f MiB, want %.1f (its curve needs about 8 MiB)", i, float64(got)/float64(mib), float64(held)/float64(mib), float64(want)/float64(mib))
+		}
+		held = got
+	}
+}

@@ -90,7 +90,7 @@ func TestUnfitProtectionNamesOnlyOthers(t *testing.T) {
 	for i := range snap.Tenants {
 		curves[i] = fitted(&snap.Tenants[i])
 	}
-	protected, unfit := l.protections(snap, curves)
+	protected, unfit := l.protections(snap, curves, curves)
 	if _, ok := protected["ns/a"]; ok {
 		t.Fatalf("ns/a protected at %d MiB next to ns/b's 50 MiB minimum on 100 MiB", protected["ns/a"].bytes/mib)
 	}

@@ -22,6 +22,10 @@ const (
 	// not all it has: it met its objective with memory to spare.
 	protectSlack   = 0.05
 	protectCushion = 0.10
+	// maxRelease is the most of its memory such a tenant's protection releases at once: a
+	// curve read far below the measured size can promise hits the tenant does not get, and
+	// a step this small is measured before the next.
+	maxRelease = 0.25
 	// topMargin keeps raised targets this far below the top of the tenant's curve.
 	topMargin = 0.01
 	// tightenStep tightens a latency or degradation target after each settled miss, up to
@@ -336,6 +340,7 @@ func (l *Loop) shape(in Input) shaped {
 	mech := l.cfg.Mechanisms
 	damped := cloneTenants(in.Snapshot)
 	curves := make([]*curve.Curve, len(damped.Tenants))
+	raw := make([]*curve.Curve, len(damped.Tenants))
 	for i := range damped.Tenants {
 		t := &damped.Tenants[i]
 		st := l.tenants[t.ID]
@@ -354,6 +359,7 @@ func (l *Loop) shape(in Input) shaped {
 			}
 		}
 		c := fitted(t)
+		raw[i] = c
 		if mech.Damping && c != nil {
 			c = l.damp(t, c)
 		}
@@ -387,7 +393,7 @@ func (l *Loop) shape(in Input) shaped {
 		}
 	}
 	if mech.Protect {
-		sh.protections, sh.unfit = l.protections(damped, curves)
+		sh.protections, sh.unfit = l.protections(damped, curves, raw)
 	}
 	sh.steady = mech.SteadyBudget && !in.SpecsChanged && l.allMet(damped)
 	return sh
@@ -548,9 +554,10 @@ func (l *Loop) damp(t *planning.Tenant, c *curve.Curve) *curve.Curve {
 
 // protections are the memory minimums that keep strict tenants that met their objective
 // where they are: the memory in force, or for a tenant well above its hit-ratio target the
-// memory its curve needs for the target plus a cushion. When the minimums together exceed the
+// memory its curve needs for the target plus a cushion, by the damped curve or the sampled one
+// (raw) scaled to the observation, whichever needs more. When the minimums together exceed the
 // cluster's memory, the lowest priorities lose their protection first.
-func (l *Loop) protections(s *planning.Snapshot, curves []*curve.Curve) (map[string]protection, map[string]string) {
+func (l *Loop) protections(s *planning.Snapshot, curves, raw []*curve.Curve) (map[string]protection, map[string]string) {
 	out, unfit := map[string]protection{}, map[string]string{}
 	var capacity, mins int64
 	for _, n := range s.Nodes {
@@ -594,7 +601,11 @@ func (l *Loop) protections(s *planning.Snapshot, curves []*curve.Curve) (map[str
 		amount := max(0, total-l.cfg.MinChangeBytes)
 		if t.Class == planning.ClassStrict && st.met && st.target > 0 && curves[i] != nil && st.observed >= st.target+protectSlack {
 			if need, ok := curves[i].MinSize(st.target + topMargin); ok {
-				amount = min(amount, int64(float64(need)*(1+protectCushion)))
+				if raw[i] != nil {
+					need = max(need, scaledNeed(raw[i], total, st.observed, st.target+topMargin))
+				}
+				// Released a step at a time, each step measured before the next.
+				amount = min(amount, max(int64(float64(need)*(1+protectCushion)), int64(float64(total)*(1-maxRelease))))
 			}
 		}
 		if t.Memory.MaxBytes > 0 {
@@ -732,4 +743,18 @@ func topOf(pts []planning.MissRatioPoint) float64 {
 		top = max(top, 1-p.MissRatio)
 	}
 	return top
+}
+
+// scaledNeed is the least size at which curve c, scaled by the hit ratio observed at size held
+// over what c predicts there, reaches target (held when none smaller does).
+func scaledNeed(c *curve.Curve, held int64, observed, target float64) int64 {
+	at := c.At(held)
+	if at <= 0 || observed <= 0 {
+		return held
+	}
+	need, ok := c.MinSize(target * at / observed)
+	if !ok || need > held {
+		return held
+	}
+	return need
 }
